@@ -1,0 +1,72 @@
+#include "axes.hpp"
+
+#include <cctype>
+#include <limits>
+#include <stdexcept>
+
+namespace attn {
+namespace {
+
+std::string trim(const std::string& s) {
+  const auto first = s.find_first_not_of(" \t");
+  if (first == std::string::npos) return "";
+  return s.substr(first, s.find_last_not_of(" \t") - first + 1);
+}
+
+[[noreturn]] void bad(const std::string& name, const std::string& spec, const std::string& why) {
+  throw std::invalid_argument("--" + name + " '" + spec + "': " + why);
+}
+
+long long parse_count(const std::string& name, const std::string& spec, const std::string& word) {
+  const std::string w = trim(word);
+  std::size_t digits = 0;
+  while (digits < w.size() && std::isdigit(static_cast<unsigned char>(w[digits]))) ++digits;
+  if (digits == 0) bad(name, spec, "'" + w + "' is not a positive whole number");
+  long long unit = 1;
+  const std::string suffix = w.substr(digits);
+  if (suffix == "k" || suffix == "K") unit = 1024;
+  else if (suffix == "m" || suffix == "M") unit = 1024 * 1024;
+  else if (!suffix.empty()) bad(name, spec, "'" + w + "' has an unknown suffix (use k or m)");
+  if (digits > 12) bad(name, spec, "'" + w + "' is too large");
+  return std::stoll(w.substr(0, digits)) * unit;
+}
+
+}  // namespace
+
+std::vector<std::string> split_list(const std::string& name, const std::string& spec) {
+  std::vector<std::string> words;
+  if (trim(spec).empty()) bad(name, spec, "empty");
+  std::size_t start = 0;
+  while (true) {
+    const auto comma = spec.find(',', start);
+    const std::string word = trim(spec.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (word.empty()) bad(name, spec, "empty item in the list");
+    words.push_back(word);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return words;
+}
+
+Axis parse_axis(const std::string& name, const std::string& spec, long long minimum) {
+  Axis axis{name, {}};
+  for (const auto& word : split_list(name, spec)) {
+    const auto dots = word.find("..");
+    if (dots == std::string::npos) {
+      axis.values.push_back(parse_count(name, spec, word));
+    } else {
+      const long long lo = parse_count(name, spec, word.substr(0, dots));
+      const long long hi = parse_count(name, spec, word.substr(dots + 2));
+      if (lo > hi) bad(name, spec, "range '" + word + "' runs backwards");
+      if (lo < 1) bad(name, spec, "range '" + word + "' must start at 1 or more");
+      for (long long x = lo; x <= hi; x *= 2) axis.values.push_back(x);
+    }
+  }
+  for (long long x : axis.values) {
+    if (x < minimum) bad(name, spec, "values must be at least " + std::to_string(minimum));
+    if (x > std::numeric_limits<int>::max()) bad(name, spec, "value " + std::to_string(x) + " is too large");
+  }
+  return axis;
+}
+
+}  // namespace attn

@@ -1,0 +1,75 @@
+// Causal linear attention (Katharopoulos et al. 2020) in its three forms.
+#include "linear/chunk.hpp"
+#include "linear/parallel.hpp"
+#include "linear/recurrent.hpp"
+#include "registry.hpp"
+
+namespace attn {
+namespace {
+
+struct LinearParallel {
+  template <class Exec, class T>
+  static void run(const Exec& exec, const Inputs<Exec, T>& x, const FormParams&) {
+    linear_parallel_forward(exec, x.q, x.k, x.v, x.o);
+  }
+};
+struct LinearRecurrent {
+  template <class Exec, class T>
+  static void run(const Exec& exec, const Inputs<Exec, T>& x, const FormParams&) {
+    linear_recurrent_forward(exec, x.q, x.k, x.v, x.o);
+  }
+};
+struct LinearChunk {
+  template <class Exec, class T>
+  static void run(const Exec& exec, const Inputs<Exec, T>& x, const FormParams& p) {
+    linear_chunk_forward(exec, x.q, x.k, x.v, x.o, p.chunk);
+  }
+};
+
+ref::Tensor linear_reference(const ref::Tensor& q, const ref::Tensor& k, const ref::Tensor& v,
+                             const FormParams&, const ref::HeadList& heads) {
+  return ref::linear_causal_attention(q, k, v, heads);
+}
+
+double io_bytes(const Shape& s, std::size_t scalar_bytes) {
+  return double(s.batch) * s.heads * s.seq * (2.0 * s.dk + 2.0 * s.dv) * scalar_bytes;
+}
+// The reference's masked quadratic form: L(L+1)/2 (q.k, a v) pairs.
+double reference_flops(const Shape& s) { return double(s.seq) * (s.seq + 1) * (s.dk + s.dv); }
+
+// Masked quadratic: L(L+1)/2 pairs, each q.k (2 dk) and a [v, 1] (2 (dv + 1)).
+Cost parallel_cost(const Shape& s, const FormParams&, std::size_t scalar_bytes) {
+  const double bh = double(s.batch) * s.heads, L = s.seq;
+  return {bh * L * (L + 1) * (s.dk + s.dv + 1), io_bytes(s, scalar_bytes), reference_flops(s)};
+}
+// Per token: state update k [v, 1]^T and read-out q^T S, 2 dk (dv + 1) each.
+Cost recurrent_cost(const Shape& s, const FormParams&, std::size_t scalar_bytes) {
+  const double bh = double(s.batch) * s.heads;
+  return {bh * s.seq * 4.0 * s.dk * (s.dv + 1), io_bytes(s, scalar_bytes), reference_flops(s)};
+}
+// Inter-chunk as the recurrent form (read-out and update), plus the intra-chunk
+// masked quadratic part: C(C+1)/2 pairs per chunk of C.
+Cost chunk_cost(const Shape& s, const FormParams& p, std::size_t scalar_bytes) {
+  const double bh = double(s.batch) * s.heads, L = s.seq;
+  const double C = std::min(p.chunk, s.seq);
+  return {bh * (L * 4.0 * s.dk * (s.dv + 1) + L * (C + 1) * (s.dk + s.dv + 1)),
+          io_bytes(s, scalar_bytes), reference_flops(s)};
+}
+
+}  // namespace
+
+std::vector<Form> linear_forms() {
+  return {
+      {"linear/parallel", "linear", "masked quadratic form (QK^T . M)V / rowsum, tiled, O(Ld) memory",
+       true, {}, InputKind::positive_features, runners_of<LinearParallel>(), &linear_reference,
+       &parallel_cost},
+      {"linear/recurrent", "linear", "token-by-token state recurrence S_t = S_{t-1} + k_t v_t^T",
+       true, {}, InputKind::positive_features, runners_of<LinearRecurrent>(), &linear_reference,
+       &recurrent_cost},
+      {"linear/chunk", "linear", "chunkwise: state between chunks, masked quadratic inside",
+       true, {Param::chunk}, InputKind::positive_features, runners_of<LinearChunk>(),
+       &linear_reference, &chunk_cost},
+  };
+}
+
+}  // namespace attn

@@ -1,0 +1,173 @@
+#include "measure.hpp"
+
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <new>
+#include <stdexcept>
+
+#include "inputs.hpp"
+#include "memory.hpp"
+
+namespace attn {
+namespace {
+
+// Collects Google Benchmark's per-repetition runs and aggregates of one point.
+class Collector : public benchmark::BenchmarkReporter {
+ public:
+  bool ReportContext(const Context&) override { return true; }
+  void ReportRuns(const std::vector<Run>& runs) override {
+    for (const auto& run : runs) {
+      if (run.error_occurred) {
+        error = run.error_message;
+      } else if (run.run_type == Run::RT_Iteration) {
+        samples.push_back(run.GetAdjustedRealTime());
+      } else {
+        aggregates[run.aggregate_name] = run.GetAdjustedRealTime();
+      }
+    }
+  }
+  std::vector<double> samples;
+  std::map<std::string, double> aggregates;
+  std::string error;
+};
+
+bool is_out_of_memory(const std::exception& e) {
+  if (dynamic_cast<const std::bad_alloc*>(&e)) return true;
+  const std::string what = e.what();
+  return what.find("allocate") != std::string::npos || what.find("out of memory") != std::string::npos;
+}
+
+// The (batch, head) pairs whose reference fits the budget: all, else the
+// first and last, else the first, else none.
+ref::HeadList heads_to_check(const Shape& s, double per_head_flops, double budget) {
+  const int pairs = s.batch * s.heads;
+  ref::HeadList heads;
+  if (per_head_flops * pairs <= budget) {
+    for (int b = 0; b < s.batch; ++b)
+      for (int h = 0; h < s.heads; ++h) heads.emplace_back(b, h);
+  } else if (per_head_flops <= budget) {
+    heads.emplace_back(0, 0);
+    if (pairs > 1 && 2 * per_head_flops <= budget) heads.emplace_back(s.batch - 1, s.heads - 1);
+  }
+  return heads;
+}
+
+template <class Exec, class T>
+void time_point(const Exec& exec, const Form& form, const Inputs<Exec, T>& x, const FormParams& params,
+                const MeasureOptions& options, ResultRow& row) {
+  const auto run = form.runner<Exec, T>();
+  auto timed = [&](benchmark::State& state) {
+    for (auto _ : state) {
+      exec.fence();
+      const auto start = std::chrono::steady_clock::now();
+      run(exec, x, params);
+      exec.fence();
+      state.SetIterationTime(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    }
+  };
+  auto* bench = benchmark::RegisterBenchmark(form.name.c_str(), timed);
+  bench->UseManualTime()->Iterations(1)->Repetitions(options.reps)->Unit(benchmark::kSecond);
+  bench->ComputeStatistics("min", [](const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); });
+  bench->ComputeStatistics("max", [](const std::vector<double>& v) { return *std::max_element(v.begin(), v.end()); });
+  Collector collector;
+  benchmark::RunSpecifiedBenchmarks(&collector);
+  benchmark::ClearRegisteredBenchmarks();
+  if (!collector.error.empty()) throw std::runtime_error(collector.error);
+  if (collector.samples.empty()) throw std::runtime_error("no timed run was reported");
+  row.reps = int(collector.samples.size());
+  if (collector.aggregates.count("median")) {  // Google Benchmark aggregates need >= 2 repetitions
+    row.time_median_s = collector.aggregates["median"];
+    row.time_mean_s = collector.aggregates["mean"];
+    row.time_min_s = collector.aggregates["min"];
+    row.time_max_s = collector.aggregates["max"];
+  } else {
+    row.time_median_s = row.time_mean_s = row.time_min_s = row.time_max_s = collector.samples.front();
+  }
+}
+
+}  // namespace
+
+template <class Exec, class T>
+ResultRow measure_point(const Form& form, const Shape& shape, const FormParams& params,
+                        const MeasureOptions& options) {
+  ResultRow row;
+  row.form = form.name;
+  row.family = form.family;
+  row.backend = backend_name<Exec>();
+  row.precision = precision_name<T>();
+  row.batch = shape.batch; row.heads = shape.heads; row.seq = shape.seq;
+  row.dk = shape.dk; row.dv = shape.dv; row.chunk = params.chunk;
+  const Cost cost = form.cost(shape, params, sizeof(T));
+  row.flops = cost.flops;
+  row.bytes = cost.bytes;
+  const std::string space = Exec::memory_space::name();
+
+  // Refuse up front what cannot fit: the inputs and output on the backend, and
+  // on a host backend also the float64 host copies the harness keeps.
+  const double elements = double(shape.batch) * shape.heads * shape.seq;
+  double need = elements * (2.0 * shape.dk + 2.0 * shape.dv) * sizeof(T);
+  if (is_host_space<Exec>()) need += elements * (2.0 * shape.dk + 2.0 * shape.dv) * sizeof(double);
+  const double free_bytes = double(memory::available(space));
+  if (free_bytes > 0 && need > 0.9 * free_bytes) {
+    row.status = "oom";
+    row.note = "inputs need " + std::to_string(std::uint64_t(need)) + " bytes, " +
+               std::to_string(std::uint64_t(free_bytes)) + " free";
+    return row;
+  }
+
+  try {
+    const HostProblem problem = random_problem(shape, form.inputs, options.seed);
+    memory::reset_peak(space);
+    const Exec exec;
+    ref::Tensor output;
+    {
+      const Inputs<Exec, T> x = upload<Exec, T>(problem);
+      const auto run = form.runner<Exec, T>();
+      for (int i = 0; i < options.warmup; ++i) run(exec, x, params);
+      exec.fence();
+      time_point(exec, form, x, params, options, row);
+      row.peak_bytes = memory::peak(space);
+      output = to_host(x.o);
+    }
+    row.gflops = row.flops / row.time_median_s / 1e9;
+    row.gbps = row.bytes / row.time_median_s / 1e9;
+
+    const ref::HeadList heads = heads_to_check(shape, cost.reference_flops, options.check_flops);
+    if (!all_finite(output)) {
+      row.status = "error";
+      row.note = "non-finite output";
+      return row;
+    }
+    if (!heads.empty()) {
+      const ref::Tensor want = form.reference(problem.q, problem.k, problem.v, params, heads);
+      const ErrorStats e = compare(output, want, heads);
+      row.err_heads = int(heads.size());
+      row.max_abs_err = e.max_abs;
+      row.rel_l2_err = e.rel_l2;
+    } else {
+      row.note = "error not checked: the reference would exceed --check-flops";
+    }
+    row.status = "ok";
+  } catch (const std::exception& e) {
+    row.status = is_out_of_memory(e) ? "oom" : "error";
+    row.note = e.what();
+    row.note = row.note.substr(0, row.note.find('\n'));
+  }
+  return row;
+}
+
+#define ATTN_DEFINE_MEASURE(Exec, T)                                                     \
+  template ResultRow measure_point<Exec, T>(const Form&, const Shape&, const FormParams&, \
+                                            const MeasureOptions&);
+ATTN_DEFINE_MEASURE(HostBackend, float)
+ATTN_DEFINE_MEASURE(HostBackend, double)
+#ifdef KOKKOS_ENABLE_CUDA
+ATTN_DEFINE_MEASURE(Kokkos::Cuda, float)
+ATTN_DEFINE_MEASURE(Kokkos::Cuda, double)
+#endif
+
+}  // namespace attn

@@ -1,0 +1,71 @@
+#include "memory.hpp"
+
+#include <Kokkos_Core.hpp>
+
+#include <fstream>
+#include <map>
+#include <mutex>
+
+namespace attn::memory {
+namespace {
+
+struct Usage {
+  std::uint64_t live = 0, peak = 0;
+};
+std::mutex mutex;
+std::map<std::string, Usage> usage;
+
+void on_allocate(Kokkos::Tools::SpaceHandle space, const char*, const void*, std::uint64_t size) {
+  std::lock_guard<std::mutex> lock(mutex);
+  auto& u = usage[space.name];
+  u.live += size;
+  if (u.live > u.peak) u.peak = u.live;
+}
+
+void on_deallocate(Kokkos::Tools::SpaceHandle space, const char*, const void*, std::uint64_t size) {
+  std::lock_guard<std::mutex> lock(mutex);
+  auto& u = usage[space.name];
+  u.live = size > u.live ? 0 : u.live - size;
+}
+
+}  // namespace
+
+void install_hooks() {
+  Kokkos::Tools::Experimental::set_allocate_data_callback(&on_allocate);
+  Kokkos::Tools::Experimental::set_deallocate_data_callback(&on_deallocate);
+}
+
+void reset_peak(const std::string& space) {
+  std::lock_guard<std::mutex> lock(mutex);
+  auto& u = usage[space];
+  u.peak = u.live;
+}
+
+std::uint64_t peak(const std::string& space) {
+  std::lock_guard<std::mutex> lock(mutex);
+  return usage[space].peak;
+}
+
+std::uint64_t live(const std::string& space) {
+  std::lock_guard<std::mutex> lock(mutex);
+  return usage[space].live;
+}
+
+std::uint64_t available(const std::string& space) {
+#ifdef KOKKOS_ENABLE_CUDA
+  if (space == Kokkos::CudaSpace::name()) {
+    std::size_t free_bytes = 0, total = 0;
+    if (cudaMemGetInfo(&free_bytes, &total) == cudaSuccess) return free_bytes;
+    return 0;
+  }
+#endif
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  std::uint64_t kib;
+  std::string unit;
+  while (meminfo >> key >> kib >> unit)
+    if (key == "MemAvailable:") return kib * 1024;
+  return 0;
+}
+
+}  // namespace attn::memory

@@ -1,0 +1,19 @@
+// Peak memory of a run: Kokkos calls these hooks for every View allocation and
+// deallocation (Kokkos Tools callbacks, in-process), so live and peak bytes
+// per memory space are known without any external tool.
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace attn::memory {
+
+void install_hooks();                       // once, after Kokkos::initialize
+void reset_peak(const std::string& space);  // peak := live
+std::uint64_t peak(const std::string& space);
+std::uint64_t live(const std::string& space);
+
+// Bytes free for new allocations in the space: cudaMemGetInfo on CUDA,
+// MemAvailable on the host; 0 if unknown.
+std::uint64_t available(const std::string& space);
+
+}  // namespace attn::memory

@@ -1,0 +1,17 @@
+// Math functions usable in kernels under Kokkos 3.4 (Kokkos::Experimental::)
+// and Kokkos >= 3.6 (Kokkos::), so that the kernels build with both.
+#pragma once
+#include <Kokkos_Core.hpp>
+
+namespace attn {
+
+template <class T>
+KOKKOS_INLINE_FUNCTION T exp(T x) {
+#if KOKKOS_VERSION >= 30600
+  return Kokkos::exp(x);
+#else
+  return Kokkos::Experimental::exp(x);
+#endif
+}
+
+}  // namespace attn

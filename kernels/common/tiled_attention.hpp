@@ -1,0 +1,139 @@
+// One team per (batch, head, query tile): stream key/value tiles through team
+// scratch and accumulate the output rows, never materialising the L x L score
+// matrix (memory O(L d)). Shared by tiled softmax attention (online softmax,
+// FlashAttention-2 style) and the parallel form of causal linear attention
+// (masked quadratic form, normalised through an extra column of ones in V).
+#pragma once
+#include "common/math.hpp"
+#include "common/views.hpp"
+
+#include <algorithm>
+
+namespace attn::detail {
+
+// Softmax weights: p = exp(scale s - m) with a running row maximum m; earlier
+// partial sums are rescaled by exp(m_old - m_new) <= 1, so no exponent is ever
+// positive. The normaliser is the running sum l of the weights.
+struct SoftmaxWeights {
+  double scale;
+  static constexpr bool ones_column = false;
+  static constexpr bool online_rescale = true;
+};
+
+// Linear-attention weights: p = s (the features are positive). The normaliser
+// sum_j p_j is accumulated as one more output column against v = 1.
+struct LinearWeights {
+  static constexpr double scale = 1.0;
+  static constexpr bool ones_column = true;
+  static constexpr bool online_rescale = false;
+};
+
+template <class Exec, class T, class Weights>
+void tiled_attention(const Exec& exec, const char* label, const Tensor4<Exec, T>& q,
+                     const Tensor4<Exec, T>& k, const Tensor4<Exec, T>& v,
+                     const Tensor4<Exec, T>& o, bool causal, Weights weights) {
+  using Scratch = ScratchMatrix<Exec, T>;
+  const Shape s = checked_shape<Exec, T>(q, k, v, o);
+  if (s.seq == 0 || s.batch == 0 || s.heads == 0) return;
+  const int dk = s.dk, dv = s.dv, L = s.seq, H = s.heads;
+  const int width = dv + (Weights::ones_column ? 1 : 0);  // accumulated columns
+
+  // Q and K tiles have a padded row stride (dk + 1) so that threads reading
+  // consecutive key rows hit different shared-memory banks.
+  auto bytes = [&](int r) {
+    return 2 * scratch_bytes<Exec, T>(r, dk + 1) + 2 * scratch_bytes<Exec, T>(r, width) +
+           scratch_bytes<Exec, T>(r, r + 1) + scratch_bytes<Exec, T>(r, 3);
+  };
+  int rows = 32;
+  while (rows > 1 && bytes(rows) > scratch_budget_bytes) rows /= 2;
+  if (bytes(rows) > scratch_budget_bytes) tiles_do_not_fit(label, s);
+  const int R = std::min(rows, std::max(L, 1));
+  const int tiles = ceil_div(L, R);
+
+  auto policy = team_policy(exec, s.batch * H * tiles, 128).set_scratch_size(0, Kokkos::PerTeam(bytes(R)));
+  using Member = typename Kokkos::TeamPolicy<Exec>::member_type;
+  const T scale = T(weights.scale);
+
+  Kokkos::parallel_for(label, policy, KOKKOS_LAMBDA(const Member& team) {
+    const int tile = team.league_rank() % tiles;
+    const int bh = team.league_rank() / tiles;
+    const int b = bh / H, h = bh % H;
+    const int r0 = tile * R;
+    const int nr = (L - r0 < R) ? L - r0 : R;
+
+    Scratch Qs(team.team_scratch(0), R, dk + 1), Ks(team.team_scratch(0), R, dk + 1);
+    Scratch Vs(team.team_scratch(0), R, width), acc(team.team_scratch(0), R, width);
+    Scratch P(team.team_scratch(0), R, R + 1);
+    Scratch stats(team.team_scratch(0), R, 3);  // per row: running max m, sum l, rescale alpha
+
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nr * dk), [&](int i) {
+      Qs(i / dk, i % dk) = q(b, h, r0 + i / dk, i % dk);
+    });
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nr * width), [&](int i) {
+      acc(i / width, i % width) = T(0);
+    });
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nr), [&](int r) {
+      stats(r, 0) = Kokkos::reduction_identity<T>::max();  // lowest finite value, not -inf
+      stats(r, 1) = T(0);
+      stats(r, 2) = T(1);
+    });
+
+    // Causal: key tile t only for t <= query tile; inside the diagonal tile
+    // key j is visible to row r only when j <= r. Masked scores are skipped,
+    // never computed and then masked.
+    const int last_tile = causal ? tile : tiles - 1;
+    for (int kt = 0; kt <= last_tile; ++kt) {
+      const int k0 = kt * R;
+      const int nk = (L - k0 < R) ? L - k0 : R;
+      team.team_barrier();  // previous tile's V and P are no longer read
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nk * dk), [&](int i) {
+        Ks(i / dk, i % dk) = k(b, h, k0 + i / dk, i % dk);
+      });
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nk * width), [&](int i) {
+        const int j = i / width, c = i % width;
+        Vs(j, c) = c < dv ? v(b, h, k0 + j, c) : T(1);
+      });
+      team.team_barrier();
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nr * nk), [&](int i) {
+        const int r = i / nk, j = i % nk;
+        T dot = 0;
+        if (!causal || k0 + j <= r0 + r)
+          for (int c = 0; c < dk; ++c) dot += Qs(r, c) * Ks(j, c);
+        P(r, j) = dot * scale;
+      });
+      team.team_barrier();
+      if (Weights::online_rescale) {
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nr), [&](int r) {
+          const int visible = causal ? ((r0 + r - k0 + 1 < nk) ? r0 + r - k0 + 1 : nk) : nk;
+          T m_new = stats(r, 0);
+          for (int j = 0; j < visible; ++j) m_new = P(r, j) > m_new ? P(r, j) : m_new;
+          T sum = 0;
+          for (int j = 0; j < nk; ++j) {
+            const T p = j < visible ? attn::exp(P(r, j) - m_new) : T(0);
+            P(r, j) = p;
+            sum += p;
+          }
+          const T alpha = attn::exp(stats(r, 0) - m_new);
+          stats(r, 0) = m_new;
+          stats(r, 1) = stats(r, 1) * alpha + sum;
+          stats(r, 2) = alpha;
+        });
+        team.team_barrier();
+      }
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nr * width), [&](int i) {
+        const int r = i / width, c = i % width;
+        T sum = 0;
+        for (int j = 0; j < nk; ++j) sum += P(r, j) * Vs(j, c);
+        acc(r, c) = Weights::online_rescale ? acc(r, c) * stats(r, 2) + sum : acc(r, c) + sum;
+      });
+    }
+    team.team_barrier();
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nr * dv), [&](int i) {
+      const int r = i / dv, c = i % dv;
+      const T den = Weights::ones_column ? acc(r, dv) : stats(r, 1);
+      o(b, h, r0 + r, c) = acc(r, c) / den;
+    });
+  });
+}
+
+}  // namespace attn::detail

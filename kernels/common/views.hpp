@@ -1,0 +1,71 @@
+// Shared vocabulary of every kernel: tensor views, scratch views, team policies
+// and the tile-size search that keeps team scratch within one portable budget.
+#pragma once
+#include <Kokkos_Core.hpp>
+
+#include <cstddef>
+#include <stdexcept>
+#include <string>
+
+namespace attn {
+
+// Every form takes and returns [batch, heads, seq, d] row-major tensors.
+template <class Exec, class T>
+using Tensor4 = Kokkos::View<T****, Kokkos::LayoutRight, typename Exec::memory_space>;
+
+// Team-scratch matrix (level 0: shared memory on CUDA, a per-thread buffer on OpenMP).
+template <class Exec, class T>
+using ScratchMatrix = Kokkos::View<T**, Kokkos::LayoutRight, typename Exec::scratch_memory_space,
+                                   Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+
+struct Shape {
+  int batch, heads, seq, dk, dv;
+};
+
+// Checks that q, k, v, o agree ([B,H,L,dk] x2, [B,H,L,dv] x2) and returns the shape.
+template <class Exec, class T>
+Shape checked_shape(const Tensor4<Exec, T>& q, const Tensor4<Exec, T>& k,
+                    const Tensor4<Exec, T>& v, const Tensor4<Exec, T>& o) {
+  const Shape s{int(q.extent(0)), int(q.extent(1)), int(q.extent(2)), int(q.extent(3)),
+                int(v.extent(3))};
+  for (int dim = 0; dim < 3; ++dim) {
+    if (k.extent(dim) != q.extent(dim) || v.extent(dim) != q.extent(dim) ||
+        o.extent(dim) != q.extent(dim))
+      throw std::invalid_argument("q, k, v and o must share batch, heads and sequence length");
+  }
+  if (k.extent(3) != q.extent(3) || o.extent(3) != v.extent(3))
+    throw std::invalid_argument("k must have q's head size and o must have v's");
+  return s;
+}
+
+template <class Exec>
+constexpr bool is_host_space() {
+  return Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename Exec::memory_space>::accessible;
+}
+
+// One team per work item. On the host a team is one thread walking the tile
+// loops in order; on a GPU it is `device_team_size` threads sharing scratch.
+template <class Exec>
+Kokkos::TeamPolicy<Exec> team_policy(const Exec& exec, int league, int device_team_size) {
+  return Kokkos::TeamPolicy<Exec>(exec, league, is_host_space<Exec>() ? 1 : device_team_size);
+}
+
+// Portable level-0 scratch budget per team: Kokkos 3.4 caps CUDA shared memory
+// at 40 KiB per team (shared/DEPENDENCIES.md), and on a CPU the same budget
+// keeps a team's tiles in L1/L2.
+constexpr std::size_t scratch_budget_bytes = 40 * 1024;
+
+template <class Exec, class T>
+std::size_t scratch_bytes(int rows, int cols) {
+  return ScratchMatrix<Exec, T>::shmem_size(rows, cols);
+}
+
+[[noreturn]] inline void tiles_do_not_fit(const char* form, const Shape& s) {
+  throw std::invalid_argument(std::string(form) + ": head sizes dk=" + std::to_string(s.dk) +
+                              ", dv=" + std::to_string(s.dv) +
+                              " do not fit one tile row in team scratch");
+}
+
+inline int ceil_div(int a, int b) { return (a + b - 1) / b; }
+
+}  // namespace attn

@@ -1,0 +1,84 @@
+// Causal linear attention, recurrent form (Katharopoulos et al. 2020, Eq. 18-20):
+//   S_t = S_{t-1} + k_t v_t^T,  z_t = z_{t-1} + k_t,  o_t = S_t^T q_t / (z_t . q_t)
+// One team per (batch, head, value block); each thread owns one state column
+// and walks the tokens in order. Memory O(L d): only the state block lives in
+// team scratch.
+#pragma once
+#include "common/value_blocks.hpp"
+
+#include <algorithm>
+
+namespace attn {
+
+template <class Exec, class T>
+void linear_recurrent_forward(const Exec& exec, const Tensor4<Exec, T>& q,
+                              const Tensor4<Exec, T>& k, const Tensor4<Exec, T>& v,
+                              const Tensor4<Exec, T>& o) {
+  using Scratch = ScratchMatrix<Exec, T>;
+  const Shape s = checked_shape<Exec, T>(q, k, v, o);
+  if (s.seq == 0 || s.batch == 0 || s.heads == 0) return;
+  const int dk = s.dk, dv = s.dv, L = s.seq, H = s.heads;
+
+  // Per team: state S (dk x cols+1), a tile of tokens' q, k, v and outputs.
+  auto bytes = [&](int tokens, int cols) {
+    return scratch_bytes<Exec, T>(dk, cols + 1) + 2 * scratch_bytes<Exec, T>(tokens, dk) +
+           2 * scratch_bytes<Exec, T>(tokens, cols + 1);
+  };
+  // 31 value columns + the normaliser column = one 32-thread warp on a GPU.
+  const auto [fit_tokens, cols] = detail::fit_rows_and_columns(32, std::min(dv, 31), bytes);
+  if (cols == 0) tiles_do_not_fit("linear/recurrent", s);
+  const int tokens = std::min(fit_tokens, L);
+  const int blocks = ceil_div(dv, cols);
+
+  auto policy = team_policy(exec, s.batch * H * blocks, cols + 1)
+                    .set_scratch_size(0, Kokkos::PerTeam(bytes(tokens, cols)));
+  using Member = typename Kokkos::TeamPolicy<Exec>::member_type;
+  Kokkos::parallel_for("linear_recurrent", policy, KOKKOS_LAMBDA(const Member& team) {
+    const int blk = team.league_rank() % blocks;
+    const int bh = team.league_rank() / blocks;
+    const int b = bh / H, h = bh % H;
+    const int c0 = blk * cols;
+    const int w = (dv - c0 < cols) ? dv - c0 : cols;  // value columns here; column w is z
+
+    Scratch S(team.team_scratch(0), dk, cols + 1);
+    Scratch Qs(team.team_scratch(0), tokens, dk), Ks(team.team_scratch(0), tokens, dk);
+    Scratch Vs(team.team_scratch(0), tokens, cols + 1), out(team.team_scratch(0), tokens, cols + 1);
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, dk * (w + 1)), [&](int i) {
+      S(i / (w + 1), i % (w + 1)) = T(0);
+    });
+
+    for (int t0 = 0; t0 < L; t0 += tokens) {
+      const int nt = (L - t0 < tokens) ? L - t0 : tokens;
+      team.team_barrier();  // the previous tile's outputs are written out
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nt * dk), [&](int i) {
+        Qs(i / dk, i % dk) = q(b, h, t0 + i / dk, i % dk);
+        Ks(i / dk, i % dk) = k(b, h, t0 + i / dk, i % dk);
+      });
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nt * (w + 1)), [&](int i) {
+        const int t = i / (w + 1), c = i % (w + 1);
+        Vs(t, c) = c < w ? v(b, h, t0 + t, c0 + c) : T(1);
+      });
+      team.team_barrier();
+      // Column c of S depends only on k and v[c]: no synchronisation between tokens.
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, w + 1), [&](int c) {
+        for (int t = 0; t < nt; ++t) {
+          const T vc = Vs(t, c);
+          T num = 0;
+          for (int i = 0; i < dk; ++i) {
+            const T state = S(i, c) + Ks(t, i) * vc;
+            S(i, c) = state;
+            num += Qs(t, i) * state;
+          }
+          out(t, c) = num;
+        }
+      });
+      team.team_barrier();
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nt * w), [&](int i) {
+        const int t = i / w, c = i % w;
+        o(b, h, t0 + t, c0 + c) = out(t, c) / out(t, w);
+      });
+    }
+  });
+}
+
+}  // namespace attn

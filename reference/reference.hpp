@@ -1,0 +1,37 @@
+// Slow, obviously correct float64 references, written straight from the
+// definitions, host only, sharing no code with the kernels.
+#pragma once
+#include <cstddef>
+#include <vector>
+
+namespace attn::ref {
+
+// A [batch, heads, seq, d] row-major float64 tensor.
+struct Tensor {
+  int batch = 0, heads = 0, seq = 0, dim = 0;
+  std::vector<double> data;
+
+  Tensor() = default;
+  Tensor(int b, int h, int l, int d)
+      : batch(b), heads(h), seq(l), dim(d), data(std::size_t(b) * h * l * d, 0.0) {}
+  double& operator()(int b, int h, int l, int d) {
+    return data[((std::size_t(b) * heads + h) * seq + l) * dim + d];
+  }
+  double operator()(int b, int h, int l, int d) const {
+    return data[((std::size_t(b) * heads + h) * seq + l) * dim + d];
+  }
+};
+
+// Computes only the (batch, head) pairs listed in `heads` (pairs of indices);
+// all pairs when empty. Other outputs stay zero.
+using HeadList = std::vector<std::pair<int, int>>;
+
+// softmax(Q K^T / sqrt(dk) [+ causal mask]) V
+Tensor softmax_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
+                         const HeadList& heads = {});
+
+// o_t = sum_{s<=t} (q_t . k_s) v_s / sum_{s<=t} (q_t . k_s)   (q, k positive features)
+Tensor linear_causal_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                               const HeadList& heads = {});
+
+}  // namespace attn::ref

@@ -1,0 +1,27 @@
+#include "axes.hpp"
+
+#include <catch2/catch.hpp>
+
+using attn::parse_axis;
+
+TEST_CASE("axis specs: ranges, lists and suffixes", "[harness][axes]") {
+  CHECK(parse_axis("seq", "1k..16k").values == std::vector<long long>{1024, 2048, 4096, 8192, 16384});
+  CHECK(parse_axis("seq", "1k..128k").values.size() == 8);
+  CHECK(parse_axis("seq", "1k,3k,5000").values == std::vector<long long>{1024, 3072, 5000});
+  CHECK(parse_axis("chunk", "16..256").values == std::vector<long long>{16, 32, 64, 128, 256});
+  CHECK(parse_axis("chunk", "24..100").values == std::vector<long long>{24, 48, 96});
+  CHECK(parse_axis("seq", " 1 , 2m ").values == std::vector<long long>{1, 2 * 1024 * 1024});
+  CHECK(parse_axis("seq", "7..7").values == std::vector<long long>{7});
+}
+
+TEST_CASE("bad axis specs name the axis and the problem", "[harness][axes][errors]") {
+  CHECK_THROWS_WITH(parse_axis("seq", ""), Catch::Contains("--seq") && Catch::Contains("empty"));
+  CHECK_THROWS_WITH(parse_axis("seq", "1k.."), Catch::Contains("not a positive whole number"));
+  CHECK_THROWS_WITH(parse_axis("seq", "abc"), Catch::Contains("not a positive whole number"));
+  CHECK_THROWS_WITH(parse_axis("seq", "16k..1k"), Catch::Contains("runs backwards"));
+  CHECK_THROWS_WITH(parse_axis("seq", "1,,2"), Catch::Contains("empty item"));
+  CHECK_THROWS_WITH(parse_axis("chunk", "0"), Catch::Contains("--chunk") && Catch::Contains("at least 1"));
+  CHECK_THROWS_WITH(parse_axis("batch", "-1"), Catch::Contains("not a positive whole number"));
+  CHECK_THROWS_WITH(parse_axis("seq", "4x"), Catch::Contains("unknown suffix"));
+  CHECK_THROWS_WITH(parse_axis("seq", "4096m"), Catch::Contains("too large"));
+}

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# bench's command line: bad input gets a one-line error and a non-zero exit;
+# a tiny sweep over every form writes a complete table.
+set -u
+bench=$1
+failures=0
+expect_error() {  # expect_error "what the message must contain" args...
+  local want=$1; shift
+  local err rc
+  err=$("$bench" "$@" 2>&1 >/dev/null); rc=$?
+  local lines; lines=$(printf '%s' "$err" | grep -vc 'OMP_PROC_BIND\|OMP_PLACES\|^ *$\|For best performance\|For unit testing')
+  if [ "$rc" = 0 ] || [ "$lines" != 1 ] || ! grep -q -- "$want" <<<"$err"; then
+    echo "FAIL: bench $* -> exit $rc, stderr: $err"; failures=$((failures + 1))
+  else
+    echo "ok: bench $* -> exit $rc: $(grep -- "$want" <<<"$err")"
+  fi
+}
+expect_error "unknown form 'nope'" sweep --forms nope --out x.h5
+expect_error "--seq '': empty" sweep --seq "" --out x.h5
+expect_error "not a positive whole number" sweep --seq 1k.. --out x.h5
+expect_error "runs backwards" sweep --seq 16k..1k --out x.h5
+expect_error "--chunk '0'" sweep --chunk 0 --out x.h5
+expect_error "--batch '-2'" sweep --batch=-2 --out x.h5
+expect_error "--heads '0'" sweep --heads 0 --out x.h5
+expect_error "--out is required" sweep --seq 1k
+expect_error "cannot create" sweep --seq 8 --forms softmax/full --out /proc/attn/x.h5
+expect_error "unrecognised option" sweep --bogus 3 --out x.h5
+expect_error "neither float nor double" sweep --precision half --out x.h5
+expect_error "--reps must be at least 1" sweep --reps 0 --out x.h5
+expect_error "unknown command" frobnicate
+expect_error "cannot read experiment file" run missing.cfg
+expect_error "not enabled in this build" sweep --backend hip --seq 8 --out x.h5
+
+"$bench" --help | grep -q "bench sweep" || { echo "FAIL: --help"; failures=$((failures + 1)); }
+"$bench" list | grep -q "linear/chunk" || { echo "FAIL: list"; failures=$((failures + 1)); }
+
+# A tiny sweep, every form, both precisions: 2 softmax + 2 linear + chunk x 2 sizes = 6 per L and precision.
+rm -f tiny.h5
+if ! "$bench" sweep --forms all --seq 1,37,64 --heads 2 --dk 16 --dv 8 --chunk 16,64 --reps 2 \
+       --precision float,double --backend host --out tiny.h5; then
+  echo "FAIL: tiny sweep"; failures=$((failures + 1))
+fi
+rows=$(h5dump -H -d points tiny.h5 | grep -o 'DATASPACE  SIMPLE { ( [0-9]*' | grep -o '[0-9]*$')
+status_rows=$(h5dump -d points tiny.h5 | grep -c '"ok"')
+if [ "$rows" != 36 ] || [ "$status_rows" != 36 ]; then
+  echo "FAIL: tiny.h5 has $rows rows, $status_rows with status ok (want 36, 36)"; failures=$((failures + 1))
+fi
+for attr in backend device precision git_revision date command_line; do
+  h5dump -a "/$attr" tiny.h5 >/dev/null 2>&1 || { echo "FAIL: attribute $attr missing"; failures=$((failures + 1)); }
+done
+echo "$failures failed"
+[ "$failures" = 0 ]
