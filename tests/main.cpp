@@ -1,5 +1,7 @@
 // Catch2 main that brings Kokkos up once for the whole suite and installs the
-// memory hooks the harness uses.
+// memory hooks the harness uses. Listing tests (CTest's test discovery at build
+// time) does not start Kokkos, so the CUDA build lists them on a machine
+// without a GPU.
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 
@@ -8,7 +10,12 @@
 #include "memory.hpp"
 
 int main(int argc, char* argv[]) {
+  Catch::Session session;
+  if (const int rc = session.applyCommandLine(argc, argv)) return rc;
+  const auto& config = session.configData();
+  if (config.listTests || config.listTestNamesOnly || config.listTags || config.listReporters)
+    return session.run();
   Kokkos::ScopeGuard kokkos;
   attn::memory::install_hooks();
-  return Catch::Session().run(argc, argv);
+  return session.run();
 }
