@@ -11,7 +11,8 @@ struct HostProblem {
   ref::Tensor q, k, v;
 };
 
-// q, k, v ~ N(0, 1); for positive-feature forms q and k pass through
+// q, k, v ~ N(0, 1) (reproducible from the seed, filled in parallel); for
+// positive-feature forms q and k pass through
 // elu(x) + 1 (Katharopoulos et al.), so every q.k is positive.
 HostProblem random_problem(const Shape& s, InputKind kind, std::uint64_t seed);
 
