@@ -17,6 +17,7 @@
 #include "axes.hpp"
 #include "backends.hpp"
 #include "git_revision.hpp"
+#include "inputs.hpp"
 #include "measure.hpp"
 #include "memory.hpp"
 #include "registry.hpp"
@@ -48,6 +49,10 @@ po::options_description sweep_options() {
     ("dk", po::value<std::string>()->default_value("64"), "query/key head sizes")
     ("dv", po::value<std::string>(), "value head sizes (default: equal to dk)")
     ("chunk", po::value<std::string>()->default_value("64"), "chunk sizes, for chunked forms (a chunk >= L is one chunk)")
+    ("mask-convention", po::value<std::string>()->default_value("A"), "Lion-s mask convention (spec/lion.md 2.3): A (the paper's Eq. 17) or B (the released code)")
+    ("unscaled", po::bool_switch(), "LION: the non-scaled form (QK^T . M)V instead of Scale(QK^T . M)V")
+    ("decay-schedule", po::value<std::string>()->default_value("alibi"), "Lightning's per-head decay: alibi (released code, s_h = 2^(-8h/H)) or paper (Eq. 10, s_h = 8h/H)")
+    ("decay-floor", po::bool_switch(), "Lion-s: draw log-decays as ln(sigmoid(z) + 1e-7), the released code's floor")
     ("precision", po::value<std::string>()->default_value("float"), "float, double or float,double")
     ("backend", po::value<std::string>(), "execution space: host, cuda (default: cuda when built with it, else host)")
     ("seed", po::value<std::uint64_t>()->default_value(2024), "seed of the random inputs")
@@ -107,6 +112,7 @@ struct Sweep {
   std::vector<std::string> precisions;
   Axis batch, heads, dk, dv, seq, chunk;
   bool dv_follows_dk;
+  FormParams params;  // the options that are not swept
   MeasureOptions measure;
   std::string out;
 };
@@ -122,9 +128,9 @@ void run_sweep(const Sweep& sweep, const std::string& command_line) {
                               {"date", now_iso8601()},
                               {"command_line", command_line},
                               {"kokkos_configuration", config},
-                              {"format", "attn-harness points v1"}});
+                              {"format", "attn-harness points v2"}});
   std::vector<ResultRow> rows;
-  fmt::print("{:<18} {:>4} {:>7} {:>5} {:>5} {:>6} {:>7} {:>11} {:>10} {:>9} {:>8} {:>9}\n", "form", "prec",
+  fmt::print("{:<26} {:>4} {:>7} {:>5} {:>5} {:>6} {:>7} {:>11} {:>10} {:>9} {:>8} {:>9}\n", "form", "prec",
              "L", "dk", "dv", "chunk", "status", "median ms", "peak MiB", "GFLOP/s", "GB/s", "rel err");
   for (const auto& precision : sweep.precisions) {
     for (const Form* form : sweep.forms) {
@@ -138,11 +144,12 @@ void run_sweep(const Sweep& sweep, const std::string& command_line) {
         const long long dv = sweep.dv_follows_dk ? dk : dvv;
         if (sweep.dv_follows_dk && dvv != sweep.dv.values.front()) continue;
         const Shape shape{int(B), int(H), int(L), int(dk), int(dv)};
-        const FormParams params{chunked ? int(C) : 0};
+        FormParams params = sweep.params;
+        params.chunk = chunked ? int(C) : 0;
         ResultRow row = precision == "float" ? measure_point<Exec, float>(*form, shape, params, sweep.measure)
                                              : measure_point<Exec, double>(*form, shape, params, sweep.measure);
         file.append(row);
-        fmt::print("{:<18} {:>4} {:>7} {:>5} {:>5} {:>6} {:>7} {:>11.3f} {:>10.1f} {:>9.1f} {:>8.1f} {:>9}{}\n",
+        fmt::print("{:<26} {:>4} {:>7} {:>5} {:>5} {:>6} {:>7} {:>11.3f} {:>10.1f} {:>9.1f} {:>8.1f} {:>9}{}\n",
                    row.form, row.precision == "float" ? "f32" : "f64", row.seq, row.dk, row.dv,
                    row.chunk ? std::to_string(row.chunk) : "-", row.status, row.time_median_s * 1e3,
                    row.peak_bytes / 1048576.0, row.gflops, row.gbps,
@@ -193,6 +200,14 @@ int sweep_command(const po::variables_map& vm, const std::string& command_line) 
   sweep.dv_follows_dk = !vm.count("dv");
   sweep.dv = sweep.dv_follows_dk ? Axis{"dv", {0}} : parse_axis("dv", vm["dv"].as<std::string>());
   sweep.chunk = parse_axis("chunk", vm["chunk"].as<std::string>());
+  const std::string convention = vm["mask-convention"].as<std::string>();
+  if (convention != "A" && convention != "B")
+    throw std::invalid_argument("--mask-convention: '" + convention + "' is neither A nor B");
+  sweep.params.mask_convention = convention[0];
+  sweep.params.scaled = !vm["unscaled"].as<bool>();
+  sweep.measure.inputs.decay_schedule = vm["decay-schedule"].as<std::string>();
+  lightning_decay_rates(1, sweep.measure.inputs.decay_schedule);  // refuses an unknown schedule up front
+  sweep.measure.inputs.decay_floor = vm["decay-floor"].as<bool>();
   sweep.measure.seed = vm["seed"].as<std::uint64_t>();
   sweep.measure.reps = vm["reps"].as<int>();
   sweep.measure.warmup = vm["warmup"].as<int>();
@@ -211,11 +226,11 @@ int sweep_command(const po::variables_map& vm, const std::string& command_line) 
 }
 
 int list_command() {
-  fmt::print("{:<18} {:<8} {:<7} {:<10} {}\n", "form", "family", "causal", "params", "description");
+  fmt::print("{:<26} {:<10} {:<7} {:<22} {}\n", "form", "family", "causal", "params", "description");
   for (const auto& f : forms()) {
     std::string params;
     for (auto p : f.params) params += (params.empty() ? "" : ",") + std::string(param_name(p));
-    fmt::print("{:<18} {:<8} {:<7} {:<10} {}\n", f.name, f.family, f.causal ? "yes" : "no",
+    fmt::print("{:<26} {:<10} {:<7} {:<22} {}\n", f.name, f.family, f.causal ? "yes" : "no",
                params.empty() ? "-" : params, f.description);
   }
   return 0;

@@ -7,14 +7,17 @@
 
 namespace attn {
 
-struct HostProblem {
-  ref::Tensor q, k, v;
-};
+using HostProblem = ref::Problem;
 
-// q, k, v ~ N(0, 1) (reproducible from the seed, filled in parallel); for
-// positive-feature forms q and k pass through
-// elu(x) + 1 (Katharopoulos et al.), so every q.k is positive.
-HostProblem random_problem(const Shape& s, InputKind kind, std::uint64_t seed);
+// Reproducible from the seed (counter-based, filled in parallel): q, k, v and
+// d_o ~ N(0, 1), q and k through the form's feature map (InputKind), and the
+// decay the form takes (DecayKind; d_o only for backward forms).
+HostProblem random_problem(const Shape& s, const Form& form, std::uint64_t seed,
+                           const InputOptions& options = {});
+
+// Lightning's per-head decay rates s_h = -ln(lambda_h), layer 0 of spec/lightning.md §1:
+// "alibi" (released code) s_h = 2^(-8h/H); "paper" (Eq. 10) s_h = 8h/H; h = 1..H.
+std::vector<double> lightning_decay_rates(int heads, const std::string& schedule);
 
 template <class Exec, class T>
 Tensor4<Exec, T> to_device(const ref::Tensor& x, const char* label) {
@@ -27,6 +30,12 @@ Tensor4<Exec, T> to_device(const ref::Tensor& x, const char* label) {
   return view;
 }
 
+template <class Exec, class T>
+Tensor4<Exec, T> allocate_like(const ref::Tensor& x, const char* label) {
+  return Tensor4<Exec, T>(Kokkos::view_alloc(std::string(label), Kokkos::WithoutInitializing),
+                          x.batch, x.heads, x.seq, x.dim);
+}
+
 template <class View>
 ref::Tensor to_host(const View& view) {
   ref::Tensor x(int(view.extent(0)), int(view.extent(1)), int(view.extent(2)), int(view.extent(3)));
@@ -36,14 +45,48 @@ ref::Tensor to_host(const View& view) {
   return x;
 }
 
-// Inputs on the backend; o is allocated (uninitialised) with v's shape.
+// Inputs on the backend; o (and dq, dk, dv when the problem has d_o) are
+// allocated uninitialised; decay arrays only when the problem has them.
 template <class Exec, class T>
 Inputs<Exec, T> upload(const HostProblem& p) {
-  Inputs<Exec, T> x{to_device<Exec, T>(p.q, "q"), to_device<Exec, T>(p.k, "k"),
-                    to_device<Exec, T>(p.v, "v"), {}};
-  x.o = Tensor4<Exec, T>(Kokkos::view_alloc(std::string("o"), Kokkos::WithoutInitializing),
-                         p.v.batch, p.v.heads, p.v.seq, p.v.dim);
+  Inputs<Exec, T> x;
+  x.q = to_device<Exec, T>(p.q, "q");
+  x.k = to_device<Exec, T>(p.k, "k");
+  x.v = to_device<Exec, T>(p.v, "v");
+  x.o = allocate_like<Exec, T>(p.v, "o");
+  if (!p.decay_rate.empty()) {
+    x.decay_rate = Vector<Exec, T>("decay_rate", p.decay_rate.size());
+    auto mirror = Kokkos::create_mirror_view(x.decay_rate);
+    for (std::size_t h = 0; h < p.decay_rate.size(); ++h) mirror(h) = T(p.decay_rate[h]);
+    Kokkos::deep_copy(x.decay_rate, mirror);
+  }
+  if (!p.log_decay.data.empty()) {
+    const auto& a = p.log_decay;
+    x.log_decay = Tensor3<Exec, T>(Kokkos::view_alloc(std::string("log_decay"), Kokkos::WithoutInitializing),
+                                   a.batch, a.heads, a.seq);
+    auto mirror = Kokkos::create_mirror_view(x.log_decay);
+    for (std::size_t i = 0; i < a.data.size(); ++i) mirror.data()[i] = T(a.data[i]);
+    Kokkos::deep_copy(x.log_decay, mirror);
+  }
+  if (!p.d_o.data.empty()) {
+    x.d_o = to_device<Exec, T>(p.d_o, "d_o");
+    x.dq = allocate_like<Exec, T>(p.q, "dq");
+    x.dk = allocate_like<Exec, T>(p.k, "dk");
+    x.dv = allocate_like<Exec, T>(p.v, "dv");
+  }
   return x;
+}
+
+// The results on the host: o, and dq, dk, dv for backward forms.
+template <class Exec, class T>
+ref::Outputs download(const Inputs<Exec, T>& x) {
+  ref::Outputs out{to_host(x.o), {}, {}, {}};
+  if (x.dq.data()) {
+    out.dq = to_host(x.dq);
+    out.dk = to_host(x.dk);
+    out.dv = to_host(x.dv);
+  }
+  return out;
 }
 
 // Max abs and relative L2 error of `got` against `want`, over the listed
@@ -54,5 +97,7 @@ struct ErrorStats {
 };
 bool all_finite(const ref::Tensor& x);
 ErrorStats compare(const ref::Tensor& got, const ref::Tensor& want, const ref::HeadList& heads = {});
+// The worst of o, dq, dk, dv (those present in `want`), each relative to its own norm.
+ErrorStats compare(const ref::Outputs& got, const ref::Outputs& want, const ref::HeadList& heads = {});
 
 }  // namespace attn

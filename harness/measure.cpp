@@ -101,16 +101,18 @@ ResultRow measure_point(const Form& form, const Shape& shape, const FormParams& 
   row.precision = precision_name<T>();
   row.batch = shape.batch; row.heads = shape.heads; row.seq = shape.seq;
   row.dk = shape.dk; row.dv = shape.dv; row.chunk = params.chunk;
+  row.variant = variant_of(form, params, options.inputs);
   const Cost cost = form.cost(shape, params, sizeof(T));
   row.flops = cost.flops;
   row.bytes = cost.bytes;
   const std::string space = Exec::memory_space::name();
 
-  // Refuse up front what cannot fit: the inputs and output on the backend, and
+  // Refuse up front what cannot fit: the inputs and outputs on the backend, and
   // on a host backend also the float64 host copies the harness keeps.
   const double elements = double(shape.batch) * shape.heads * shape.seq;
-  double need = elements * (2.0 * shape.dk + 2.0 * shape.dv) * sizeof(T);
-  if (is_host_space<Exec>()) need += elements * (2.0 * shape.dk + 2.0 * shape.dv) * sizeof(double);
+  const double io = elements * (2.0 * shape.dk + 2.0 * shape.dv) * (form.backward ? 2 : 1);
+  double need = io * sizeof(T);
+  if (is_host_space<Exec>()) need += io * sizeof(double);
   const double free_bytes = double(memory::available(space));
   if (free_bytes > 0 && need > 0.9 * free_bytes) {
     row.status = "oom";
@@ -120,10 +122,10 @@ ResultRow measure_point(const Form& form, const Shape& shape, const FormParams& 
   }
 
   try {
-    const HostProblem problem = random_problem(shape, form.inputs, options.seed);
+    const HostProblem problem = random_problem(shape, form, options.seed, options.inputs);
     memory::reset_peak(space);
     const Exec exec;
-    ref::Tensor output;
+    ref::Outputs output;
     {
       const Inputs<Exec, T> x = upload<Exec, T>(problem);
       const auto run = form.runner<Exec, T>();
@@ -131,20 +133,21 @@ ResultRow measure_point(const Form& form, const Shape& shape, const FormParams& 
       exec.fence();
       time_point(exec, form, x, params, options, row);
       row.peak_bytes = memory::peak(space);
-      output = to_host(x.o);
+      output = download(x);
     }
     row.gflops = row.flops / row.time_median_s / 1e9;
     row.gbps = row.bytes / row.time_median_s / 1e9;
 
-    const ref::HeadList heads = heads_to_check(shape, cost.reference_flops, options.check_flops);
-    if (!all_finite(output)) {
-      row.status = "error";
-      row.note = "non-finite output";
-      return row;
+    for (const ref::Tensor* t : {&output.o, &output.dq, &output.dk, &output.dv}) {
+      if (!all_finite(*t)) {
+        row.status = "error";
+        row.note = "non-finite output";
+        return row;
+      }
     }
+    const ref::HeadList heads = heads_to_check(shape, cost.reference_flops, options.check_flops);
     if (!heads.empty()) {
-      const ref::Tensor want = form.reference(problem.q, problem.k, problem.v, params, heads);
-      const ErrorStats e = compare(output, want, heads);
+      const ErrorStats e = compare(output, form.reference(problem, params, heads), heads);
       row.err_heads = int(heads.size());
       row.max_abs_err = e.max_abs;
       row.rel_l2_err = e.rel_l2;

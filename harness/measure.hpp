@@ -15,6 +15,7 @@ struct MeasureOptions {
   int warmup = 1;                 // untimed calls first
   double check_flops = 2e10;      // reference work allowed for the error check of one point
   std::uint64_t seed = 2024;
+  InputOptions inputs;            // decay schedule and floor
 };
 
 // Runs form on backend Exec in precision T. Never throws for a failing point:

@@ -7,16 +7,28 @@ namespace attn {
 const char* param_name(Param p) {
   switch (p) {
     case Param::chunk: return "chunk";
+    case Param::mask_convention: return "mask-convention";
+    case Param::scaled: return "scaled";
   }
   return "?";
 }
 
 bool Form::takes(Param p) const { return std::find(params.begin(), params.end(), p) != params.end(); }
 
+std::string variant_of(const Form& form, const FormParams& params, const InputOptions& inputs) {
+  std::string words;
+  auto add = [&](const std::string& word) { words += (words.empty() ? "" : " ") + word; };
+  if (form.takes(Param::mask_convention)) add(std::string("mask-convention=") + params.mask_convention);
+  if (form.takes(Param::scaled) && !params.scaled) add("unscaled");
+  if (form.decay == DecayKind::per_head_schedule) add("decay-schedule=" + inputs.decay_schedule);
+  if (form.decay == DecayKind::per_token && inputs.decay_floor) add("decay-floor");
+  return words;
+}
+
 const std::vector<Form>& forms() {
   static const std::vector<Form> all = [] {
     std::vector<Form> list;
-    for (auto family : {softmax_forms, linear_forms}) {
+    for (auto family : {softmax_forms, linear_forms, lightning_forms}) {
       auto more = family();
       list.insert(list.end(), more.begin(), more.end());
     }

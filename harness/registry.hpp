@@ -14,22 +14,49 @@
 
 namespace attn {
 
-// Values of the sweep axes that only some forms take; 0 = does not apply.
+// Values of the parameters that only some forms take; 0 = does not apply.
 struct FormParams {
-  int chunk = 0;
+  int chunk = 0;               // chunk (block) size, swept
+  char mask_convention = 'A';  // Lion-s mask convention, spec/lion.md §2.3: 'A' (Eq. 17) or 'B' (code)
+  bool scaled = true;          // LION: Scale(QK^T . M) V, or the non-scaled (QK^T . M) V (§2.4)
 };
 
 // Parameters a form may declare, in the order bench list prints them.
-enum class Param { chunk };
+enum class Param { chunk, mask_convention, scaled };
 const char* param_name(Param p);
 
-// What the inputs must look like: raw (any real numbers) or positive features
-// (linear attention: q and k already passed through a positive feature map).
-enum class InputKind { raw, positive_features };
+// What q and k look like: raw (any real numbers), positive features
+// (elu(x) + 1, Katharopoulos et al.), or LION's normalised shifted SiLU
+// (SiLU(x) + 0.5) / ||SiLU(x) + 0.5||, spec/lion.md §2.1.
+enum class InputKind { raw, positive_features, normalised_silu };
+
+// The decay a form takes, and how the harness draws it.
+enum class DecayKind {
+  none,
+  per_head_random,    // decay_rate s_h = -ln sigma(a_h), a_h ~ N(0, 1) (Lion-d, spec/lion.md §2.2)
+  per_head_schedule,  // decay_rate from Lightning's schedule (spec/lightning.md §1, --decay-schedule)
+  per_token,          // log_decay a_t = ln sigma(z_t), z_t ~ N(0, 1) (Lion-s, §2.2; --decay-floor)
+};
+
+// How the harness draws inputs beyond the shape and seed.
+struct InputOptions {
+  std::string decay_schedule = "alibi";  // "alibi" (released code) or "paper" (Eq. 10), layer 0
+  bool decay_floor = false;              // Lion-s: a_t = ln(sigma(z_t) + 1e-7), spec/lion.md §2.2
+};
+
+// What a call allocates beyond its inputs and outputs.
+enum class MemoryKind {
+  io_only,    // nothing: tiles live in team scratch
+  linear,     // O(L d) temporaries (e.g. per-token partial results)
+  quadratic,  // L x L matrices per (batch, head): the materialised forms
+};
 
 template <class Exec, class T>
 struct Inputs {
   Tensor4<Exec, T> q, k, v, o;
+  Vector<Exec, T> decay_rate;        // [H], decayed per-head forms
+  Tensor3<Exec, T> log_decay;        // [B, H, L], Lion-s
+  Tensor4<Exec, T> d_o, dq, dk, dv;  // backward forms: upstream gradient in, gradients out
 };
 
 template <class Exec, class T>
@@ -52,7 +79,7 @@ using RunnerTable = RunnerTableOf<Backends>::type;
 // Cost model of one call on the whole [B, H, L, d] problem.
 struct Cost {
   double flops;            // multiply-adds count 2
-  double bytes;            // the fewest bytes it must move: read q, k, v, write o
+  double bytes;            // the fewest bytes it must move: inputs read once, outputs written once
   double reference_flops;  // of the fp64 reference for one (batch, head) pair
 };
 
@@ -63,9 +90,12 @@ struct Form {
   bool causal;
   std::vector<Param> params;
   InputKind inputs;
+  DecayKind decay;
+  bool backward;  // takes d_o and computes dq, dk, dv (as well as o)
+  MemoryKind memory;
   RunnerTable runners;
-  ref::Tensor (*reference)(const ref::Tensor& q, const ref::Tensor& k, const ref::Tensor& v,
-                           const FormParams&, const ref::HeadList&);
+  // The fp64 reference, only for the listed (batch, head) pairs (all when empty).
+  ref::Outputs (*reference)(const ref::Problem&, const FormParams&, const ref::HeadList&);
   Cost (*cost)(const Shape&, const FormParams&, std::size_t scalar_bytes);
 
   bool takes(Param p) const;
@@ -88,11 +118,16 @@ RunnerTable runners_of() {
   return runners_of<Op>(static_cast<Backends*>(nullptr));
 }
 
+// The form's options beyond the shape, for result rows: e.g. "mask-convention=B unscaled",
+// "decay-schedule=paper"; empty when the form has none.
+std::string variant_of(const Form& form, const FormParams& params, const InputOptions& inputs);
+
 const std::vector<Form>& forms();
 const Form* find_form(std::string_view name);
 
 // One file per family under harness/forms/.
 std::vector<Form> softmax_forms();
 std::vector<Form> linear_forms();
+std::vector<Form> lightning_forms();
 
 }  // namespace attn

@@ -12,7 +12,7 @@ namespace {
 // The on-disk record: fixed-length strings, so that h5py, h5dump and pandas
 // read it as a plain table.
 struct Record {
-  char form[48], family[16], backend[16], precision[8], status[16], note[160];
+  char form[48], family[16], backend[16], precision[8], status[16], note[160], variant[64];
   int batch, heads, seq, dk, dv, chunk, reps;
   double time_median_s, time_min_s, time_max_s, time_mean_s;
   std::uint64_t peak_bytes;
@@ -38,7 +38,7 @@ hid_t record_type() {
 #define ATTN_STRING(f) add_string(#f, HOFFSET(Record, f), sizeof(Record::f))
 #define ATTN_FIELD(f, h5) H5Tinsert(t, #f, HOFFSET(Record, f), h5)
   ATTN_STRING(form); ATTN_STRING(family); ATTN_STRING(backend); ATTN_STRING(precision);
-  ATTN_STRING(status); ATTN_STRING(note);
+  ATTN_STRING(status); ATTN_STRING(note); ATTN_STRING(variant);
   ATTN_FIELD(batch, H5T_NATIVE_INT); ATTN_FIELD(heads, H5T_NATIVE_INT); ATTN_FIELD(seq, H5T_NATIVE_INT);
   ATTN_FIELD(dk, H5T_NATIVE_INT); ATTN_FIELD(dv, H5T_NATIVE_INT); ATTN_FIELD(chunk, H5T_NATIVE_INT);
   ATTN_FIELD(reps, H5T_NATIVE_INT);
@@ -64,6 +64,7 @@ Record to_record(const ResultRow& r) {
   Record x{};
   copy_string(x.form, r.form); copy_string(x.family, r.family); copy_string(x.backend, r.backend);
   copy_string(x.precision, r.precision); copy_string(x.status, r.status); copy_string(x.note, r.note);
+  copy_string(x.variant, r.variant);
   x.batch = r.batch; x.heads = r.heads; x.seq = r.seq; x.dk = r.dk; x.dv = r.dv; x.chunk = r.chunk;
   x.reps = r.reps;
   x.time_median_s = r.time_median_s; x.time_min_s = r.time_min_s; x.time_max_s = r.time_max_s;
@@ -76,7 +77,7 @@ Record to_record(const ResultRow& r) {
 ResultRow from_record(const Record& x) {
   ResultRow r;
   r.form = x.form; r.family = x.family; r.backend = x.backend; r.precision = x.precision;
-  r.status = x.status; r.note = x.note;
+  r.status = x.status; r.note = x.note; r.variant = x.variant;
   r.batch = x.batch; r.heads = x.heads; r.seq = x.seq; r.dk = x.dk; r.dv = x.dv; r.chunk = x.chunk;
   r.reps = x.reps;
   r.time_median_s = x.time_median_s; r.time_min_s = x.time_min_s; r.time_max_s = x.time_max_s;

@@ -22,6 +22,22 @@ struct Tensor {
   }
 };
 
+// One problem's inputs. Forms read what they need: every form q, k, v; decayed
+// forms a per-head decay rate or per-token log-decays; backward forms the
+// upstream gradient d_o.
+struct Problem {
+  Tensor q, k, v;
+  std::vector<double> decay_rate;  // [H]: s_h = -ln(lambda_h) >= 0; empty when unused
+  Tensor log_decay;                // [B, H, L, 1]: a_t = ln(lambda_t) <= 0; empty when unused
+  Tensor d_o;                      // like v: dLoss/do for backward forms; empty when unused
+};
+
+// A form's results: the output, and for backward forms the input gradients
+// (empty tensors otherwise).
+struct Outputs {
+  Tensor o, dq, dk, dv;
+};
+
 // Computes only the (batch, head) pairs listed in `heads` (pairs of indices);
 // all pairs when empty. Other outputs stay zero.
 using HeadList = std::vector<std::pair<int, int>>;

@@ -26,9 +26,8 @@ struct LinearChunk {
   }
 };
 
-ref::Tensor linear_reference(const ref::Tensor& q, const ref::Tensor& k, const ref::Tensor& v,
-                             const FormParams&, const ref::HeadList& heads) {
-  return ref::linear_causal_attention(q, k, v, heads);
+ref::Outputs linear_reference(const ref::Problem& p, const FormParams&, const ref::HeadList& heads) {
+  return {ref::linear_causal_attention(p.q, p.k, p.v, heads), {}, {}, {}};
 }
 
 double io_bytes(const Shape& s, std::size_t scalar_bytes) {
@@ -61,13 +60,16 @@ Cost chunk_cost(const Shape& s, const FormParams& p, std::size_t scalar_bytes) {
 std::vector<Form> linear_forms() {
   return {
       {"linear/parallel", "linear", "masked quadratic form (QK^T . M)V / rowsum, tiled, O(Ld) memory",
-       true, {}, InputKind::positive_features, runners_of<LinearParallel>(), &linear_reference,
+       true, {}, InputKind::positive_features, DecayKind::none, false, MemoryKind::io_only,
+       runners_of<LinearParallel>(), &linear_reference,
        &parallel_cost},
       {"linear/recurrent", "linear", "token-by-token state recurrence S_t = S_{t-1} + k_t v_t^T",
-       true, {}, InputKind::positive_features, runners_of<LinearRecurrent>(), &linear_reference,
+       true, {}, InputKind::positive_features, DecayKind::none, false, MemoryKind::io_only,
+       runners_of<LinearRecurrent>(), &linear_reference,
        &recurrent_cost},
       {"linear/chunk", "linear", "chunkwise: state between chunks, masked quadratic inside",
-       true, {Param::chunk}, InputKind::positive_features, runners_of<LinearChunk>(),
+       true, {Param::chunk}, InputKind::positive_features, DecayKind::none, false, MemoryKind::io_only,
+       runners_of<LinearChunk>(),
        &linear_reference, &chunk_cost},
   };
 }

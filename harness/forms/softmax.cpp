@@ -14,9 +14,8 @@ struct SoftmaxTiled {
 };
 
 template <bool Causal>
-ref::Tensor softmax_reference(const ref::Tensor& q, const ref::Tensor& k, const ref::Tensor& v,
-                              const FormParams&, const ref::HeadList& heads) {
-  return ref::softmax_attention(q, k, v, Causal, heads);
+ref::Outputs softmax_reference(const ref::Problem& p, const FormParams&, const ref::HeadList& heads) {
+  return {ref::softmax_attention(p.q, p.k, p.v, Causal, heads), {}, {}, {}};
 }
 
 // FlashAttention's convention: 2 L^2 (dk + dv) per head, halved when causal.
@@ -30,7 +29,7 @@ Cost softmax_cost(const Shape& s, const FormParams&, std::size_t scalar_bytes) {
 
 template <bool Causal>
 Form softmax_form(const char* name, const char* description) {
-  return {name, "softmax", description, Causal, {}, InputKind::raw,
+  return {name, "softmax", description, Causal, {}, InputKind::raw, DecayKind::none, false, MemoryKind::io_only,
           runners_of<SoftmaxTiled<Causal>>(), &softmax_reference<Causal>, &softmax_cost<Causal>};
 }
 

@@ -13,6 +13,12 @@ namespace attn {
 template <class Exec, class T>
 using Tensor4 = Kokkos::View<T****, Kokkos::LayoutRight, typename Exec::memory_space>;
 
+// Per-token scalars [batch, heads, seq] (e.g. log-decays) and per-head scalars [heads].
+template <class Exec, class T>
+using Tensor3 = Kokkos::View<T***, Kokkos::LayoutRight, typename Exec::memory_space>;
+template <class Exec, class T>
+using Vector = Kokkos::View<T*, Kokkos::LayoutRight, typename Exec::memory_space>;
+
 // Team-scratch matrix (level 0: shared memory on CUDA, a per-thread buffer on OpenMP).
 template <class Exec, class T>
 using ScratchMatrix = Kokkos::View<T**, Kokkos::LayoutRight, typename Exec::scratch_memory_space,

@@ -28,24 +28,29 @@ TEMPLATE_LIST_TEST_CASE("every form matches its fp64 reference and its siblings"
   const std::uint64_t seed = fresh_seed();
   for (const Case& c : cases) {
     const Shape& s = c.shape;
-    // One input set per kind, shared by every form of the case, so siblings compare directly.
-    const HostProblem raw = random_problem(s, InputKind::raw, seed);
-    const HostProblem positive = random_problem(s, InputKind::positive_features, seed + 1);
-    std::map<std::string, ref::Tensor> first_of_family;
+    // Every form of a family draws the same inputs from the seed, so siblings
+    // compare directly: outputs, and gradients between backward forms.
+    std::map<std::string, ref::Tensor> first_output;
+    std::map<std::string, ref::Outputs> first_gradients;
     for (const Form& form : forms()) {
-      const HostProblem& p = form.inputs == InputKind::raw ? raw : positive;
-      const FormParams params{form.takes(Param::chunk) ? c.chunk : 0};
+      const HostProblem p = random_problem(s, form, seed);
+      FormParams params;
+      params.chunk = form.takes(Param::chunk) ? c.chunk : 0;
       INFO(form.name << " on " << backend_name<Exec>() << " in " << precision_name<T>() << ", B=" << s.batch
                      << " H=" << s.heads << " L=" << s.seq << " dk=" << s.dk << " dv=" << s.dv
                      << " chunk=" << params.chunk << ", seed " << seed);
-      const ref::Tensor got = run_form<Exec, T>(form, p, params);
-      check_close<T>(got, form.reference(p.q, p.k, p.v, params, {}));
-      // Sibling forms of a family compute the same function: compare them directly.
-      const std::string key = form.family + (form.causal ? "/causal" : "/full");
-      if (auto it = first_of_family.find(key); it != first_of_family.end())
+      const ref::Outputs got = run_form<Exec, T>(form, p, params);
+      check_close<T>(got, form.reference(p, params, {}));
+      const std::string key = form.family + (form.causal ? "/causal" : "/full") + variant_of(form, params, {});
+      if (auto it = first_output.find(key); it != first_output.end())
+        check_close<T>(got.o, it->second);
+      else
+        first_output.emplace(key, got.o);
+      if (!form.backward) continue;
+      if (auto it = first_gradients.find(key); it != first_gradients.end())
         check_close<T>(got, it->second);
       else
-        first_of_family.emplace(key, got);
+        first_gradients.emplace(key, got);
     }
   }
 }

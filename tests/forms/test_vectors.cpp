@@ -1,8 +1,9 @@
 // Every form, and the references, reproduce the independent float64 vectors of
-// ../shared/testdata/vectors.h5 (written from the spec by other hands), so a
+// ../shared/testdata/vectors.h5 (written from the specs by other hands), so a
 // misreading shared by a kernel and its reference is caught.
 #include <hdf5.h>
 
+#include <cmath>
 #include <cstdlib>
 
 #include "forms/check.hpp"
@@ -17,12 +18,17 @@ std::string vectors_path() {
   return env ? env : ATTN_TESTDATA_DEFAULT;
 }
 
+bool has_dataset(hid_t group, const char* name) { return H5Lexists(group, name, H5P_DEFAULT) > 0; }
+
+// Any dataset of rank <= 4, as a [B, H, L, d] tensor (missing trailing dims are 1).
 ref::Tensor read_tensor(hid_t group, const char* name) {
   hid_t dataset = H5Dopen2(group, name, H5P_DEFAULT);
   REQUIRE(dataset >= 0);
   hid_t space = H5Dget_space(dataset);
-  REQUIRE(H5Sget_simple_extent_ndims(space) == 4);
-  hsize_t dims[4];
+  const int rank = H5Sget_simple_extent_ndims(space);
+  REQUIRE(rank >= 1);
+  REQUIRE(rank <= 4);
+  hsize_t dims[4] = {1, 1, 1, 1};
   H5Sget_simple_extent_dims(space, dims, nullptr);
   ref::Tensor t{int(dims[0]), int(dims[1]), int(dims[2]), int(dims[3])};
   REQUIRE(H5Dread(dataset, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, t.data.data()) >= 0);
@@ -32,14 +38,13 @@ ref::Tensor read_tensor(hid_t group, const char* name) {
 }
 
 struct VectorCase {
-  std::string name;
-  bool causal;
+  std::string name;  // the group, e.g. "lion_s_A_a"
   HostProblem inputs;
-  ref::Tensor out;
+  ref::Outputs want;
 };
 
-// The cases of one family (groups named "<prefix>_*").
-std::vector<VectorCase> read_cases(const std::string& family) {
+// Every case of the file, with whatever inputs and outputs its group holds.
+std::vector<VectorCase> read_cases() {
   const std::string path = vectors_path();
   hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
   INFO("test vectors: " << path << " (set ATTN_TESTDATA to point elsewhere)");
@@ -50,15 +55,24 @@ std::vector<VectorCase> read_cases(const std::string& family) {
   for (hsize_t i = 0; i < count; ++i) {
     char name[128] = {};
     H5Gget_objname_by_idx(file, i, name, sizeof name);
-    if (std::string(name).rfind(family + "_", 0) != 0) continue;
     hid_t group = H5Gopen2(file, name, H5P_DEFAULT);
-    hbool_t causal = 0;
-    hid_t attr = H5Aopen(group, "causal", H5P_DEFAULT);
-    H5Aread(attr, H5T_NATIVE_HBOOL, &causal);
-    H5Aclose(attr);
-    cases.push_back({name, causal != 0,
-                     {read_tensor(group, "q"), read_tensor(group, "k"), read_tensor(group, "v")},
-                     read_tensor(group, "out")});
+    VectorCase c{name, {read_tensor(group, "q"), read_tensor(group, "k"), read_tensor(group, "v"), {}, {}, {}},
+                 {read_tensor(group, "out"), {}, {}, {}}};
+    if (has_dataset(group, "lam"))  // lambda per head; the forms take s = -ln(lambda)
+      for (double lambda : read_tensor(group, "lam").data) c.inputs.decay_rate.push_back(-std::log(lambda));
+    if (has_dataset(group, "decay_s")) c.inputs.decay_rate = read_tensor(group, "decay_s").data;
+    if (has_dataset(group, "log_decay")) {
+      const ref::Tensor a = read_tensor(group, "log_decay");  // [B, H, L]
+      c.inputs.log_decay = ref::Tensor(a.batch, a.heads, a.seq * a.dim, 1);
+      c.inputs.log_decay.data = a.data;
+    }
+    if (has_dataset(group, "do")) {
+      c.inputs.d_o = read_tensor(group, "do");
+      c.want.dq = read_tensor(group, "dq");
+      c.want.dk = read_tensor(group, "dk");
+      c.want.dv = read_tensor(group, "dv");
+    }
+    cases.push_back(std::move(c));
     H5Gclose(group);
   }
   H5Fclose(file);
@@ -66,39 +80,78 @@ std::vector<VectorCase> read_cases(const std::string& family) {
   return cases;
 }
 
+// The group-name prefix of the vectors a form must reproduce with these
+// parameters ("" when the file has none for it).
+std::string vectors_for(const Form& form, const FormParams& params) {
+  if (form.family == "softmax") return form.causal ? "softmax_causal_" : "softmax_full_";
+  if (form.family == "linear") return "linear_causal_";
+  if (form.family == "lightning") return "lightning_";
+  if (form.family == "lion-lit") return params.scaled ? "lion_lit_" : "";
+  if (form.family == "lion-d") return params.scaled ? "lion_d_scaled_" : "lion_d_unscaled_";
+  if (form.family == "lion-s") return params.scaled ? std::string("lion_s_") + params.mask_convention + "_" : "";
+  return "";
+}
+
+// The parameter sets a form is tried with: its option values, crossed.
+std::vector<FormParams> option_sets(const Form& form, int chunk) {
+  std::vector<FormParams> sets(1);
+  sets[0].chunk = chunk;
+  if (form.takes(Param::scaled)) {
+    sets.push_back(sets[0]);
+    sets.back().scaled = false;
+  }
+  if (form.takes(Param::mask_convention)) {
+    for (std::size_t i = 0, n = sets.size(); i < n; ++i) {
+      sets.push_back(sets[i]);
+      sets.back().mask_convention = 'B';
+    }
+  }
+  return sets;
+}
+
+bool starts_with(const std::string& s, const std::string& prefix) {
+  return !prefix.empty() && s.rfind(prefix, 0) == 0;
+}
+
 }  // namespace
 
 TEST_CASE("the fp64 references reproduce the independent vectors", "[vectors][reference]") {
-  for (const std::string family : {"softmax", "linear"}) {
-    for (const auto& c : read_cases(family)) {
-      for (const Form& form : forms()) {
-        if (form.family != family || form.causal != c.causal) continue;
-        INFO(c.name << " through the reference of " << form.name);
-        const FormParams params{form.takes(Param::chunk) ? 16 : 0};
-        check_close<double>(form.reference(c.inputs.q, c.inputs.k, c.inputs.v, params, {}), c.out);
+  const auto cases = read_cases();
+  for (const Form& form : forms()) {
+    int matched = 0;
+    for (const FormParams& params : option_sets(form, 16))
+      for (const auto& c : cases) {
+        if (!starts_with(c.name, vectors_for(form, params))) continue;
+        ++matched;
+        INFO(c.name << " through the reference of " << form.name << " " << variant_of(form, params, {}));
+        ref::Outputs want = c.want;
+        if (!form.backward) want.dq = want.dk = want.dv = {};
+        check_close<double>(form.reference(c.inputs, params, {}), want);
       }
-    }
+    INFO(form.name);
+    CHECK(matched > 0);  // every form has vectors
   }
 }
 
 TEMPLATE_LIST_TEST_CASE("every form reproduces the independent vectors", "[vectors][forms]", Configs) {
   using Exec = typename TestType::Exec;
   using T = typename TestType::Scalar;
-  for (const std::string family : {"softmax", "linear"}) {
-    for (const auto& c : read_cases(family)) {
-      int matched = 0;
-      for (const Form& form : forms()) {
-        if (form.family != family || form.causal != c.causal) continue;
-        ++matched;
-        const std::vector<int> chunks =
-            form.takes(Param::chunk) ? std::vector<int>{1, 5, 16, 64, 200} : std::vector<int>{0};
-        for (int chunk : chunks) {
-          INFO(c.name << " through " << form.name << " on " << backend_name<Exec>() << " in "
-                      << precision_name<T>() << ", chunk " << chunk);
-          check_close<T>(run_form<Exec, T>(form, c.inputs, FormParams{chunk}), c.out);
+  const auto cases = read_cases();
+  for (const Form& form : forms()) {
+    const std::vector<int> chunks = form.takes(Param::chunk) ? std::vector<int>{1, 5, 16, 64, 200} : std::vector<int>{0};
+    int matched = 0;
+    for (int chunk : chunks)
+      for (const FormParams& params : option_sets(form, chunk))
+        for (const auto& c : cases) {
+          if (!starts_with(c.name, vectors_for(form, params))) continue;
+          ++matched;
+          INFO(c.name << " through " << form.name << " " << variant_of(form, params, {}) << " on "
+                      << backend_name<Exec>() << " in " << precision_name<T>() << ", chunk " << chunk);
+          ref::Outputs want = c.want;
+          if (!form.backward) want.dq = want.dk = want.dv = {};
+          check_close<T>(run_form<Exec, T>(form, c.inputs, params), want);
         }
-      }
-      CHECK(matched > 0);
-    }
+    INFO(form.name);
+    CHECK(matched > 0);
   }
 }

@@ -1,0 +1,103 @@
+// Lightning Attention (spec/lightning.md): block-tiled causal linear attention
+// with a per-head decay, forward and forward+backward, and the materialised
+// "vanilla" form it is measured against (the paper's Fig. 4).
+#include "lightning.hpp"
+#include "lightning/block.hpp"
+#include "lightning/vanilla.hpp"
+#include "registry.hpp"
+
+namespace attn {
+namespace {
+
+struct LightningForward {
+  template <class Exec, class T>
+  static void run(const Exec& exec, const Inputs<Exec, T>& x, const FormParams& p) {
+    lightning_forward(exec, x.q, x.k, x.v, x.decay_rate, x.o, p.chunk);
+  }
+};
+struct LightningForwardBackward {
+  template <class Exec, class T>
+  static void run(const Exec& exec, const Inputs<Exec, T>& x, const FormParams& p) {
+    lightning_forward(exec, x.q, x.k, x.v, x.decay_rate, x.o, p.chunk);
+    lightning_backward(exec, x.q, x.k, x.v, x.decay_rate, x.d_o, x.dq, x.dk, x.dv, p.chunk);
+  }
+};
+struct VanillaForward {
+  template <class Exec, class T>
+  static void run(const Exec& exec, const Inputs<Exec, T>& x, const FormParams&) {
+    vanilla_decay_forward(exec, x.q, x.k, x.v, x.decay_rate, x.o);
+  }
+};
+struct VanillaForwardBackward {
+  template <class Exec, class T>
+  static void run(const Exec& exec, const Inputs<Exec, T>& x, const FormParams&) {
+    vanilla_decay_forward_backward(exec, x.q, x.k, x.v, x.decay_rate, x.o, x.d_o, x.dq, x.dk, x.dv);
+  }
+};
+
+ref::Outputs forward_reference(const ref::Problem& p, const FormParams&, const ref::HeadList& heads) {
+  return {ref::lightning_quadratic(p.q, p.k, p.v, p.decay_rate, heads), {}, {}, {}};
+}
+ref::Outputs forward_backward_reference(const ref::Problem& p, const FormParams& params,
+                                        const ref::HeadList& heads) {
+  ref::Outputs out = forward_reference(p, params, heads);
+  ref::lightning_gradients(p.q, p.k, p.v, p.decay_rate, p.d_o, out, heads);
+  return out;
+}
+
+// Per (batch, head): the quadratic reference visits L(L+1)/2 pairs, 2(d+e) each;
+// the gradients twice that again.
+double reference_flops(const Shape& s, bool backward) {
+  return double(s.seq) * (s.seq + 1) * (s.dk + s.dv) * (backward ? 3 : 1);
+}
+// Inputs read once and outputs written once: q, k, v, o; backward adds do, dq, dk, dv.
+double io_bytes(const Shape& s, bool backward, std::size_t scalar_bytes) {
+  return double(s.batch) * s.heads * s.seq * (2.0 * s.dk + 2.0 * s.dv) * (backward ? 2 : 1) * scalar_bytes;
+}
+
+// spec/lightning.md §5: forward 2nB(d+e) + 4nde per (batch, head); the
+// backward is three sweeps of the same kernel (kernels/lightning/block.hpp).
+template <bool Backward>
+Cost block_cost(const Shape& s, const FormParams& p, std::size_t scalar_bytes) {
+  const double bh = double(s.batch) * s.heads, n = s.seq, B = std::min(p.chunk, s.seq);
+  const double sweep = 2 * n * B * (s.dk + s.dv) + 4 * n * s.dk * s.dv;
+  return {bh * sweep * (Backward ? 4 : 1), io_bytes(s, Backward, scalar_bytes), reference_flops(s, Backward)};
+}
+// Dense L x L products, as a framework runs them: forward Q K^T and S V,
+// 2 n^2 (d+e); backward dO V^T, P K, P^T Q and S^T dO, 4 n^2 (d+e). Bytes add
+// the L x L matrices: S written and read (forward); P written and read twice,
+// S read once more (backward).
+template <bool Backward>
+Cost vanilla_cost(const Shape& s, const FormParams&, std::size_t scalar_bytes) {
+  const double bh = double(s.batch) * s.heads, n = s.seq;
+  const double flops = bh * n * n * (s.dk + s.dv) * (Backward ? 6 : 2);
+  const double matrix_passes = Backward ? 6 : 2;
+  return {flops, io_bytes(s, Backward, scalar_bytes) + bh * n * n * matrix_passes * scalar_bytes,
+          reference_flops(s, Backward)};
+}
+
+}  // namespace
+
+std::vector<Form> lightning_forms() {
+  const std::vector<Param> block{Param::chunk};
+  return {
+      {"lightning/fwd", "lightning", "block-tiled causal linear attention with decay (Alg 5), --chunk = block",
+       true, block, InputKind::raw, DecayKind::per_head_schedule, false, MemoryKind::io_only,
+       runners_of<LightningForward>(),
+       &forward_reference, &block_cost<false>},
+      {"lightning/fwd_bwd", "lightning", "forward, then dq, dk, dv in three block-tiled sweeps (Alg 6)",
+       true, block, InputKind::raw, DecayKind::per_head_schedule, true, MemoryKind::io_only,
+       runners_of<LightningForwardBackward>(),
+       &forward_backward_reference, &block_cost<true>},
+      {"lightning/vanilla_fwd", "lightning", "materialised [(QK^T) . D] V, O(L^2) memory (Fig. 4's Vanilla)",
+       true, {}, InputKind::raw, DecayKind::per_head_schedule, false, MemoryKind::quadratic,
+       runners_of<VanillaForward>(),
+       &forward_reference, &vanilla_cost<false>},
+      {"lightning/vanilla_fwd_bwd", "lightning", "materialised forward and backward, O(L^2) memory",
+       true, {}, InputKind::raw, DecayKind::per_head_schedule, true, MemoryKind::quadratic,
+       runners_of<VanillaForwardBackward>(),
+       &forward_backward_reference, &vanilla_cost<true>},
+  };
+}
+
+}  // namespace attn

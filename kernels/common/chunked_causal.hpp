@@ -1,0 +1,171 @@
+// Chunkwise causal linear attention with an optional per-head decay, shared by
+// causal linear attention's chunk form and Lightning Attention (forward, and
+// the three sweeps of its backward pass). For chunk n of C tokens starting at
+// token t0, with lambda = exp(-s) per head (spec/lightning.md §4.3, Alg 5,
+// with the ragged last chunk of §4.7(b)):
+//   o_t   = lambda^(t-t0+1) q_t^T KV + sum_{t0<=u<=t} lambda^(t-u) (q_t.k_u) v_u^T
+//   KV'   = lambda^len KV + sum_{u in chunk} lambda^(t0+len-1-u) k_u v_u^T
+// Every power is exp(-s * k) with k >= 0, never a ratio of powers, so strong
+// decay underflows to exact zeros instead of overflowing. Without decay (s = 0)
+// this is linear attention's chunk form; `normalise` adds the normaliser
+// z = sum_u k_u as one more state column driven by v = 1 and divides by it.
+// `reverse` runs the same recurrence from the last token to the first (the
+// anti-causal sums of the backward pass).
+//
+// One team per (batch, head, value block) walks the chunks in order with its
+// state block in team scratch, so no per-chunk state is ever written to global
+// memory; rows of a chunk are processed in sub-tiles that fit the budget.
+#pragma once
+#include "common/math.hpp"
+#include "common/value_blocks.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+namespace attn::detail {
+
+struct ChunkedCausalOptions {
+  int chunk;
+  bool normalise;  // divide by q_t . z_t (linear attention); Lightning does not
+  bool reverse;    // time runs from L-1 down to 0
+};
+
+// `decay_rate` [H] (s = -ln lambda >= 0) or an empty view for no decay.
+template <class Exec, class T>
+void chunked_causal_attention(const Exec& exec, const char* label, const Tensor4<Exec, T>& q,
+                              const Tensor4<Exec, T>& k, const Tensor4<Exec, T>& v,
+                              const Vector<Exec, T>& decay_rate, const Tensor4<Exec, T>& o,
+                              ChunkedCausalOptions options) {
+  using Scratch = ScratchMatrix<Exec, T>;
+  if (options.chunk <= 0) throw std::invalid_argument(std::string(label) + ": chunk size must be positive");
+  const Shape s = checked_shape<Exec, T>(q, k, v, o);
+  const bool decayed = decay_rate.extent(0) > 0;
+  if (decayed && int(decay_rate.extent(0)) != s.heads)
+    throw std::invalid_argument(std::string(label) + ": the decay rates must have one entry per head");
+  if (s.seq == 0 || s.batch == 0 || s.heads == 0) return;
+  const int dk = s.dk, dv = s.dv, L = s.seq, H = s.heads;
+  const int C = std::min(options.chunk, L);
+  const int extra = options.normalise ? 1 : 0;  // the normaliser column
+  const bool reverse = options.reverse;
+
+  // Per team: state S (dk x cols+extra); Q, K sub-tiles with a padded stride
+  // (bank conflicts); V and the output accumulator; scores (rows x rows).
+  auto bytes = [&](int rows, int cols) {
+    return scratch_bytes<Exec, T>(dk, cols + extra) + 2 * scratch_bytes<Exec, T>(rows, dk + 1) +
+           2 * scratch_bytes<Exec, T>(rows, cols + extra) + scratch_bytes<Exec, T>(rows, rows + 1);
+  };
+  const auto [fit_rows, cols] = fit_rows_and_columns(32, std::min(dv, 32), bytes);
+  if (cols == 0) tiles_do_not_fit(label, s);
+  const int R = std::min(fit_rows, C);
+  const int blocks = ceil_div(dv, cols);
+  const int chunks = ceil_div(L, C);
+
+  auto policy = team_policy(exec, s.batch * H * blocks, 128)
+                    .set_scratch_size(0, Kokkos::PerTeam(bytes(R, cols)));
+  using Member = typename Kokkos::TeamPolicy<Exec>::member_type;
+  Kokkos::parallel_for(label, policy, KOKKOS_LAMBDA(const Member& team) {
+    const int blk = team.league_rank() % blocks;
+    const int bh = team.league_rank() / blocks;
+    const int b = bh / H, h = bh % H;
+    const int c0 = blk * cols;
+    const int w = (dv - c0 < cols) ? dv - c0 : cols;  // value columns here; column w is z when normalising
+    const int W = w + extra;
+    const T rate = decayed ? decay_rate(h) : T(0);
+    // lambda^n for n >= 0 steps
+    auto decay = [&](int n) { return decayed ? attn::exp(-rate * T(n)) : T(1); };
+    auto at = [&](int t) { return reverse ? L - 1 - t : t; };  // step t's token
+
+    Scratch S(team.team_scratch(0), dk, cols + extra);
+    Scratch Qs(team.team_scratch(0), R, dk + 1), Ks(team.team_scratch(0), R, dk + 1);
+    Scratch Vs(team.team_scratch(0), R, cols + extra), acc(team.team_scratch(0), R, cols + extra);
+    Scratch P(team.team_scratch(0), R, R + 1);
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, dk * W), [&](int i) { S(i / W, i % W) = T(0); });
+
+    int loaded = -1;  // first step of the key/value sub-tile now in Ks, Vs
+    auto load_keys = [&](int k0, int nk) {
+      if (loaded == k0) return;
+      team.team_barrier();  // nobody still reads the old tile
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nk * dk), [&](int i) {
+        Ks(i / dk, i % dk) = k(b, h, at(k0 + i / dk), i % dk);
+      });
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nk * W), [&](int i) {
+        Vs(i / W, i % W) = i % W < w ? v(b, h, at(k0 + i / W), c0 + i % W) : T(1);
+      });
+      loaded = k0;
+    };
+
+    for (int n = 0; n < chunks; ++n) {
+      const int start = n * C;
+      const int len = (L - start < C) ? L - start : C;
+      const int subtiles = (len + R - 1) / R;
+      for (int a = 0; a < subtiles; ++a) {
+        const int q0 = start + a * R;
+        const int nr = (start + len - q0 < R) ? start + len - q0 : R;
+        team.team_barrier();  // acc and Qs of the previous sub-tile are consumed
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nr * dk), [&](int i) {
+          Qs(i / dk, i % dk) = q(b, h, at(q0 + i / dk), i % dk);
+        });
+        team.team_barrier();
+        // Inter-chunk: all earlier chunks through the state, decayed by
+        // lambda^(t - start + 1) (Alg 5's Lambda Q_t KV).
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nr * W), [&](int i) {
+          const int r = i / W, c = i % W;
+          T sum = 0;
+          for (int d = 0; d < dk; ++d) sum += Qs(r, d) * S(d, c);
+          acc(r, c) = sum * decay(q0 + r - start + 1);
+        });
+        // Intra-chunk: the masked quadratic part, key sub-tiles up to the
+        // diagonal; masked pairs are skipped, never computed and then masked.
+        for (int bs = 0; bs <= a; ++bs) {
+          const int k0 = start + bs * R;
+          const int nk = (start + len - k0 < R) ? start + len - k0 : R;
+          load_keys(k0, nk);
+          team.team_barrier();
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nr * nk), [&](int i) {
+            const int r = i / nk, j = i % nk;
+            T dot = 0;
+            if (k0 + j <= q0 + r) {
+              for (int d = 0; d < dk; ++d) dot += Qs(r, d) * Ks(j, d);
+              dot *= decay(q0 + r - k0 - j);
+            }
+            P(r, j) = dot;
+          });
+          team.team_barrier();
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nr * W), [&](int i) {
+            const int r = i / W, c = i % W;
+            T sum = 0;
+            for (int j = 0; j < nk; ++j) sum += P(r, j) * Vs(j, c);
+            acc(r, c) += sum;
+          });
+        }
+        team.team_barrier();
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nr * w), [&](int i) {
+          const int r = i / w, c = i % w;
+          o(b, h, at(q0 + r), c0 + c) = options.normalise ? acc(r, c) / acc(r, w) : acc(r, c);
+        });
+      }
+      // State update: KV' = lambda^len KV + sum_u lambda^(start+len-1-u) k_u v_u^T;
+      // walking the sub-tiles backwards starts with the one still loaded.
+      if (decayed) {
+        team.team_barrier();
+        const T block_decay = decay(len);
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, dk * W), [&](int i) { S(i / W, i % W) *= block_decay; });
+      }
+      for (int bs = subtiles - 1; bs >= 0; --bs) {
+        const int k0 = start + bs * R;
+        const int nk = (start + len - k0 < R) ? start + len - k0 : R;
+        load_keys(k0, nk);
+        team.team_barrier();
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, dk * W), [&](int i) {
+          const int d = i / W, c = i % W;
+          T sum = 0;
+          for (int j = 0; j < nk; ++j) sum += decay(start + len - 1 - k0 - j) * Ks(j, d) * Vs(j, c);
+          S(d, c) += sum;
+        });
+      }
+    }
+  });
+}
+
+}  // namespace attn::detail

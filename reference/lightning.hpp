@@ -1,0 +1,23 @@
+// fp64 references of Lightning Attention (spec/lightning.md §2, §8.1):
+// causal linear attention with a per-head decay lambda_h = exp(-s_h), no
+// normalisation: o_t = sum_{u<=t} lambda^(t-u) (q_t . k_u) v_u.
+#pragma once
+#include "reference.hpp"
+
+namespace attn::ref {
+
+// R1: the dense masked form O = [(Q K^T) . D] V, D_tu = lambda^(t-u) (t >= u).
+Tensor lightning_quadratic(const Tensor& q, const Tensor& k, const Tensor& v,
+                           const std::vector<double>& decay_rate, const HeadList& heads = {});
+
+// R2: the token recurrence kv_t = lambda kv_{t-1} + k_t v_t^T, o_t = kv_t^T q_t.
+Tensor lightning_recurrent(const Tensor& q, const Tensor& k, const Tensor& v,
+                           const std::vector<double>& decay_rate, const HeadList& heads = {});
+
+// Gradients of <O, dO> from the dense form: P = (dO V^T) . D, S = (Q K^T) . D,
+// dQ = P K, dK = P^T Q, dV = S^T dO. Fills out.dq, out.dk, out.dv.
+void lightning_gradients(const Tensor& q, const Tensor& k, const Tensor& v,
+                         const std::vector<double>& decay_rate, const Tensor& d_o, Outputs& out,
+                         const HeadList& heads = {});
+
+}  // namespace attn::ref
