@@ -25,7 +25,10 @@ Tensor4<Exec, T> to_device(const ref::Tensor& x, const char* label) {
                         x.batch, x.heads, x.seq, x.dim);
   auto mirror = Kokkos::create_mirror_view(view);
   T* dst = mirror.data();
-  for (std::size_t i = 0; i < x.data.size(); ++i) dst[i] = T(x.data[i]);
+  const double* src = x.data.data();
+  Kokkos::parallel_for("to_device", Kokkos::RangePolicy<Kokkos::DefaultHostExecutionSpace>(0, x.data.size()),
+                       [=](std::size_t i) { dst[i] = T(src[i]); });
+  Kokkos::DefaultHostExecutionSpace().fence();
   Kokkos::deep_copy(view, mirror);
   return view;
 }
@@ -41,7 +44,10 @@ ref::Tensor to_host(const View& view) {
   ref::Tensor x(int(view.extent(0)), int(view.extent(1)), int(view.extent(2)), int(view.extent(3)));
   auto mirror = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), view);
   const auto* src = mirror.data();
-  for (std::size_t i = 0; i < x.data.size(); ++i) x.data[i] = double(src[i]);
+  double* dst = x.data.data();
+  Kokkos::parallel_for("to_host", Kokkos::RangePolicy<Kokkos::DefaultHostExecutionSpace>(0, x.data.size()),
+                       [=](std::size_t i) { dst[i] = double(src[i]); });
+  Kokkos::DefaultHostExecutionSpace().fence();
   return x;
 }
 

@@ -108,17 +108,20 @@ ResultRow measure_point(const Form& form, const Shape& shape, const FormParams& 
   const std::string space = Exec::memory_space::name();
 
   // Refuse up front what cannot fit: the inputs and outputs on the backend, and
-  // on a host backend also the float64 host copies the harness keeps.
+  // the float64 host copies the harness keeps of both (on a host backend, in
+  // the same memory).
   const double elements = double(shape.batch) * shape.heads * shape.seq;
   const double io = elements * (2.0 * shape.dk + 2.0 * shape.dv) * (form.backward ? 2 : 1);
-  double need = io * sizeof(T);
-  if (is_host_space<Exec>()) need += io * sizeof(double);
-  const double free_bytes = double(memory::available(space));
-  if (free_bytes > 0 && need > 0.9 * free_bytes) {
-    row.status = "oom";
-    row.note = "inputs need " + std::to_string(std::uint64_t(need)) + " bytes, " +
-               std::to_string(std::uint64_t(free_bytes)) + " free";
-    return row;
+  const double host_need = io * sizeof(double);
+  const double backend_need = io * sizeof(T) + (is_host_space<Exec>() ? host_need : 0);
+  for (const auto& [where, need] : {std::pair{space, backend_need}, std::pair{std::string("HostSpace"), host_need}}) {
+    const double free_bytes = double(memory::available(where));
+    if (free_bytes > 0 && need > 0.9 * free_bytes) {
+      row.status = "oom";
+      row.note = "inputs and outputs need " + std::to_string(std::uint64_t(need)) + " bytes in " + where + ", " +
+                 std::to_string(std::uint64_t(free_bytes)) + " free";
+      return row;
+    }
   }
 
   try {

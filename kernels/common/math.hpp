@@ -14,4 +14,14 @@ KOKKOS_INLINE_FUNCTION T exp(T x) {
 #endif
 }
 
+// exp(x) - 1, accurate for x near 0 (a decay lambda = exp(a) near 1).
+template <class T>
+KOKKOS_INLINE_FUNCTION T expm1(T x) {
+#if KOKKOS_VERSION >= 30600
+  return Kokkos::expm1(x);
+#else
+  return Kokkos::Experimental::expm1(x);
+#endif
+}
+
 }  // namespace attn

@@ -16,8 +16,18 @@
 
 namespace attn {
 
+// [B*H, L, L], indexed through `at` in 64-bit arithmetic: Kokkos 3.4 computes
+// View offsets in the memory space's size_type, 32 bits on CUDA, which wraps
+// beyond 2^32 elements (B=4, H=32, L=8k already has 2^33).
 template <class Exec, class T>
-using ScoreMatrices = Kokkos::View<T***, Kokkos::LayoutRight, typename Exec::memory_space>;
+struct ScoreMatrices {
+  Kokkos::View<T*, typename Exec::memory_space> data;
+  int length;
+  KOKKOS_INLINE_FUNCTION T& at(int bh, int t, int u) const {
+    return data.data()[(std::size_t(bh) * length + t) * length + u];
+  }
+  int batches() const { return int(data.extent(0) / (std::size_t(length) * length)); }
+};
 
 namespace detail {
 
@@ -27,13 +37,15 @@ template <class Exec, class T>
 ScoreMatrices<Exec, T> decayed_scores(const Exec& exec, const char* label, const Tensor4<Exec, T>& x,
                                       const Tensor4<Exec, T>& y, const Vector<Exec, T>& decay_rate) {
   const int B = int(x.extent(0)), H = int(x.extent(1)), L = int(x.extent(2)), d = int(x.extent(3));
-  ScoreMatrices<Exec, T> s(Kokkos::view_alloc(std::string(label), Kokkos::WithoutInitializing), B * H, L, L);
+  using Flat = Kokkos::View<T*, typename Exec::memory_space>;
+  const ScoreMatrices<Exec, T> s{
+      Flat(Kokkos::view_alloc(std::string(label), Kokkos::WithoutInitializing), std::size_t(B) * H * L * L), L};
   batched_product<Exec, T>(
       exec, label, B * H, L, L, d,
       KOKKOS_LAMBDA(int bh, int t, int p) { return x(bh / H, bh % H, t, p); },
       KOKKOS_LAMBDA(int bh, int p, int u) { return y(bh / H, bh % H, u, p); },
       KOKKOS_LAMBDA(int bh, int t, int u, T value) {
-        s(bh, t, u) = t >= u ? value * attn::exp(-decay_rate(bh % H) * T(t - u)) : T(0);
+        s.at(bh, t, u) = t >= u ? value * attn::exp(-decay_rate(bh % H) * T(t - u)) : T(0);
       });
   return s;
 }
@@ -44,8 +56,8 @@ void scores_times(const Exec& exec, const char* label, const ScoreMatrices<Exec,
                   const Tensor4<Exec, T>& z, const Tensor4<Exec, T>& out) {
   const int H = int(z.extent(1)), L = int(z.extent(2));
   batched_product<Exec, T>(
-      exec, label, int(m.extent(0)), L, int(z.extent(3)), L,
-      KOKKOS_LAMBDA(int bh, int i, int p) { return transposed ? m(bh, p, i) : m(bh, i, p); },
+      exec, label, m.batches(), L, int(z.extent(3)), L,
+      KOKKOS_LAMBDA(int bh, int i, int p) { return transposed ? m.at(bh, p, i) : m.at(bh, i, p); },
       KOKKOS_LAMBDA(int bh, int p, int c) { return z(bh / H, bh % H, p, c); },
       KOKKOS_LAMBDA(int bh, int i, int c, T value) { out(bh / H, bh % H, i, c) = value; });
 }
