@@ -129,5 +129,6 @@ const Form* find_form(std::string_view name);
 std::vector<Form> softmax_forms();
 std::vector<Form> linear_forms();
 std::vector<Form> lightning_forms();
+std::vector<Form> lion_forms();
 
 }  // namespace attn

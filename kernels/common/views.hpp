@@ -19,6 +19,25 @@ using Tensor3 = Kokkos::View<T***, Kokkos::LayoutRight, typename Exec::memory_sp
 template <class Exec, class T>
 using Vector = Kokkos::View<T*, Kokkos::LayoutRight, typename Exec::memory_space>;
 
+// L x L matrices, one per (batch, head), for the materialised forms: flat
+// storage indexed in 64-bit arithmetic, because Kokkos 3.4 computes View
+// offsets in the memory space's size_type, 32 bits on CUDA, which wraps beyond
+// 2^32 elements (B=4, H=32, L=8k already has 2^33).
+template <class Exec, class T>
+struct SquareMatrices {
+  Kokkos::View<T*, typename Exec::memory_space> data;
+  int length = 0;
+
+  SquareMatrices(const char* label, int count, int length_)
+      : data(Kokkos::view_alloc(std::string(label), Kokkos::WithoutInitializing),
+             std::size_t(count) * length_ * length_),
+        length(length_) {}
+  KOKKOS_INLINE_FUNCTION T& at(int matrix, int row, int col) const {
+    return data.data()[(std::size_t(matrix) * length + row) * length + col];
+  }
+  int count() const { return length ? int(data.extent(0) / (std::size_t(length) * length)) : 0; }
+};
+
 // Team-scratch matrix (level 0: shared memory on CUDA, a per-thread buffer on OpenMP).
 template <class Exec, class T>
 using ScratchMatrix = Kokkos::View<T**, Kokkos::LayoutRight, typename Exec::scratch_memory_space,

@@ -16,30 +16,15 @@
 
 namespace attn {
 
-// [B*H, L, L], indexed through `at` in 64-bit arithmetic: Kokkos 3.4 computes
-// View offsets in the memory space's size_type, 32 bits on CUDA, which wraps
-// beyond 2^32 elements (B=4, H=32, L=8k already has 2^33).
-template <class Exec, class T>
-struct ScoreMatrices {
-  Kokkos::View<T*, typename Exec::memory_space> data;
-  int length;
-  KOKKOS_INLINE_FUNCTION T& at(int bh, int t, int u) const {
-    return data.data()[(std::size_t(bh) * length + t) * length + u];
-  }
-  int batches() const { return int(data.extent(0) / (std::size_t(length) * length)); }
-};
-
 namespace detail {
 
 // S(bh, t, u) = (x_t . y_u) lambda^(t-u) for t >= u, else exactly 0 (the
 // exponent of a masked entry is never evaluated).
 template <class Exec, class T>
-ScoreMatrices<Exec, T> decayed_scores(const Exec& exec, const char* label, const Tensor4<Exec, T>& x,
+SquareMatrices<Exec, T> decayed_scores(const Exec& exec, const char* label, const Tensor4<Exec, T>& x,
                                       const Tensor4<Exec, T>& y, const Vector<Exec, T>& decay_rate) {
   const int B = int(x.extent(0)), H = int(x.extent(1)), L = int(x.extent(2)), d = int(x.extent(3));
-  using Flat = Kokkos::View<T*, typename Exec::memory_space>;
-  const ScoreMatrices<Exec, T> s{
-      Flat(Kokkos::view_alloc(std::string(label), Kokkos::WithoutInitializing), std::size_t(B) * H * L * L), L};
+  const SquareMatrices<Exec, T> s(label, B * H, L);
   batched_product<Exec, T>(
       exec, label, B * H, L, L, d,
       KOKKOS_LAMBDA(int bh, int t, int p) { return x(bh / H, bh % H, t, p); },
@@ -52,11 +37,11 @@ ScoreMatrices<Exec, T> decayed_scores(const Exec& exec, const char* label, const
 
 // out(b, h, i, c) = sum_p m(bh, i, p) z(b, h, p, c), m read transposed when asked.
 template <class Exec, class T>
-void scores_times(const Exec& exec, const char* label, const ScoreMatrices<Exec, T>& m, bool transposed,
+void scores_times(const Exec& exec, const char* label, const SquareMatrices<Exec, T>& m, bool transposed,
                   const Tensor4<Exec, T>& z, const Tensor4<Exec, T>& out) {
   const int H = int(z.extent(1)), L = int(z.extent(2));
   batched_product<Exec, T>(
-      exec, label, m.batches(), L, int(z.extent(3)), L,
+      exec, label, m.count(), L, int(z.extent(3)), L,
       KOKKOS_LAMBDA(int bh, int i, int p) { return transposed ? m.at(bh, p, i) : m.at(bh, i, p); },
       KOKKOS_LAMBDA(int bh, int p, int c) { return z(bh / H, bh % H, p, c); },
       KOKKOS_LAMBDA(int bh, int i, int c, T value) { out(bh / H, bh % H, i, c) = value; });

@@ -1,0 +1,160 @@
+// LION Chunk (spec §3.3, Eqs. 86-88), parallel over the query chunks (the
+// paper's default mode, Eqs. 230-232): for query chunk i, over key chunks j,
+//   A_[ij] = Q_[i] K_[j]^T (.) M_[ij]
+//   Den_[i] += rowsum(A_[ij]),  Num_[i] += A_[ij] V_[j]
+//   Y_[i] = Num_[i] / Den_[i]            (non-scaled, spec §2.4: Y_[i] = Num_[i])
+// Chunks hold C tokens; the last one may be shorter and C >= L is one chunk.
+// The mask blocks come from the overflow-free log-space forms of spec §3.3:
+// an off-diagonal block is rank 1, split at a reference row e of chunk i,
+//   j < i:  M_rc = exp(F_r - F_e) exp(F_e - F_c),  e = first row of chunk i
+//   j > i:  M_rc = exp(G_e - G_r) exp(G_c - G_e),  e = last row of chunk i
+// (F, G: the token coordinates of lion/mask.hpp; every exponent is <= 0, so no
+// negative power of lambda is ever formed), which costs O(C) exps per block;
+// only the diagonal block i = j takes one exp per entry.
+// One team per (batch, head, query chunk, sub-tile of R <= C query rows):
+// rows are split into sub-tiles, and key chunks into key sub-tiles, that fit
+// the team-scratch budget; Num and Den stay in scratch. Memory O(L d).
+//
+// Cost per (batch, head), exp counted as one FLOP:
+//   FLOPs  = L^2 (2 dk + 2 dv)          scores and scores x V
+//          + 2 L^2 + 3 L C               mask: two factor multiplies per entry; in the
+//                                        diagonal blocks exponent (3), exp, multiply instead
+//          + 4 L^2 / R + 8 L             mask factors: key rows per query sub-tile, query rows
+//                                        (exponent, exp); no mask work for Lion-lit
+//          + 2 L^2 + L dv                row sum and division (scaled only)
+//          + 20 L                        double-double prefix sum of the log-decays (Lion-s)
+//   exps:    L C + L^2 / R + 2 L  (attention form: L^2); L C is an upper bound (short last chunk)
+//   bytes >= sizeof(T) L (2 dk + 2 dv)  read q, k, v, write o
+//          + L (sizeof(T) + 2*16)        Lion-s: read log_decay, write and read the prefix
+//   (each query sub-tile re-reads K and V: actual traffic adds sizeof(T) L (dk + dv) per sub-tile)
+#pragma once
+#include "lion/mask.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace attn {
+
+template <class Exec, class T>
+void lion_chunk_forward(const Exec& exec, const Tensor4<Exec, T>& q, const Tensor4<Exec, T>& k,
+                        const Tensor4<Exec, T>& v, const Vector<Exec, T>& decay_rate,
+                        const Tensor3<Exec, T>& log_decay, const Tensor4<Exec, T>& o,
+                        const LionOptions& options, int chunk) {
+  using Scratch = ScratchMatrix<Exec, T>;
+  using Coordinates = ScratchMatrix<Exec, detail::MaskCoordinate>;
+  if (chunk <= 0) throw std::invalid_argument("lion/chunk: chunk size must be positive");
+  const Shape s =
+      detail::checked_lion_shape<Exec, T>("lion/chunk", q, k, v, decay_rate, log_decay, o, options);
+  if (s.seq == 0 || s.batch == 0 || s.heads == 0) return;
+  const int dk = s.dk, dv = s.dv, L = s.seq, H = s.heads;
+  const int C = std::min(chunk, L);
+  const bool masked = options.variant != LionVariant::lit;
+  const bool scaled = options.scaled;
+  const int width = dv + (scaled ? 1 : 0);  // column dv accumulates Den
+  const auto mask = detail::lion_log_mask<Exec, T>(exec, options, decay_rate, log_decay);
+
+  // Per team: Q and K sub-tiles (padded stride against bank conflicts), V and
+  // the Num/Den accumulator, the scores, and the mask: coordinates of query and
+  // key rows (diagonal block), two factors per query row (j < i, j > i) and one
+  // per key row (off-diagonal blocks).
+  auto bytes = [&](int r) {
+    return 2 * scratch_bytes<Exec, T>(r, dk + 1) + 2 * scratch_bytes<Exec, T>(r, width) +
+           scratch_bytes<Exec, T>(r, r + 1) +
+           2 * scratch_bytes<Exec, detail::MaskCoordinate>(r, 2) + scratch_bytes<Exec, T>(r, 2) +
+           scratch_bytes<Exec, T>(r, 1);
+  };
+  int rows = 32;
+  while (rows > 1 && bytes(rows) > scratch_budget_bytes) rows /= 2;
+  if (bytes(rows) > scratch_budget_bytes) tiles_do_not_fit("lion/chunk", s);
+  const int R = std::min(rows, C);
+  const int chunks = ceil_div(L, C);
+  const int subtiles = ceil_div(C, R);  // query (and key) sub-tiles per chunk
+
+  auto policy = team_policy(exec, s.batch * H * chunks * subtiles, 128)
+                    .set_scratch_size(0, Kokkos::PerTeam(bytes(R)));
+  using Member = typename Kokkos::TeamPolicy<Exec>::member_type;
+  Kokkos::parallel_for("lion_chunk", policy, KOKKOS_LAMBDA(const Member& team) {
+    const int subtile = team.league_rank() % subtiles;
+    const int i = team.league_rank() / subtiles % chunks;  // query chunk
+    const int bh = team.league_rank() / subtiles / chunks;
+    const int b = bh / H, h = bh % H;
+    const int chunk_start = i * C;
+    const int chunk_last = (L < chunk_start + C ? L : chunk_start + C) - 1;
+    const int r0 = chunk_start + subtile * R;
+    if (r0 > chunk_last) return;  // the last chunk is shorter
+    const int nr = (chunk_last + 1 - r0 < R) ? chunk_last + 1 - r0 : R;
+
+    Scratch Qs(team.team_scratch(0), R, dk + 1), Ks(team.team_scratch(0), R, dk + 1);
+    Scratch Vs(team.team_scratch(0), R, width), acc(team.team_scratch(0), R, width);
+    Scratch P(team.team_scratch(0), R, R + 1);
+    Coordinates query_coords(team.team_scratch(0), R, 2), key_coords(team.team_scratch(0), R, 2);
+    Scratch query_factors(team.team_scratch(0), R, 2), key_factors(team.team_scratch(0), R, 1);
+
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nr * dk),
+                         [&](int x) { Qs(x / dk, x % dk) = q(b, h, r0 + x / dk, x % dk); });
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nr * width),
+                         [&](int x) { acc(x / width, x % width) = T(0); });
+    // Query-row factors of the rank-1 blocks: exp(F_r - F_first) for j < i,
+    // exp(G_last - G_r) for j > i.
+    const detail::MaskCoordinate first_forward = mask.forward(b, h, chunk_start);
+    const detail::MaskCoordinate last_backward = mask.backward(b, h, chunk_last);
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nr), [&](int r) {
+      query_coords(r, 0) = mask.forward(b, h, r0 + r);
+      query_coords(r, 1) = mask.backward(b, h, r0 + r);
+      query_factors(r, 0) = attn::exp(T(query_coords(r, 0) - first_forward));
+      query_factors(r, 1) = attn::exp(T(last_backward - query_coords(r, 1)));
+    });
+
+    for (int j = 0; j < chunks; ++j) {  // key chunks
+      const int key_end = (L < (j + 1) * C ? L : (j + 1) * C);
+      for (int k0 = j * C; k0 < key_end; k0 += R) {
+        const int nk = (key_end - k0 < R) ? key_end - k0 : R;
+        team.team_barrier();  // the previous key sub-tile's V and P are no longer read
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nk * dk),
+                             [&](int x) { Ks(x / dk, x % dk) = k(b, h, k0 + x / dk, x % dk); });
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nk * width), [&](int x) {
+          const int c = x % width;
+          Vs(x / width, c) = c < dv ? v(b, h, k0 + x / width, c) : T(1);
+        });
+        // Key-row mask data: coordinates for the diagonal block (Gamma), else
+        // the key factor exp(F_first - F_c) (j < i) or exp(G_c - G_last) (j > i).
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nk), [&](int c) {
+          if (j == i) {
+            key_coords(c, 0) = mask.forward(b, h, k0 + c);
+            key_coords(c, 1) = mask.backward(b, h, k0 + c);
+          } else {
+            key_factors(c, 0) = attn::exp(T(j < i ? first_forward - mask.forward(b, h, k0 + c)
+                                                  : mask.backward(b, h, k0 + c) - last_backward));
+          }
+        });
+        team.team_barrier();
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nr * nk), [&](int x) {
+          const int r = x / nk, c = x % nk;
+          T dot = 0;
+          for (int e = 0; e < dk; ++e) dot += Qs(r, e) * Ks(c, e);
+          T weight = dot;
+          if (masked)
+            weight = j == i ? dot * detail::lion_mask_entry<T>(r0 + r, query_coords(r, 0),
+                                                               query_coords(r, 1), k0 + c,
+                                                               key_coords(c, 0), key_coords(c, 1))
+                            : dot * query_factors(r, j < i ? 0 : 1) * key_factors(c, 0);
+          P(r, c) = weight;
+        });
+        team.team_barrier();
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nr * width), [&](int x) {
+          const int r = x / width, c = x % width;
+          T sum = 0;
+          for (int e = 0; e < nk; ++e) sum += P(r, e) * Vs(e, c);
+          acc(r, c) += sum;
+        });
+      }
+    }
+    team.team_barrier();
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nr * dv), [&](int x) {
+      const int r = x / dv, c = x % dv;
+      o(b, h, r0 + r, c) = scaled ? acc(r, c) / acc(r, dv) : acc(r, c);
+    });
+  });
+}
+
+}  // namespace attn
