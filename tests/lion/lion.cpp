@@ -1,0 +1,131 @@
+// LION beyond the registry-wide checks (spec/lion.md §7): every option set
+// (mask conventions A and B, scaled and non-scaled) across the four forms and
+// both fp64 references; stability at the decay extremes over 16K tokens; and
+// Observation 3.1: two causal linear attentions summed are not LION.
+#include <cmath>
+
+#include "forms/check.hpp"
+#include "lion.hpp"
+
+using namespace attn;
+using namespace attn::test;
+
+namespace {
+
+std::vector<const Form*> lion_family(const std::string& family) {
+  std::vector<const Form*> found;
+  for (const Form& f : forms())
+    if (f.family == family) found.push_back(&f);
+  REQUIRE(found.size() == 4);  // materialised, attention, rnn, chunk
+  return found;
+}
+
+ref::LionVariant variant_of_family(const std::string& family) {
+  return family == "lion-lit" ? ref::LionVariant::lit : family == "lion-d" ? ref::LionVariant::d : ref::LionVariant::s;
+}
+
+}  // namespace
+
+TEMPLATE_LIST_TEST_CASE("lion: every form equals both fp64 references under every option set", "[lion][forms]",
+                        Configs) {
+  using Exec = typename TestType::Exec;
+  using T = typename TestType::Scalar;
+  const std::uint64_t seed = fresh_seed();
+  // L = 1; chunk 1; chunk not dividing L; chunk >= L; dv != dk; B*H > 1; prime L.
+  const struct { Shape shape; int chunk; } cases[] = {
+      {{2, 2, 1, 8, 5}, 3}, {{2, 3, 37, 12, 7}, 1}, {{1, 2, 37, 16, 40}, 5}, {{1, 1, 13, 8, 8}, 16}, {{1, 2, 101, 32, 16}, 32}};
+  for (const std::string family : {"lion-lit", "lion-d", "lion-s"}) {
+    for (const auto& c : cases) {
+      const HostProblem p = random_problem(c.shape, *lion_family(family)[0], seed);
+      for (char convention : {'A', 'B'}) {
+        for (bool scaled : {true, false}) {
+          const ref::LionSpec spec{variant_of_family(family), convention, scaled};
+          const ref::Tensor want = ref::lion_attention(p.q, p.k, p.v, p.decay_rate, p.log_decay, spec);
+          check_close<double>(ref::lion_rnn(p.q, p.k, p.v, p.decay_rate, p.log_decay, spec), want);
+          for (const Form* form : lion_family(family)) {
+            FormParams params;
+            params.chunk = form->takes(Param::chunk) ? c.chunk : 0;
+            params.mask_convention = convention;
+            params.scaled = scaled;
+            INFO(form->name << " " << variant_of(*form, params, {}) << " on " << backend_name<Exec>() << " in "
+                            << precision_name<T>() << ", L=" << c.shape.seq << " chunk=" << c.chunk << ", seed " << seed);
+            check_close<T>(run_form<Exec, T>(*form, p, params).o, want);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEMPLATE_LIST_TEST_CASE("lion: no NaN at the decay extremes over 16K tokens; chunk equals rnn", "[lion][stability]",
+                        Configs) {
+  using Exec = typename TestType::Exec;
+  using T = typename TestType::Scalar;
+  const std::uint64_t seed = fresh_seed();
+  const Shape s{1, 2, 16384, 16, 8};
+  const Form& rnn = *find_form("lion-s/rnn");
+  const Form& chunk = *find_form("lion-s/chunk");
+  HostProblem p = random_problem(s, rnn, seed);
+  // Regions of 1K tokens: lambda at the floor 1e-7, exactly 1, just below 1,
+  // and random with rare cuts to the floor: the strong selective decay of §3.4.
+  const double floor = std::log(1e-7);
+  for (int h = 0; h < s.heads; ++h)
+    for (int t = 0; t < s.seq; ++t) {
+      double& a = p.log_decay(0, h, t, 0);
+      switch ((t / 1024) % 4) {
+        case 0: a = floor; break;
+        case 1: a = 0; break;
+        case 2: a = -1e-6; break;
+        case 3: a = (t % 97 == 0) ? floor : a; break;
+      }
+    }
+  for (char convention : {'A', 'B'}) {
+    FormParams params;
+    params.mask_convention = convention;
+    const ref::Outputs from_rnn = run_form<Exec, T>(rnn, p, params);
+    params.chunk = 64;
+    const ref::Outputs from_chunk = run_form<Exec, T>(chunk, p, params);
+    INFO("convention " << convention << " on " << backend_name<Exec>() << " in " << precision_name<T>() << ", seed " << seed);
+    CHECK(all_finite(from_rnn.o));
+    CHECK(all_finite(from_chunk.o));
+    check_close<T>(from_chunk, from_rnn);
+  }
+  // Lion-d with lambda at 1e-7 and within 1e-6 of 1, through every form but the L^2 one.
+  for (double rate : {-std::log(1e-7), 1e-6}) {
+    HostProblem pd = random_problem(s, *find_form("lion-d/rnn"), seed);
+    pd.decay_rate.assign(s.heads, rate);
+    const ref::Outputs want = run_form<Exec, T>(*find_form("lion-d/rnn"), pd, {});
+    CHECK(all_finite(want.o));
+    for (const char* name : {"lion-d/attention", "lion-d/chunk"}) {
+      FormParams params;
+      params.chunk = 100;
+      INFO(name << " at decay rate " << rate << ", seed " << seed);
+      check_close<T>(run_form<Exec, T>(*find_form(name), pd, params), want);
+    }
+  }
+}
+
+TEST_CASE("lion: two causal linear attentions summed are not LION (Observation 3.1)", "[lion][reference]") {
+  const std::uint64_t seed = fresh_seed();
+  const Shape s{1, 2, 50, 8, 8};
+  const HostProblem p = random_problem(s, *find_form("lion-lit/attention"), seed);
+  const ref::Tensor lion = ref::lion_attention(p.q, p.k, p.v, {}, {}, {ref::LionVariant::lit});
+  // Forward causal linear attention plus the same on the reversed sequence, each normalised by itself.
+  auto reversed = [](const ref::Tensor& x) {
+    ref::Tensor r = x;
+    for (int b = 0; b < x.batch; ++b)
+      for (int h = 0; h < x.heads; ++h)
+        for (int t = 0; t < x.seq; ++t)
+          for (int c = 0; c < x.dim; ++c) r(b, h, t, c) = x(b, h, x.seq - 1 - t, c);
+    return r;
+  };
+  const ref::Tensor forward = ref::linear_causal_attention(p.q, p.k, p.v);
+  const ref::Tensor backward = reversed(ref::linear_causal_attention(reversed(p.q), reversed(p.k), reversed(p.v)));
+  ref::Tensor naive = forward;
+  for (std::size_t i = 0; i < naive.data.size(); ++i) naive.data[i] += backward.data[i];
+  INFO("seed " << seed);
+  // The naive sum is off by O(1); the float tolerance every form is held to rejects it.
+  CHECK(compare(naive, lion).rel_l2 > 1e3 * Tolerance<float>::rel_l2);
+  // Theorem 3.3's fix, in fp64: the RNN with the -1/2 diagonal corrections is LION.
+  check_close<double>(ref::lion_rnn(p.q, p.k, p.v, {}, {}, {ref::LionVariant::lit}), lion);
+}
