@@ -49,6 +49,8 @@ po::options_description sweep_options() {
     ("dk", po::value<std::string>()->default_value("64"), "query/key head sizes")
     ("dv", po::value<std::string>(), "value head sizes (default: equal to dk)")
     ("chunk", po::value<std::string>()->default_value("64"), "chunk sizes, for chunked forms (a chunk >= L is one chunk)")
+    ("slots", po::value<std::string>()->default_value("64"), "GSA memory slots per head m, for slotted forms")
+    ("gate-temperature", po::value<double>()->default_value(8), "GSA: forget gates alpha = sigmoid(z)^(1/tau), z ~ N(0,1); tau (spec/gsa.md 3.7)")
     ("mask-convention", po::value<std::string>()->default_value("A"), "Lion-s mask convention (spec/lion.md 2.3): A (the paper's Eq. 17) or B (the released code)")
     ("unscaled", po::bool_switch(), "LION: the non-scaled form (QK^T . M)V instead of Scale(QK^T . M)V")
     ("decay-schedule", po::value<std::string>()->default_value("alibi"), "Lightning's per-head decay: alibi (released code, s_h = 2^(-8h/H)) or paper (Eq. 10, s_h = 8h/H)")
@@ -110,7 +112,7 @@ std::string device_name(const std::string& backend, const std::string& config) {
 struct Sweep {
   std::vector<const Form*> forms;
   std::vector<std::string> precisions;
-  Axis batch, heads, dk, dv, seq, chunk;
+  Axis batch, heads, dk, dv, seq, chunk, slots;
   bool dv_follows_dk;
   FormParams params;  // the options that are not swept
   MeasureOptions measure;
@@ -128,30 +130,36 @@ void run_sweep(const Sweep& sweep, const std::string& command_line) {
                               {"date", now_iso8601()},
                               {"command_line", command_line},
                               {"kokkos_configuration", config},
-                              {"format", "attn-harness points v2"}});
+                              {"format", "attn-harness points v3"}});
   std::vector<ResultRow> rows;
-  fmt::print("{:<26} {:>4} {:>7} {:>5} {:>5} {:>6} {:>7} {:>11} {:>10} {:>9} {:>8} {:>9}\n", "form", "prec",
-             "L", "dk", "dv", "chunk", "status", "median ms", "peak MiB", "GFLOP/s", "GB/s", "rel err");
+  fmt::print("{:<26} {:>4} {:>7} {:>5} {:>5} {:>6} {:>5} {:>7} {:>11} {:>10} {:>9} {:>8} {:>9}\n", "form", "prec",
+             "L", "dk", "dv", "chunk", "slots", "status", "median ms", "peak MiB", "GFLOP/s", "GB/s", "rel err");
   for (const auto& precision : sweep.precisions) {
     for (const Form* form : sweep.forms) {
-      const bool chunked = form->takes(Param::chunk);
+      const bool chunked = form->takes(Param::chunk), slotted = form->takes(Param::slots);
       if (!chunked && sweep.chunk.values.size() > 1)
         fmt::print("note: {} takes no chunk size; --chunk is not swept for it\n", form->name);
+      if (!slotted && sweep.slots.values.size() > 1)
+        fmt::print("note: {} has no slots; --slots is not swept for it\n", form->name);
       for (long long B : sweep.batch.values) for (long long H : sweep.heads.values)
       for (long long dk : sweep.dk.values) for (long long dvv : sweep.dv.values)
-      for (long long L : sweep.seq.values) for (long long C : sweep.chunk.values) {
+      for (long long L : sweep.seq.values) for (long long C : sweep.chunk.values)
+      for (long long m : sweep.slots.values) {
         if (!chunked && C != sweep.chunk.values.front()) continue;
+        if (!slotted && m != sweep.slots.values.front()) continue;
         const long long dv = sweep.dv_follows_dk ? dk : dvv;
         if (sweep.dv_follows_dk && dvv != sweep.dv.values.front()) continue;
         const Shape shape{int(B), int(H), int(L), int(dk), int(dv)};
         FormParams params = sweep.params;
         params.chunk = chunked ? int(C) : 0;
+        params.slots = slotted ? int(m) : 0;
         ResultRow row = precision == "float" ? measure_point<Exec, float>(*form, shape, params, sweep.measure)
                                              : measure_point<Exec, double>(*form, shape, params, sweep.measure);
         file.append(row);
-        fmt::print("{:<26} {:>4} {:>7} {:>5} {:>5} {:>6} {:>7} {:>11.3f} {:>10.1f} {:>9.1f} {:>8.1f} {:>9}{}\n",
+        fmt::print("{:<26} {:>4} {:>7} {:>5} {:>5} {:>6} {:>5} {:>7} {:>11.3f} {:>10.1f} {:>9.1f} {:>8.1f} {:>9}{}\n",
                    row.form, row.precision == "float" ? "f32" : "f64", row.seq, row.dk, row.dv,
-                   row.chunk ? std::to_string(row.chunk) : "-", row.status, row.time_median_s * 1e3,
+                   row.chunk ? std::to_string(row.chunk) : "-", row.slots ? std::to_string(row.slots) : "-",
+                   row.status, row.time_median_s * 1e3,
                    row.peak_bytes / 1048576.0, row.gflops, row.gbps,
                    row.err_heads ? fmt::format("{:.1e}", row.rel_l2_err) : "-",
                    row.note.empty() ? "" : "  (" + row.note + ")");
@@ -200,6 +208,10 @@ int sweep_command(const po::variables_map& vm, const std::string& command_line) 
   sweep.dv_follows_dk = !vm.count("dv");
   sweep.dv = sweep.dv_follows_dk ? Axis{"dv", {0}} : parse_axis("dv", vm["dv"].as<std::string>());
   sweep.chunk = parse_axis("chunk", vm["chunk"].as<std::string>());
+  sweep.slots = parse_axis("slots", vm["slots"].as<std::string>());
+  sweep.measure.inputs.gate_temperature = vm["gate-temperature"].as<double>();
+  if (!(sweep.measure.inputs.gate_temperature > 0))
+    throw std::invalid_argument("--gate-temperature must be positive");
   const std::string convention = vm["mask-convention"].as<std::string>();
   if (convention != "A" && convention != "B")
     throw std::invalid_argument("--mask-convention: '" + convention + "' is neither A nor B");

@@ -71,7 +71,8 @@ std::vector<double> lightning_decay_rates(int heads, const std::string& schedule
   return s;
 }
 
-HostProblem random_problem(const Shape& s, const Form& form, std::uint64_t seed, const InputOptions& options) {
+HostProblem random_problem(const Shape& s, const Form& form, std::uint64_t seed, const InputOptions& options,
+                           const FormParams& params) {
   HostProblem p;
   p.q = ref::Tensor(s.batch, s.heads, s.seq, s.dk);
   p.k = ref::Tensor(s.batch, s.heads, s.seq, s.dk);
@@ -94,6 +95,14 @@ HostProblem random_problem(const Shape& s, const Form& form, std::uint64_t seed,
       for (double& a : p.log_decay.data)
         a = options.decay_floor ? std::log(std::exp(log_sigmoid(a)) + 1e-7) : log_sigmoid(a);
       break;
+    case DecayKind::per_slot_gate:
+      if (params.slots < 1) throw std::invalid_argument(form.name + " needs a slot count of at least 1 (--slots)");
+      if (!(options.gate_temperature > 0))
+        throw std::invalid_argument("the gate temperature must be positive");
+      p.log_gate = ref::Tensor(s.batch, s.heads, s.seq, params.slots);
+      fill_normal(p.log_gate, mix(seed) ^ 7);
+      for (double& g : p.log_gate.data) g = log_sigmoid(g) / options.gate_temperature;
+      break;
   }
   if (form.backward) {
     p.d_o = ref::Tensor(s.batch, s.heads, s.seq, s.dv);
@@ -106,6 +115,10 @@ bool all_finite(const ref::Tensor& x) {
   for (double v : x.data)
     if (!std::isfinite(v)) return false;
   return true;
+}
+
+bool all_finite(const ref::Outputs& x) {
+  return all_finite(x.o) && all_finite(x.dq) && all_finite(x.dk) && all_finite(x.dv) && all_finite(x.dg);
 }
 
 ErrorStats compare(const ref::Tensor& got, const ref::Tensor& want, const ref::HeadList& heads) {
@@ -135,7 +148,7 @@ ErrorStats compare(const ref::Tensor& got, const ref::Tensor& want, const ref::H
 
 ErrorStats compare(const ref::Outputs& got, const ref::Outputs& want, const ref::HeadList& heads) {
   ErrorStats worst;
-  for (auto member : {&ref::Outputs::o, &ref::Outputs::dq, &ref::Outputs::dk, &ref::Outputs::dv}) {
+  for (auto member : {&ref::Outputs::o, &ref::Outputs::dq, &ref::Outputs::dk, &ref::Outputs::dv, &ref::Outputs::dg}) {
     if ((want.*member).data.empty()) continue;
     if ((got.*member).data.size() != (want.*member).data.size())
       throw std::logic_error("compare: an output is missing or has the wrong shape");

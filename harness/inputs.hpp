@@ -11,9 +11,10 @@ using HostProblem = ref::Problem;
 
 // Reproducible from the seed (counter-based, filled in parallel): q, k, v and
 // d_o ~ N(0, 1), q and k through the form's feature map (InputKind), and the
-// decay the form takes (DecayKind; d_o only for backward forms).
+// decay the form takes (DecayKind; d_o only for backward forms). Gated forms
+// draw params.slots gates per token; throws std::invalid_argument without.
 HostProblem random_problem(const Shape& s, const Form& form, std::uint64_t seed,
-                           const InputOptions& options = {});
+                           const InputOptions& options = {}, const FormParams& params = {});
 
 // Lightning's per-head decay rates s_h = -ln(lambda_h), layer 0 of spec/lightning.md §1:
 // "alibi" (released code) s_h = 2^(-8h/H); "paper" (Eq. 10) s_h = 8h/H; h = 1..H.
@@ -74,24 +75,27 @@ Inputs<Exec, T> upload(const HostProblem& p) {
     for (std::size_t i = 0; i < a.data.size(); ++i) mirror.data()[i] = T(a.data[i]);
     Kokkos::deep_copy(x.log_decay, mirror);
   }
+  if (!p.log_gate.data.empty()) x.log_gate = to_device<Exec, T>(p.log_gate, "log_gate");
   if (!p.d_o.data.empty()) {
     x.d_o = to_device<Exec, T>(p.d_o, "d_o");
     x.dq = allocate_like<Exec, T>(p.q, "dq");
     x.dk = allocate_like<Exec, T>(p.k, "dk");
     x.dv = allocate_like<Exec, T>(p.v, "dv");
+    if (!p.log_gate.data.empty()) x.dlog_gate = allocate_like<Exec, T>(p.log_gate, "dlog_gate");
   }
   return x;
 }
 
-// The results on the host: o, and dq, dk, dv for backward forms.
+// The results on the host: o, and dq, dk, dv (and dg) for backward forms.
 template <class Exec, class T>
 ref::Outputs download(const Inputs<Exec, T>& x) {
-  ref::Outputs out{to_host(x.o), {}, {}, {}};
+  ref::Outputs out{to_host(x.o), {}, {}, {}, {}};
   if (x.dq.data()) {
     out.dq = to_host(x.dq);
     out.dk = to_host(x.dk);
     out.dv = to_host(x.dv);
   }
+  if (x.dlog_gate.data()) out.dg = to_host(x.dlog_gate);
   return out;
 }
 
@@ -102,8 +106,9 @@ struct ErrorStats {
   bool finite = true;
 };
 bool all_finite(const ref::Tensor& x);
+bool all_finite(const ref::Outputs& x);
 ErrorStats compare(const ref::Tensor& got, const ref::Tensor& want, const ref::HeadList& heads = {});
-// The worst of o, dq, dk, dv (those present in `want`), each relative to its own norm.
+// The worst of o, dq, dk, dv, dg (those present in `want`), each relative to its own norm.
 ErrorStats compare(const ref::Outputs& got, const ref::Outputs& want, const ref::HeadList& heads = {});
 
 }  // namespace attn

@@ -100,7 +100,7 @@ ResultRow measure_point(const Form& form, const Shape& shape, const FormParams& 
   row.backend = backend_name<Exec>();
   row.precision = precision_name<T>();
   row.batch = shape.batch; row.heads = shape.heads; row.seq = shape.seq;
-  row.dk = shape.dk; row.dv = shape.dv; row.chunk = params.chunk;
+  row.dk = shape.dk; row.dv = shape.dv; row.chunk = params.chunk; row.slots = params.slots;
   row.variant = variant_of(form, params, options.inputs);
   const Cost cost = form.cost(shape, params, sizeof(T));
   row.flops = cost.flops;
@@ -111,7 +111,7 @@ ResultRow measure_point(const Form& form, const Shape& shape, const FormParams& 
   // the float64 host copies the harness keeps of both (on a host backend, in
   // the same memory).
   const double elements = double(shape.batch) * shape.heads * shape.seq;
-  const double io = elements * (2.0 * shape.dk + 2.0 * shape.dv) * (form.backward ? 2 : 1);
+  const double io = elements * (2.0 * shape.dk + 2.0 * shape.dv + params.slots) * (form.backward ? 2 : 1);
   const double host_need = io * sizeof(double);
   const double backend_need = io * sizeof(T) + (is_host_space<Exec>() ? host_need : 0);
   for (const auto& [where, need] : {std::pair{space, backend_need}, std::pair{std::string("HostSpace"), host_need}}) {
@@ -125,7 +125,7 @@ ResultRow measure_point(const Form& form, const Shape& shape, const FormParams& 
   }
 
   try {
-    const HostProblem problem = random_problem(shape, form, options.seed, options.inputs);
+    const HostProblem problem = random_problem(shape, form, options.seed, options.inputs, params);
     memory::reset_peak(space);
     const Exec exec;
     ref::Outputs output;
@@ -141,12 +141,10 @@ ResultRow measure_point(const Form& form, const Shape& shape, const FormParams& 
     row.gflops = row.flops / row.time_median_s / 1e9;
     row.gbps = row.bytes / row.time_median_s / 1e9;
 
-    for (const ref::Tensor* t : {&output.o, &output.dq, &output.dk, &output.dv}) {
-      if (!all_finite(*t)) {
-        row.status = "error";
-        row.note = "non-finite output";
-        return row;
-      }
+    if (!all_finite(output)) {
+      row.status = "error";
+      row.note = "non-finite output";
+      return row;
     }
     const ref::HeadList heads = heads_to_check(shape, cost.reference_flops, options.check_flops);
     if (!heads.empty()) {

@@ -1,5 +1,7 @@
 #include "registry.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 
 namespace attn {
@@ -9,6 +11,7 @@ const char* param_name(Param p) {
     case Param::chunk: return "chunk";
     case Param::mask_convention: return "mask-convention";
     case Param::scaled: return "scaled";
+    case Param::slots: return "slots";
   }
   return "?";
 }
@@ -22,6 +25,8 @@ std::string variant_of(const Form& form, const FormParams& params, const InputOp
   if (form.takes(Param::scaled) && !params.scaled) add("unscaled");
   if (form.decay == DecayKind::per_head_schedule) add("decay-schedule=" + inputs.decay_schedule);
   if (form.decay == DecayKind::per_token && inputs.decay_floor) add("decay-floor");
+  if (form.decay == DecayKind::per_slot_gate && inputs.gate_temperature != 8)
+    add(fmt::format("gate-temperature={}", inputs.gate_temperature));
   return words;
 }
 

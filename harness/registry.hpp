@@ -19,10 +19,11 @@ struct FormParams {
   int chunk = 0;               // chunk (block) size, swept
   char mask_convention = 'A';  // Lion-s mask convention, spec/lion.md §2.3: 'A' (Eq. 17) or 'B' (code)
   bool scaled = true;          // LION: Scale(QK^T . M) V, or the non-scaled (QK^T . M) V (§2.4)
+  int slots = 0;               // GSA memory slots m per head, swept (spec/gsa.md §1)
 };
 
 // Parameters a form may declare, in the order bench list prints them.
-enum class Param { chunk, mask_convention, scaled };
+enum class Param { chunk, mask_convention, scaled, slots };
 const char* param_name(Param p);
 
 // What q and k look like: raw (any real numbers), positive features
@@ -36,12 +37,14 @@ enum class DecayKind {
   per_head_random,    // decay_rate s_h = -ln sigma(a_h), a_h ~ N(0, 1) (Lion-d, spec/lion.md §2.2)
   per_head_schedule,  // decay_rate from Lightning's schedule (spec/lightning.md §1, --decay-schedule)
   per_token,          // log_decay a_t = ln sigma(z_t), z_t ~ N(0, 1) (Lion-s, §2.2; --decay-floor)
+  per_slot_gate,      // log_gate g_t = ln sigma(z_t) / tau per slot, z_t ~ N(0, 1) (GSA, spec/gsa.md §3.7)
 };
 
 // How the harness draws inputs beyond the shape and seed.
 struct InputOptions {
   std::string decay_schedule = "alibi";  // "alibi" (released code) or "paper" (Eq. 10), layer 0
   bool decay_floor = false;              // Lion-s: a_t = ln(sigma(z_t) + 1e-7), spec/lion.md §2.2
+  double gate_temperature = 8;           // GSA's damping tau: alpha = sigma(z)^(1/tau), spec/gsa.md §3.7
 };
 
 // What a call allocates beyond its inputs and outputs.
@@ -56,7 +59,9 @@ struct Inputs {
   Tensor4<Exec, T> q, k, v, o;
   Vector<Exec, T> decay_rate;        // [H], decayed per-head forms
   Tensor3<Exec, T> log_decay;        // [B, H, L], Lion-s
+  Tensor4<Exec, T> log_gate;         // [B, H, L, m], GSA's per-slot log forget gate
   Tensor4<Exec, T> d_o, dq, dk, dv;  // backward forms: upstream gradient in, gradients out
+  Tensor4<Exec, T> dlog_gate;        // backward forms with a gate: its gradient out
 };
 
 template <class Exec, class T>
@@ -91,7 +96,7 @@ struct Form {
   std::vector<Param> params;
   InputKind inputs;
   DecayKind decay;
-  bool backward;  // takes d_o and computes dq, dk, dv (as well as o)
+  bool backward;  // takes d_o and computes dq, dk, dv (and dlog_gate when gated) as well as o
   MemoryKind memory;
   RunnerTable runners;
   // The fp64 reference, only for the listed (batch, head) pairs (all when empty).

@@ -13,7 +13,7 @@ namespace {
 // read it as a plain table.
 struct Record {
   char form[48], family[16], backend[16], precision[8], status[16], note[160], variant[64];
-  int batch, heads, seq, dk, dv, chunk, reps;
+  int batch, heads, seq, dk, dv, chunk, slots, reps;
   double time_median_s, time_min_s, time_max_s, time_mean_s;
   std::uint64_t peak_bytes;
   double flops, bytes, gflops, gbps;
@@ -41,6 +41,7 @@ hid_t record_type() {
   ATTN_STRING(status); ATTN_STRING(note); ATTN_STRING(variant);
   ATTN_FIELD(batch, H5T_NATIVE_INT); ATTN_FIELD(heads, H5T_NATIVE_INT); ATTN_FIELD(seq, H5T_NATIVE_INT);
   ATTN_FIELD(dk, H5T_NATIVE_INT); ATTN_FIELD(dv, H5T_NATIVE_INT); ATTN_FIELD(chunk, H5T_NATIVE_INT);
+  ATTN_FIELD(slots, H5T_NATIVE_INT);
   ATTN_FIELD(reps, H5T_NATIVE_INT);
   ATTN_FIELD(time_median_s, H5T_NATIVE_DOUBLE); ATTN_FIELD(time_min_s, H5T_NATIVE_DOUBLE);
   ATTN_FIELD(time_max_s, H5T_NATIVE_DOUBLE); ATTN_FIELD(time_mean_s, H5T_NATIVE_DOUBLE);
@@ -65,7 +66,7 @@ Record to_record(const ResultRow& r) {
   copy_string(x.form, r.form); copy_string(x.family, r.family); copy_string(x.backend, r.backend);
   copy_string(x.precision, r.precision); copy_string(x.status, r.status); copy_string(x.note, r.note);
   copy_string(x.variant, r.variant);
-  x.batch = r.batch; x.heads = r.heads; x.seq = r.seq; x.dk = r.dk; x.dv = r.dv; x.chunk = r.chunk;
+  x.batch = r.batch; x.heads = r.heads; x.seq = r.seq; x.dk = r.dk; x.dv = r.dv; x.chunk = r.chunk; x.slots = r.slots;
   x.reps = r.reps;
   x.time_median_s = r.time_median_s; x.time_min_s = r.time_min_s; x.time_max_s = r.time_max_s;
   x.time_mean_s = r.time_mean_s; x.peak_bytes = r.peak_bytes; x.flops = r.flops; x.bytes = r.bytes;
@@ -78,7 +79,7 @@ ResultRow from_record(const Record& x) {
   ResultRow r;
   r.form = x.form; r.family = x.family; r.backend = x.backend; r.precision = x.precision;
   r.status = x.status; r.note = x.note; r.variant = x.variant;
-  r.batch = x.batch; r.heads = x.heads; r.seq = x.seq; r.dk = x.dk; r.dv = x.dv; r.chunk = x.chunk;
+  r.batch = x.batch; r.heads = x.heads; r.seq = x.seq; r.dk = x.dk; r.dv = x.dv; r.chunk = x.chunk; r.slots = x.slots;
   r.reps = x.reps;
   r.time_median_s = x.time_median_s; r.time_min_s = x.time_min_s; r.time_max_s = x.time_max_s;
   r.time_mean_s = x.time_mean_s; r.peak_bytes = x.peak_bytes; r.flops = x.flops; r.bytes = x.bytes;

@@ -16,6 +16,7 @@ struct ResultRow {
   std::string note;    // why, for a status other than ok
   std::string variant;  // the form's options beyond the shape, e.g. "mask-convention=B unscaled"
   int batch = 0, heads = 0, seq = 0, dk = 0, dv = 0, chunk = 0;  // chunk 0: not a parameter
+  int slots = 0;                                                 // 0: not a parameter
   int reps = 0;                                                  // timed runs
   double time_median_s = 0, time_min_s = 0, time_max_s = 0, time_mean_s = 0;
   std::uint64_t peak_bytes = 0;  // all live Kokkos allocations of the backend's memory space

@@ -29,13 +29,14 @@ struct Problem {
   Tensor q, k, v;
   std::vector<double> decay_rate;  // [H]: s_h = -ln(lambda_h) >= 0; empty when unused
   Tensor log_decay;                // [B, H, L, 1]: a_t = ln(lambda_t) <= 0; empty when unused
+  Tensor log_gate;                 // [B, H, L, m]: GSA's g_t = ln(alpha_t) <= 0; empty when unused
   Tensor d_o;                      // like v: dLoss/do for backward forms; empty when unused
 };
 
 // A form's results: the output, and for backward forms the input gradients
-// (empty tensors otherwise).
+// (empty tensors otherwise; dg only for gated forms).
 struct Outputs {
-  Tensor o, dq, dk, dv;
+  Tensor o, dq, dk, dv, dg;
 };
 
 // Computes only the (batch, head) pairs listed in `heads` (pairs of indices);
