@@ -33,7 +33,7 @@ std::string variant_of(const Form& form, const FormParams& params, const InputOp
 const std::vector<Form>& forms() {
   static const std::vector<Form> all = [] {
     std::vector<Form> list;
-    for (auto family : {softmax_forms, linear_forms, lightning_forms, lion_forms}) {
+    for (auto family : {softmax_forms, linear_forms, lightning_forms, lion_forms, gsa_forms}) {
       auto more = family();
       list.insert(list.end(), more.begin(), more.end());
     }

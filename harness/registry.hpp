@@ -135,5 +135,6 @@ std::vector<Form> softmax_forms();
 std::vector<Form> linear_forms();
 std::vector<Form> lightning_forms();
 std::vector<Form> lion_forms();
+std::vector<Form> gsa_forms();
 
 }  // namespace attn

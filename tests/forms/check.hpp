@@ -40,7 +40,7 @@ ref::Outputs run_form(const Form& form, const HostProblem& p, const FormParams& 
   return download(x);
 }
 
-// Compares a tensor, or every output present in `want` (o, dq, dk, dv).
+// Compares a tensor, or every output present in `want` (o, dq, dk, dv, dg).
 // `conditioning` widens the tolerance for inputs that are ill-conditioned on
 // purpose (e.g. scores 100x larger carry 100x larger rounding into exp).
 // The largest magnitude in a result, at least 1: the absolute tolerance is
@@ -51,7 +51,7 @@ inline double magnitude(const ref::Tensor& t) {
   return m;
 }
 inline double magnitude(const ref::Outputs& r) {
-  return std::max({magnitude(r.o), magnitude(r.dq), magnitude(r.dk), magnitude(r.dv)});
+  return std::max({magnitude(r.o), magnitude(r.dq), magnitude(r.dk), magnitude(r.dv), magnitude(r.dg)});
 }
 
 template <class T, class Result>
@@ -62,6 +62,14 @@ void check_close(const Result& got, const Result& want, double conditioning = 1)
   CHECK(e.finite);
   CHECK(e.max_abs <= conditioning * scale * Tolerance<T>::max_abs);
   CHECK(e.rel_l2 <= conditioning * Tolerance<T>::rel_l2);
+}
+
+// The parameters a form takes, set; the others stay 0 (do not apply).
+inline FormParams params_for(const Form& form, int chunk, int slots) {
+  FormParams params;
+  params.chunk = form.takes(Param::chunk) ? chunk : 0;
+  params.slots = form.takes(Param::slots) ? slots : 0;
+  return params;
 }
 
 // A fresh seed per run (printed on failure), so repeated runs cover new inputs.

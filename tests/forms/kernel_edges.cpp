@@ -15,10 +15,10 @@ TEMPLATE_LIST_TEST_CASE("bad arguments are refused with a clear error", "[forms]
   const Tensor4<Exec, T> short_o("o", 1, 1, 7, 4);
   for (const Form& form : forms()) {
     INFO(form.name);
-    const HostProblem p = random_problem({1, 1, 8, 4, 4}, form, fresh_seed());
+    FormParams params = params_for(form, 4, 3);
+    const HostProblem p = random_problem({1, 1, 8, 4, 4}, form, fresh_seed(), {}, params);
     Inputs<Exec, T> x = upload<Exec, T>(p);
     const auto run = form.runner<Exec, T>();
-    FormParams params;
     if (form.takes(Param::chunk)) {
       params.chunk = 0;
       CHECK_THROWS_WITH(run(Exec(), x, params), Catch::Contains("chunk size must be positive"));
@@ -50,12 +50,11 @@ TEMPLATE_LIST_TEST_CASE("every form allocates what its memory kind says, no more
   const std::string space = Exec::memory_space::name();
   for (const Form& form : forms()) {
     INFO(form.name);
-    const HostProblem p = random_problem(s, form, fresh_seed());
+    const FormParams params = params_for(form, 64, 4);
+    const HostProblem p = random_problem(s, form, fresh_seed(), {}, params);
     const Inputs<Exec, T> x = upload<Exec, T>(p);
     const std::size_t io = (form.backward ? 2 : 1) * sizeof(T) * 2 * 300 * 2 * (32 + 16);
     CHECK(memory::live(space) >= io);  // the hooks see the inputs and outputs
-    FormParams params;
-    params.chunk = form.takes(Param::chunk) ? 64 : 0;
     // A first call may size Kokkos's own per-thread scratch pool; the second is measured.
     form.runner<Exec, T>()(Exec(), x, params);
     Exec().fence();
@@ -83,8 +82,7 @@ TEMPLATE_LIST_TEST_CASE("a measured point carries time, memory and error", "[har
   options.seed = fresh_seed();
   for (const Form& form : forms()) {
     INFO(form.name);
-    FormParams params;
-    params.chunk = form.takes(Param::chunk) ? 16 : 0;
+    const FormParams params = params_for(form, 16, 4);
     const ResultRow row = measure_point<Exec, T>(form, s, params, options);
     CHECK(row.status == "ok");
     CHECK(row.reps == 3);
@@ -93,7 +91,7 @@ TEMPLATE_LIST_TEST_CASE("a measured point carries time, memory and error", "[har
     CHECK(row.time_median_s <= row.time_max_s);
     // Inputs and outputs, plus the form's temporaries and at most Kokkos's
     // team-scratch pool (live Kokkos allocations).
-    const std::size_t io = (form.backward ? 2 : 1) * 2 * 2 * 40 * (2 * 16 + 2 * 8) * sizeof(T);
+    const std::size_t io = (form.backward ? 2 : 1) * 2 * 2 * 40 * (2 * 16 + 2 * 8 + params.slots) * sizeof(T);
     CHECK(row.peak_bytes >= io);
     CHECK(row.peak_bytes <= 3 * io + 4 * 40 * 40 * sizeof(T) + (1u << 20));
     CHECK(row.err_heads == 4);

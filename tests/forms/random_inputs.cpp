@@ -9,15 +9,16 @@ namespace {
 
 struct Case {
   Shape shape;
-  int chunk;
+  int chunk, slots;
 };
 
 // L = 1; L not a multiple of the chunk; chunk 1; chunk = L; chunk > L;
-// dv != dk both ways; B*H > 1; a head size of 128 with several sub-tiles per chunk.
+// dv != dk both ways; B*H > 1; a head size of 128 with several sub-tiles per
+// chunk; slot counts 1, powers of two and others, for the slotted forms.
 const Case cases[] = {
-    {{1, 2, 1, 8, 8}, 4},       {{2, 3, 37, 16, 8}, 16},   {{1, 2, 100, 32, 48}, 7},
-    {{1, 1, 64, 64, 64}, 64},   {{2, 1, 50, 16, 16}, 128}, {{1, 2, 33, 8, 8}, 1},
-    {{1, 1, 200, 128, 128}, 48}, {{1, 1, 131, 64, 24}, 100},
+    {{1, 2, 1, 8, 8}, 4, 1},        {{2, 3, 37, 16, 8}, 16, 5},   {{1, 2, 100, 32, 48}, 7, 64},
+    {{1, 1, 64, 64, 64}, 64, 16},   {{2, 1, 50, 16, 16}, 128, 3}, {{1, 2, 33, 8, 8}, 1, 33},
+    {{1, 1, 200, 128, 128}, 48, 8}, {{1, 1, 131, 64, 24}, 100, 128},
 };
 
 }  // namespace
@@ -33,12 +34,13 @@ TEMPLATE_LIST_TEST_CASE("every form matches its fp64 reference and its siblings"
     std::map<std::string, ref::Tensor> first_output;
     std::map<std::string, ref::Outputs> first_gradients;
     for (const Form& form : forms()) {
-      const HostProblem p = random_problem(s, form, seed);
       FormParams params;
       params.chunk = form.takes(Param::chunk) ? c.chunk : 0;
+      params.slots = form.takes(Param::slots) ? c.slots : 0;
+      const HostProblem p = random_problem(s, form, seed, {}, params);
       INFO(form.name << " on " << backend_name<Exec>() << " in " << precision_name<T>() << ", B=" << s.batch
                      << " H=" << s.heads << " L=" << s.seq << " dk=" << s.dk << " dv=" << s.dv
-                     << " chunk=" << params.chunk << ", seed " << seed);
+                     << " chunk=" << params.chunk << " slots=" << params.slots << ", seed " << seed);
       const ref::Outputs got = run_form<Exec, T>(form, p, params);
       check_close<T>(got, form.reference(p, params, {}));
       const std::string key = form.family + (form.causal ? "/causal" : "/full") + variant_of(form, params, {});

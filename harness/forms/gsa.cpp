@@ -1,0 +1,96 @@
+// Gated Slot Attention (spec/gsa.md): m memory slots per head with per-slot
+// forget gates, read through a softmax over the slots; recurrent and chunkwise
+// forward, chunkwise forward+backward. The slot count is a swept parameter.
+#include "gsa.hpp"
+#include "gsa/chunk.hpp"
+#include "gsa/recurrent.hpp"
+#include "registry.hpp"
+
+namespace attn {
+namespace {
+
+struct GsaRecurrent {
+  template <class Exec, class T>
+  static void run(const Exec& exec, const Inputs<Exec, T>& x, const FormParams&) {
+    gsa_recurrent_forward(exec, x.q, x.k, x.v, x.log_gate, x.o);
+  }
+};
+struct GsaChunk {
+  template <class Exec, class T>
+  static void run(const Exec& exec, const Inputs<Exec, T>& x, const FormParams& p) {
+    gsa_chunk_forward(exec, x.q, x.k, x.v, x.log_gate, x.o, p.chunk);
+  }
+};
+struct GsaChunkForwardBackward {
+  template <class Exec, class T>
+  static void run(const Exec& exec, const Inputs<Exec, T>& x, const FormParams& p) {
+    gsa_chunk_forward_backward(exec, x.q, x.k, x.v, x.log_gate, x.o, x.d_o, x.dq, x.dk, x.dv, x.dlog_gate,
+                               p.chunk);
+  }
+};
+
+ref::Outputs forward_reference(const ref::Problem& p, const FormParams&, const ref::HeadList& heads) {
+  return {ref::gsa_materialised(p.q, p.k, p.v, p.log_gate, heads), {}, {}, {}, {}};
+}
+ref::Outputs forward_backward_reference(const ref::Problem& p, const FormParams& params,
+                                        const ref::HeadList& heads) {
+  ref::Outputs out = forward_reference(p, params, heads);
+  ref::gsa_gradients(p.q, p.k, p.v, p.log_gate, p.d_o, out, heads);
+  return out;
+}
+
+// Inputs read once, outputs written once: q, k, v, g, o; backward adds d_o
+// and dq, dk, dv, dg.
+double io_bytes(const Shape& s, int m, bool backward, std::size_t scalar_bytes) {
+  return double(s.batch) * s.heads * s.seq * (2.0 * s.dk + 2.0 * s.dv + m) * (backward ? 2 : 1) * scalar_bytes;
+}
+// The materialised reference: per (t, j <= t) pair q.k (2 dk), O' and W (3 m
+// each) and W v (2 dv); its gradients about three times that.
+double reference_flops(const Shape& s, int m, bool backward) {
+  return double(s.seq) * (s.seq + 1) / 2 * (2.0 * s.dk + 2.0 * s.dv + 6.0 * m) * (backward ? 4 : 1);
+}
+
+// One gated chunk sweep (kernels/gsa/gated_chunk.hpp) with key size X and
+// value size Y: chunk states and their read-out, 2 L X Y each; the intra-chunk
+// pairs, about L C / 2 of them, 2 (X + Y) each.
+double gated_sweep_flops(const Shape& s, int C, double X, double Y) {
+  const double L = s.seq, chunk = std::min(C, s.seq);
+  return 4 * L * X * Y + L * chunk * (X + Y);
+}
+
+Cost recurrent_cost(const Shape& s, const FormParams& p, std::size_t scalar_bytes) {
+  const double bh = double(s.batch) * s.heads;
+  // Per token and slot: the key memory update and score (4 dk), the value update and read (4 dv).
+  return {bh * s.seq * p.slots * (4.0 * s.dk + 4.0 * s.dv), io_bytes(s, p.slots, false, scalar_bytes),
+          reference_flops(s, p.slots, false)};
+}
+
+template <bool Backward>
+Cost chunk_cost(const Shape& s, const FormParams& p, std::size_t scalar_bytes) {
+  const double bh = double(s.batch) * s.heads, m = p.slots;
+  double flops = gated_sweep_flops(s, p.chunk, s.dk, m) + gated_sweep_flops(s, p.chunk, m, s.dv);
+  // dp, ds (pass 2), dv, dq, dk, ds (pass 1): §3.6's six transposed sweeps.
+  if (Backward)
+    flops += 2 * gated_sweep_flops(s, p.chunk, s.dv, m) + gated_sweep_flops(s, p.chunk, m, s.dv) +
+             2 * gated_sweep_flops(s, p.chunk, m, s.dk) + gated_sweep_flops(s, p.chunk, s.dk, m);
+  return {bh * flops, io_bytes(s, p.slots, Backward, scalar_bytes), reference_flops(s, p.slots, Backward)};
+}
+
+}  // namespace
+
+std::vector<Form> gsa_forms() {
+  const std::vector<Param> slots{Param::slots}, chunked{Param::chunk, Param::slots};
+  return {
+      {"gsa/recurrent", "gsa", "token-by-token slot memories (Eq. 6), query scale 1, --slots = m",
+       true, slots, InputKind::raw, DecayKind::per_slot_gate, false, MemoryKind::linear,
+       runners_of<GsaRecurrent>(), &forward_reference, &recurrent_cost},
+      {"gsa/chunk", "gsa", "two gated chunkwise passes with sub-chunks of 16 (Alg. 1, §3.4-3.5)",
+       true, chunked, InputKind::raw, DecayKind::per_slot_gate, false, MemoryKind::linear,
+       runners_of<GsaChunk>(), &forward_reference, &chunk_cost<false>},
+      {"gsa/chunk_fwd_bwd", "gsa", "chunk forward, then dq, dk, dv and the log-gate gradient (§3.6)",
+       true, chunked, InputKind::raw, DecayKind::per_slot_gate, true, MemoryKind::linear,
+       runners_of<GsaChunkForwardBackward>(), &forward_backward_reference, &chunk_cost<true>},
+  };
+}
+
+}  // namespace attn
