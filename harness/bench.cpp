@@ -93,15 +93,17 @@ std::string kokkos_configuration() {
   return out.str();
 }
 
-// "NVIDIA H100 80GB HBM3" from Kokkos's CUDA device line, else the CPU model.
+// "NVIDIA H100 80GB HBM3" from Kokkos's device line of the selected GPU
+// ("Kokkos::Cuda[ 0 ] NAME capability 9.0, ... : Selected"), else the CPU model.
 std::string device_name(const std::string& backend, const std::string& config) {
   if (backend == "cuda") {
     std::istringstream lines(config);
-    for (std::string line; std::getline(lines, line);)
-      if (line.find("Device") != std::string::npos && line.find("capability") != std::string::npos) {
-        const auto colon = line.find(':');
-        return line.substr(colon == std::string::npos ? 0 : colon + 2);
-      }
+    for (std::string line; std::getline(lines, line);) {
+      const auto name = line.find("] "), capability = line.find(" capability");
+      if (line.rfind("Kokkos::Cuda[", 0) == 0 && line.find("Selected") != std::string::npos &&
+          name != std::string::npos && capability != std::string::npos && capability > name)
+        return line.substr(name + 2, capability - name - 2);
+    }
   }
   std::ifstream cpuinfo("/proc/cpuinfo");
   for (std::string line; std::getline(cpuinfo, line);)
