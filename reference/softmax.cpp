@@ -5,32 +5,78 @@
 #include "heads.hpp"
 
 namespace attn::ref {
+namespace {
+
+// Row i of P = softmax(Q K^T / sqrt(dk) [+ causal mask]) for head (b, h):
+// p[j] for j <= last (the keys row i sees); returns last.
+int softmax_row(const Tensor& q, const Tensor& k, bool causal, int b, int h, int i, std::vector<double>& p) {
+  const double scale = 1.0 / std::sqrt(double(q.dim));
+  const int last = causal ? i : q.seq - 1;
+  double m = -std::numeric_limits<double>::infinity();
+  for (int j = 0; j <= last; ++j) {
+    double s = 0;
+    for (int d = 0; d < q.dim; ++d) s += q(b, h, i, d) * k(b, h, j, d);
+    p[j] = scale * s;
+    m = std::max(m, p[j]);
+  }
+  double sum = 0;
+  for (int j = 0; j <= last; ++j) sum += (p[j] = std::exp(p[j] - m));
+  for (int j = 0; j <= last; ++j) p[j] /= sum;
+  return last;
+}
+
+}  // namespace
 
 Tensor softmax_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
                          const HeadList& heads) {
   Tensor o(v.batch, v.heads, v.seq, v.dim);
-  const double scale = 1.0 / std::sqrt(double(q.dim));
   std::vector<double> p(q.seq);
   for (auto [b, h] : heads_or_all(q, heads)) {
     for (int i = 0; i < q.seq; ++i) {
-      const int last = causal ? i : q.seq - 1;
-      double m = -std::numeric_limits<double>::infinity();
-      for (int j = 0; j <= last; ++j) {
-        double s = 0;
-        for (int d = 0; d < q.dim; ++d) s += q(b, h, i, d) * k(b, h, j, d);
-        p[j] = scale * s;
-        m = std::max(m, p[j]);
-      }
-      double sum = 0;
-      for (int j = 0; j <= last; ++j) sum += (p[j] = std::exp(p[j] - m));
+      const int last = softmax_row(q, k, causal, b, h, i, p);
       for (int d = 0; d < v.dim; ++d) {
         double acc = 0;
         for (int j = 0; j <= last; ++j) acc += p[j] * v(b, h, j, d);
-        o(b, h, i, d) = acc / sum;
+        o(b, h, i, d) = acc;
       }
     }
   }
   return o;
+}
+
+void softmax_gradients(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& d_o, bool causal,
+                       Outputs& out, const HeadList& heads) {
+  out.dq = Tensor(q.batch, q.heads, q.seq, q.dim);
+  out.dk = Tensor(k.batch, k.heads, k.seq, k.dim);
+  out.dv = Tensor(v.batch, v.heads, v.seq, v.dim);
+  const int L = q.seq;
+  const double scale = 1.0 / std::sqrt(double(q.dim));
+  // P, then dP and dS, as L x L matrices of one head (masked entries stay 0).
+  std::vector<double> p(std::size_t(L) * L), dp(std::size_t(L) * L), row(L);
+  for (auto [b, h] : heads_or_all(q, heads)) {
+    std::fill(p.begin(), p.end(), 0.0);
+    std::fill(dp.begin(), dp.end(), 0.0);
+    for (int i = 0; i < L; ++i) {
+      const int last = softmax_row(q, k, causal, b, h, i, row);
+      std::copy(row.begin(), row.begin() + last + 1, p.begin() + std::size_t(i) * L);
+    }
+    for (int i = 0; i < L; ++i)
+      for (int j = 0; j < L; ++j)
+        for (int c = 0; c < v.dim; ++c) dp[std::size_t(i) * L + j] += d_o(b, h, i, c) * v(b, h, j, c);
+    for (int i = 0; i < L; ++i) {
+      double rowsum = 0;  // sum_j dP_ij P_ij
+      for (int j = 0; j < L; ++j) rowsum += dp[std::size_t(i) * L + j] * p[std::size_t(i) * L + j];
+      for (int j = 0; j < L; ++j) {
+        const double pij = p[std::size_t(i) * L + j];
+        const double ds = pij * (dp[std::size_t(i) * L + j] - rowsum);
+        for (int c = 0; c < v.dim; ++c) out.dv(b, h, j, c) += pij * d_o(b, h, i, c);
+        for (int c = 0; c < q.dim; ++c) {
+          out.dq(b, h, i, c) += scale * ds * k(b, h, j, c);
+          out.dk(b, h, j, c) += scale * ds * q(b, h, i, c);
+        }
+      }
+    }
+  }
 }
 
 }  // namespace attn::ref

@@ -1,6 +1,8 @@
-// Softmax attention: the baseline (tiled, FlashAttention-2 style).
+// Softmax attention: the baseline (tiled, FlashAttention-2 style), forward
+// and forward+backward.
 #include "registry.hpp"
 #include "softmax/tiled.hpp"
+#include "softmax/tiled_backward.hpp"
 
 namespace attn {
 namespace {
@@ -12,19 +14,51 @@ struct SoftmaxTiled {
     softmax_tiled_forward(exec, x.q, x.k, x.v, x.o, Causal);
   }
 };
+template <bool Causal>
+struct SoftmaxTiledForwardBackward {
+  template <class Exec, class T>
+  static void run(const Exec& exec, const Inputs<Exec, T>& x, const FormParams&) {
+    softmax_tiled_forward_backward(exec, x.q, x.k, x.v, x.o, x.d_o, x.dq, x.dk, x.dv, Causal);
+  }
+};
 
 template <bool Causal>
 ref::Outputs softmax_reference(const ref::Problem& p, const FormParams&, const ref::HeadList& heads) {
   return {ref::softmax_attention(p.q, p.k, p.v, Causal, heads), {}, {}, {}};
 }
+template <bool Causal>
+ref::Outputs softmax_backward_reference(const ref::Problem& p, const FormParams& params,
+                                        const ref::HeadList& heads) {
+  ref::Outputs out = softmax_reference<Causal>(p, params, heads);
+  ref::softmax_gradients(p.q, p.k, p.v, p.d_o, Causal, out, heads);
+  return out;
+}
+
+// (query, key) pairs of one head that the mask lets through.
+double visible_pairs(const Shape& s, bool causal) {
+  const double L = s.seq;
+  return causal ? L * (L + 1) / 2 : L * L;
+}
 
 // FlashAttention's convention: 2 L^2 (dk + dv) per head, halved when causal.
 template <bool Causal>
 Cost softmax_cost(const Shape& s, const FormParams&, std::size_t scalar_bytes) {
-  const double bh = double(s.batch) * s.heads, L = s.seq;
-  const double pairs = Causal ? L * (L + 1) / 2 : L * L;
+  const double bh = double(s.batch) * s.heads, L = s.seq, pairs = visible_pairs(s, Causal);
   return {bh * 2 * pairs * (s.dk + s.dv), bh * L * (2.0 * s.dk + 2.0 * s.dv) * scalar_bytes,
           2 * pairs * (s.dk + s.dv)};
+}
+
+// What the kernels compute per visible pair (softmax/tiled_backward.hpp): the
+// forward's 2(dk + dv), the backward's 8dk + 6dv (S and dP recomputed in both
+// of its passes), plus D's 2dv per row. Bytes: q, k, v, o and d_o read, o, dq,
+// dk and dv written. The reference: the forward and P again over the visible
+// pairs, dP, dV, dQ and dK densely over all L^2.
+template <bool Causal>
+Cost softmax_backward_cost(const Shape& s, const FormParams&, std::size_t scalar_bytes) {
+  const double bh = double(s.batch) * s.heads, L = s.seq, pairs = visible_pairs(s, Causal);
+  return {bh * (pairs * (10.0 * s.dk + 8.0 * s.dv) + 2 * L * s.dv),
+          bh * L * (4.0 * s.dk + 5.0 * s.dv) * scalar_bytes,
+          pairs * (4.0 * s.dk + 2.0 * s.dv) + L * L * (4.0 * s.dk + 4.0 * s.dv)};
 }
 
 template <bool Causal>
@@ -32,12 +66,22 @@ Form softmax_form(const char* name, const char* description) {
   return {name, "softmax", description, Causal, {}, InputKind::raw, DecayKind::none, false, MemoryKind::io_only,
           runners_of<SoftmaxTiled<Causal>>(), &softmax_reference<Causal>, &softmax_cost<Causal>};
 }
+template <bool Causal>
+Form softmax_backward_form(const char* name, const char* description) {
+  return {name, "softmax", description, Causal, {}, InputKind::raw, DecayKind::none, true, MemoryKind::linear,
+          runners_of<SoftmaxTiledForwardBackward<Causal>>(), &softmax_backward_reference<Causal>,
+          &softmax_backward_cost<Causal>};
+}
 
 }  // namespace
 
 std::vector<Form> softmax_forms() {
   return {softmax_form<false>("softmax/full", "softmax(QK^T/sqrt(dk))V, tiled online softmax, O(Ld) memory"),
-          softmax_form<true>("softmax/causal", "causal softmax attention, tiled online softmax, O(Ld) memory")};
+          softmax_form<true>("softmax/causal", "causal softmax attention, tiled online softmax, O(Ld) memory"),
+          softmax_backward_form<false>("softmax/full_fwd_bwd",
+                                       "forward, then dq and dk, dv in two tiled passes (FA2 Alg 2), O(Ld) memory"),
+          softmax_backward_form<true>("softmax/causal_fwd_bwd",
+                                      "causal forward, then dq and dk, dv in two tiled passes, O(Ld) memory")};
 }
 
 }  // namespace attn

@@ -14,6 +14,15 @@ KOKKOS_INLINE_FUNCTION T exp(T x) {
 #endif
 }
 
+template <class T>
+KOKKOS_INLINE_FUNCTION T log(T x) {
+#if KOKKOS_VERSION >= 30600
+  return Kokkos::log(x);
+#else
+  return Kokkos::Experimental::log(x);
+#endif
+}
+
 // exp(x) - 1, accurate for x near 0 (a decay lambda = exp(a) near 1).
 template <class T>
 KOKKOS_INLINE_FUNCTION T expm1(T x) {

@@ -8,6 +8,8 @@
 #include "common/views.hpp"
 
 #include <algorithm>
+#include <stdexcept>
+#include <string>
 
 namespace attn::detail {
 
@@ -28,12 +30,20 @@ struct LinearWeights {
   static constexpr bool online_rescale = false;
 };
 
+// `logsumexp` [B, H, L], softmax only and optional (an empty view): receives
+// each row's m + log l, all the backward pass needs to recompute the weights
+// (FlashAttention-2, Alg. 1 line 13).
 template <class Exec, class T, class Weights>
 void tiled_attention(const Exec& exec, const char* label, const Tensor4<Exec, T>& q,
                      const Tensor4<Exec, T>& k, const Tensor4<Exec, T>& v,
-                     const Tensor4<Exec, T>& o, bool causal, Weights weights) {
+                     const Tensor4<Exec, T>& o, bool causal, Weights weights,
+                     const Tensor3<Exec, T>& logsumexp = {}) {
   using Scratch = ScratchMatrix<Exec, T>;
   const Shape s = checked_shape<Exec, T>(q, k, v, o);
+  const bool keep_logsumexp = logsumexp.data() != nullptr;
+  if (keep_logsumexp && (!Weights::online_rescale || int(logsumexp.extent(0)) != s.batch ||
+                         int(logsumexp.extent(1)) != s.heads || int(logsumexp.extent(2)) != s.seq))
+    throw std::invalid_argument(std::string(label) + ": logsumexp must be [batch, heads, seq], softmax only");
   if (s.seq == 0 || s.batch == 0 || s.heads == 0) return;
   const int dk = s.dk, dv = s.dv, L = s.seq, H = s.heads;
   const int width = dv + (Weights::ones_column ? 1 : 0);  // accumulated columns
@@ -44,10 +54,9 @@ void tiled_attention(const Exec& exec, const char* label, const Tensor4<Exec, T>
     return 2 * scratch_bytes<Exec, T>(r, dk + 1) + 2 * scratch_bytes<Exec, T>(r, width) +
            scratch_bytes<Exec, T>(r, r + 1) + scratch_bytes<Exec, T>(r, 3);
   };
-  int rows = 32;
-  while (rows > 1 && bytes(rows) > scratch_budget_bytes) rows /= 2;
-  if (bytes(rows) > scratch_budget_bytes) tiles_do_not_fit(label, s);
-  const int R = std::min(rows, std::max(L, 1));
+  const int rows = tile_rows_that_fit(32, bytes);
+  if (rows == 0) tiles_do_not_fit(label, s);
+  const int R = std::min(rows, L);
   const int tiles = ceil_div(L, R);
 
   auto policy = team_policy(exec, s.batch * H * tiles, 128).set_scratch_size(0, Kokkos::PerTeam(bytes(R)));
@@ -133,6 +142,10 @@ void tiled_attention(const Exec& exec, const char* label, const Tensor4<Exec, T>
       const T den = Weights::ones_column ? acc(r, dv) : stats(r, 1);
       o(b, h, r0 + r, c) = acc(r, c) / den;
     });
+    if (keep_logsumexp)
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nr), [&](int r) {
+        logsumexp(b, h, r0 + r) = stats(r, 0) + attn::log(stats(r, 1));
+      });
   });
 }
 

@@ -18,8 +18,7 @@ template <class Bytes>
 std::pair<int, int> fit_rows_and_columns(int max_rows, int max_cols, Bytes bytes) {
   for (int cols : {max_cols, 32, 16, 8, 4, 2, 1}) {
     if (cols > max_cols) continue;
-    for (int rows = max_rows; rows >= 1; rows = rows > 1 ? rows / 2 : 0)
-      if (bytes(rows, cols) <= scratch_budget_bytes) return {rows, cols};
+    if (const int rows = tile_rows_that_fit(max_rows, [&](int r) { return bytes(r, cols); })) return {rows, cols};
   }
   return {0, 0};
 }

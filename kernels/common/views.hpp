@@ -85,6 +85,15 @@ std::size_t scratch_bytes(int rows, int cols) {
   return ScratchMatrix<Exec, T>::shmem_size(rows, cols);
 }
 
+// The most tile rows, max_rows halved until `bytes(rows)` (a team's scratch)
+// fits the budget; 0 when not even one row fits.
+template <class Bytes>
+int tile_rows_that_fit(int max_rows, Bytes bytes) {
+  for (int rows = max_rows; rows >= 1; rows /= 2)
+    if (bytes(rows) <= scratch_budget_bytes) return rows;
+  return 0;
+}
+
 [[noreturn]] inline void tiles_do_not_fit(const char* form, const Shape& s) {
   throw std::invalid_argument(std::string(form) + ": head sizes dk=" + std::to_string(s.dk) +
                               ", dv=" + std::to_string(s.dv) +

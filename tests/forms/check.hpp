@@ -7,6 +7,7 @@
 #include <cmath>
 #include <random>
 #include <tuple>
+#include <utility>
 
 #include "inputs.hpp"
 #include "registry.hpp"
@@ -31,6 +32,12 @@ struct Tolerance {
   static constexpr double rel_l2 = std::is_same_v<T, float> ? 2e-5 : 1e-12;
   static constexpr double max_abs = std::is_same_v<T, float> ? 2e-4 : 1e-11;
 };
+
+inline const Form& form_named(const char* name) {
+  const Form* f = find_form(name);
+  REQUIRE(f != nullptr);
+  return *f;
+}
 
 template <class Exec, class T>
 ref::Outputs run_form(const Form& form, const HostProblem& p, const FormParams& params) {
@@ -70,6 +77,33 @@ inline FormParams params_for(const Form& form, int chunk, int slots) {
   params.chunk = form.takes(Param::chunk) ? chunk : 0;
   params.slots = form.takes(Param::slots) ? slots : 0;
   return params;
+}
+
+// Checks fp64 gradients dq, dk, dv (and dg when `analytic` has it) of the loss
+// <forward(q, k, v, g), dO>, element by element, against central finite
+// differences of that loss.
+template <class Forward>
+void check_against_finite_differences(const HostProblem& p, const ref::Outputs& analytic, Forward forward) {
+  auto loss = [&](const HostProblem& x) {
+    const ref::Tensor o = forward(x);
+    double sum = 0;
+    for (std::size_t i = 0; i < o.data.size(); ++i) sum += o.data[i] * p.d_o.data[i];
+    return sum;
+  };
+  const double step = 1e-6;
+  for (auto [input, gradient] : {std::pair{&HostProblem::q, &ref::Outputs::dq}, std::pair{&HostProblem::k, &ref::Outputs::dk},
+                                 std::pair{&HostProblem::v, &ref::Outputs::dv},
+                                 std::pair{&HostProblem::log_gate, &ref::Outputs::dg}}) {
+    if ((analytic.*gradient).data.empty()) continue;
+    for (std::size_t i = 0; i < (p.*input).data.size(); ++i) {
+      HostProblem plus = p, minus = p;
+      (plus.*input).data[i] += step;
+      (minus.*input).data[i] -= step;
+      const double numeric = (loss(plus) - loss(minus)) / (2 * step);
+      INFO("element " << i);
+      CHECK(std::abs(numeric - (analytic.*gradient).data[i]) <= 1e-7 * std::max(1.0, std::abs(numeric)));
+    }
+  }
 }
 
 // A fresh seed per run (printed on failure), so repeated runs cover new inputs.

@@ -33,7 +33,7 @@ TEMPLATE_LIST_TEST_CASE("softmax stays finite and exact for very large scores", 
   using Exec = typename TestType::Exec;
   using T = typename TestType::Scalar;
   for (const Form& form : forms()) {
-    if (form.family != "softmax") continue;
+    if (form.family != "softmax" || form.backward) continue;  // the backward: tests/softmax/
     INFO(form.name);
     HostProblem p = random_problem({1, 2, 70, 16, 8}, form, fresh_seed());
     for (auto* t : {&p.q, &p.k})

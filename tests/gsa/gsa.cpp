@@ -13,12 +13,6 @@ using namespace attn::test;
 
 namespace {
 
-const Form& form_named(const char* name) {
-  const Form* f = find_form(name);
-  REQUIRE(f != nullptr);
-  return *f;
-}
-
 // A problem for `form` with m slots whose log gates are redrawn by `gate`
 // from a uniform u in [0, 1).
 template <class Gate>
@@ -30,12 +24,6 @@ HostProblem problem_with_gates(const Shape& s, const Form& form, int slots, std:
   std::uniform_real_distribution<double> uniform(0, 1);
   for (double& g : p.log_gate.data) g = gate(uniform(rng));
   return p;
-}
-
-double loss(const ref::Tensor& o, const ref::Tensor& d_o) {
-  double sum = 0;
-  for (std::size_t i = 0; i < o.data.size(); ++i) sum += o.data[i] * d_o.data[i];
-  return sum;
 }
 
 }  // namespace
@@ -60,26 +48,12 @@ TEST_CASE("the GSA reference gradients match central finite differences", "[gsa]
   const Shape s{1, 2, 9, 3, 4};
   FormParams params;
   params.slots = 3;
-  HostProblem p = random_problem(s, form_named("gsa/chunk_fwd_bwd"), seed, {}, params);
+  const HostProblem p = random_problem(s, form_named("gsa/chunk_fwd_bwd"), seed, {}, params);
   ref::Outputs analytic;
   ref::gsa_gradients(p.q, p.k, p.v, p.log_gate, p.d_o, analytic);
-  const double h = 1e-6;
-  auto check_input = [&](ref::Tensor& x, const ref::Tensor& gradient, const char* name) {
-    for (std::size_t i = 0; i < x.data.size(); ++i) {
-      const double keep = x.data[i];
-      x.data[i] = keep + h;
-      const double up = loss(ref::gsa_materialised(p.q, p.k, p.v, p.log_gate), p.d_o);
-      x.data[i] = keep - h;
-      const double down = loss(ref::gsa_materialised(p.q, p.k, p.v, p.log_gate), p.d_o);
-      x.data[i] = keep;
-      INFO("d loss / d " << name << "[" << i << "]");
-      CHECK(gradient.data[i] == Approx((up - down) / (2 * h)).margin(1e-7).epsilon(1e-6));
-    }
-  };
-  check_input(p.q, analytic.dq, "q");
-  check_input(p.k, analytic.dk, "k");
-  check_input(p.v, analytic.dv, "v");
-  check_input(p.log_gate, analytic.dg, "g");
+  check_against_finite_differences(p, analytic, [](const HostProblem& x) {
+    return ref::gsa_materialised(x.q, x.k, x.v, x.log_gate);
+  });
 }
 
 TEMPLATE_LIST_TEST_CASE("GSA forms at the gate extremes and with many slots", "[gsa][forms]", Configs) {

@@ -36,8 +36,8 @@ expect_error "neither alibi nor paper" sweep --decay-schedule linear --out x.h5
 "$bench" --help | grep -q "bench sweep" || { echo "FAIL: --help"; failures=$((failures + 1)); }
 "$bench" list | grep -q "linear/chunk" || { echo "FAIL: list"; failures=$((failures + 1)); }
 
-# A tiny sweep, both precisions: 2 softmax + 2 linear + linear/chunk x 2 chunk sizes
-# + 2 lightning x 2 block sizes + 2 vanilla = 12 per L and precision.
+# A tiny sweep, both precisions: 4 softmax + 2 linear + linear/chunk x 2 chunk sizes
+# + 2 lightning x 2 block sizes + 2 vanilla = 14 per L and precision.
 rm -f tiny.h5
 if ! "$bench" sweep --forms softmax,linear,lightning --seq 1,37,64 --heads 2 --dk 16 --dv 8 --chunk 16,64 --reps 2 \
        --precision float,double --backend host --out tiny.h5; then
@@ -45,8 +45,8 @@ if ! "$bench" sweep --forms softmax,linear,lightning --seq 1,37,64 --heads 2 --d
 fi
 rows=$(h5dump -H -d points tiny.h5 | grep -o 'DATASPACE  SIMPLE { ( [0-9]*' | grep -o '[0-9]*$')
 status_rows=$(h5dump -d points tiny.h5 | grep -c '"ok"')
-if [ "$rows" != 72 ] || [ "$status_rows" != 72 ]; then
-  echo "FAIL: tiny.h5 has $rows rows, $status_rows with status ok (want 72, 72)"; failures=$((failures + 1))
+if [ "$rows" != 84 ] || [ "$status_rows" != 84 ]; then
+  echo "FAIL: tiny.h5 has $rows rows, $status_rows with status ok (want 84, 84)"; failures=$((failures + 1))
 fi
 for attr in backend device precision git_revision date command_line; do
   h5dump -a "/$attr" tiny.h5 >/dev/null 2>&1 || { echo "FAIL: attribute $attr missing"; failures=$((failures + 1)); }

@@ -13,12 +13,6 @@ using namespace attn::test;
 
 namespace {
 
-const Form& form_named(const char* name) {
-  const Form* f = find_form(name);
-  REQUIRE(f != nullptr);
-  return *f;
-}
-
 // Lightning's forward on explicit per-head decay rates.
 HostProblem problem_with_rates(const Shape& s, std::vector<double> rates, bool backward, std::uint64_t seed) {
   HostProblem p = random_problem(s, form_named(backward ? "lightning/fwd_bwd" : "lightning/fwd"), seed);
@@ -132,24 +126,9 @@ TEST_CASE("lightning: reference gradients match central finite differences", "[l
   const HostProblem p = problem_with_rates(s, {0.3, 1.7}, true, seed);
   ref::Outputs analytic{{}, {}, {}, {}};
   ref::lightning_gradients(p.q, p.k, p.v, p.decay_rate, p.d_o, analytic);
-  auto loss = [&](const HostProblem& x) {  // <O, dO>
-    const ref::Tensor o = ref::lightning_quadratic(x.q, x.k, x.v, x.decay_rate);
-    double sum = 0;
-    for (std::size_t i = 0; i < o.data.size(); ++i) sum += o.data[i] * p.d_o.data[i];
-    return sum;
-  };
-  const double step = 1e-6;
-  for (auto [input, gradient] : {std::pair{&HostProblem::q, &ref::Outputs::dq}, std::pair{&HostProblem::k, &ref::Outputs::dk},
-                                 std::pair{&HostProblem::v, &ref::Outputs::dv}}) {
-    for (std::size_t i = 0; i < (p.*input).data.size(); ++i) {
-      HostProblem plus = p, minus = p;
-      (plus.*input).data[i] += step;
-      (minus.*input).data[i] -= step;
-      const double numeric = (loss(plus) - loss(minus)) / (2 * step);
-      INFO("element " << i << ", seed " << seed);
-      CHECK(std::abs(numeric - (analytic.*gradient).data[i]) <= 1e-7 * std::max(1.0, std::abs(numeric)));
-    }
-  }
+  INFO("seed " << seed);
+  check_against_finite_differences(
+      p, analytic, [](const HostProblem& x) { return ref::lightning_quadratic(x.q, x.k, x.v, x.decay_rate); });
 }
 
 TEST_CASE("lightning: mixing the two Lambda conventions (spec §4.6) is caught", "[lightning][reference]") {

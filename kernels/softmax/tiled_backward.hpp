@@ -1,0 +1,279 @@
+// Backward pass of tiled softmax attention, FlashAttention-2 style (Dao 2023,
+// Alg. 2). With S = scale Q K^T (scale = 1/sqrt(dk)), P = softmax(S) (masked
+// when causal), O = P V and the upstream gradient dO:
+//   D_i = rowsum(dO_i . O_i),  dP = dO V^T,  dS = P . (dP - D),
+//   dV = P^T dO,  dK = scale dS^T Q,  dQ = scale dS K.
+// P is never stored: every pair of tiles recomputes it from the logsumexp the
+// forward kept per row, P_ij = exp(S_ij - lse_i), an exponent <= 0. Two
+// passes, so that every gradient row has a single owner: no atomics, and the
+// result is deterministic. Memory beyond inputs and outputs: lse and D, O(L)
+// per head.
+//
+// FLOPs per visible (query, key) pair: the dQ pass 2dk (S) + 2dv (dP) + 2dk
+// (dS K); the dK, dV pass S and dP again + 2dv (P^T dO) + 2dk (dS^T Q); in
+// all 8dk + 6dv, and 2dv per row for D.
+#pragma once
+#include "softmax/tiled.hpp"
+
+#include <stdexcept>
+#include <string>
+
+namespace attn {
+namespace detail {
+
+// What both passes hold in team scratch for one (query tile i, key tile j)
+// pair: Q_i, dO_i and per row lse_i, D_i; K_j, V_j; P_ij (read by the dK, dV
+// pass only) and dS_ij. K and V have a padded row stride (d + 1): threads
+// walk them by row, and the padding puts those rows on different banks.
+template <class Exec, class T>
+struct SoftmaxTilePair {
+  using Scratch = ScratchMatrix<Exec, T>;
+  Scratch Q, dO, row_stats, K, V, P, dS;  // row_stats(r, 0) = lse, row_stats(r, 1) = D
+
+  static std::size_t bytes(int rows, int qk_dim, int v_dim) {
+    return scratch_bytes<Exec, T>(rows, qk_dim) + scratch_bytes<Exec, T>(rows, v_dim) +
+           scratch_bytes<Exec, T>(rows, 2) + scratch_bytes<Exec, T>(rows, qk_dim + 1) +
+           scratch_bytes<Exec, T>(rows, v_dim + 1) + 2 * scratch_bytes<Exec, T>(rows, rows + 1);
+  }
+
+  template <class Member>
+  KOKKOS_INLINE_FUNCTION SoftmaxTilePair(const Member& team, int rows, int qk_dim, int v_dim)
+      : Q(team.team_scratch(0), rows, qk_dim),
+        dO(team.team_scratch(0), rows, v_dim),
+        row_stats(team.team_scratch(0), rows, 2),
+        K(team.team_scratch(0), rows, qk_dim + 1),
+        V(team.team_scratch(0), rows, v_dim + 1),
+        P(team.team_scratch(0), rows, rows + 1),
+        dS(team.team_scratch(0), rows, rows + 1) {}
+
+  // Q_i and dO_i: rows r0 .. r0 + nr - 1 of q and d_o.
+  template <class Member>
+  KOKKOS_INLINE_FUNCTION void load_queries(const Member& team, const Tensor4<Exec, T>& q,
+                                           const Tensor4<Exec, T>& d_o, int b, int h, int r0, int nr) const {
+    const int qk_dim = int(Q.extent(1)), v_dim = int(dO.extent(1));
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nr * qk_dim), [&](int i) {
+      Q(i / qk_dim, i % qk_dim) = q(b, h, r0 + i / qk_dim, i % qk_dim);
+    });
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nr * v_dim), [&](int i) {
+      dO(i / v_dim, i % v_dim) = d_o(b, h, r0 + i / v_dim, i % v_dim);
+    });
+  }
+
+  // K_j and V_j: rows k0 .. k0 + nk - 1 of k and v.
+  template <class Member>
+  KOKKOS_INLINE_FUNCTION void load_keys(const Member& team, const Tensor4<Exec, T>& k,
+                                        const Tensor4<Exec, T>& v, int b, int h, int k0, int nk) const {
+    const int qk_dim = int(Q.extent(1)), v_dim = int(dO.extent(1));
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nk * qk_dim), [&](int i) {
+      K(i / qk_dim, i % qk_dim) = k(b, h, k0 + i / qk_dim, i % qk_dim);
+    });
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nk * v_dim), [&](int i) {
+      V(i / v_dim, i % v_dim) = v(b, h, k0 + i / v_dim, i % v_dim);
+    });
+  }
+
+  // Alg. 2 lines 11-14: P_ij = exp(scale Q_i K_j^T - lse_i) and
+  // dS_ij = P_ij . (dO_i V_j^T - D_i), with S computed exactly as the forward
+  // did. A masked pair (key after query) is an exact zero whose exponent is
+  // never evaluated.
+  template <class Member>
+  KOKKOS_INLINE_FUNCTION void recompute_scores(const Member& team, int r0, int nr, int k0, int nk, bool causal,
+                                               T scale) const {
+    const int qk_dim = int(Q.extent(1)), v_dim = int(dO.extent(1));
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nr * nk), [&](int i) {
+      const int r = i / nk, j = i % nk;
+      T p = 0, ds = 0;
+      if (!causal || k0 + j <= r0 + r) {
+        T s = 0, dp = 0;
+        for (int c = 0; c < qk_dim; ++c) s += Q(r, c) * K(j, c);
+        for (int c = 0; c < v_dim; ++c) dp += dO(r, c) * V(j, c);
+        p = attn::exp(s * scale - row_stats(r, 0));
+        ds = p * (dp - row_stats(r, 1));
+      }
+      P(r, j) = p;
+      dS(r, j) = ds;
+    });
+  }
+};
+
+// Pass 1, one team per (batch, head, query tile i): D_i = rowsum(dO_i . O_i)
+// (Alg. 2 line 4), kept in `delta` for pass 2, then dQ_i = scale sum_j dS_ij K_j
+// over the key tiles j it sees (j <= i when causal). Alg. 2 accumulates dQ
+// inside the key-tile loop; a pass of its own gives each dQ row one owner.
+template <class Exec, class T>
+void softmax_backward_dq(const Exec& exec, const Shape& s, const Tensor4<Exec, T>& q, const Tensor4<Exec, T>& k,
+                         const Tensor4<Exec, T>& v, const Tensor4<Exec, T>& o, const Tensor4<Exec, T>& d_o,
+                         const Tensor3<Exec, T>& logsumexp, const Tensor3<Exec, T>& delta,
+                         const Tensor4<Exec, T>& dq, bool causal) {
+  using Pair = SoftmaxTilePair<Exec, T>;
+  using Scratch = ScratchMatrix<Exec, T>;
+  const char* label = causal ? "softmax_causal_bwd_dq" : "softmax_full_bwd_dq";
+  const int qk_dim = s.dk, v_dim = s.dv, L = s.seq, H = s.heads;
+  auto bytes = [&](int r) { return Pair::bytes(r, qk_dim, v_dim) + scratch_bytes<Exec, T>(r, qk_dim); };
+  const int rows = tile_rows_that_fit(32, bytes);
+  if (rows == 0) tiles_do_not_fit(label, s);
+  const int R = std::min(rows, L);
+  const int tiles = ceil_div(L, R);
+  const T scale = T(1.0 / std::sqrt(double(qk_dim)));
+
+  auto policy = team_policy(exec, s.batch * H * tiles, 128).set_scratch_size(0, Kokkos::PerTeam(bytes(R)));
+  using Member = typename Kokkos::TeamPolicy<Exec>::member_type;
+  Kokkos::parallel_for(label, policy, KOKKOS_LAMBDA(const Member& team) {
+    const int tile = team.league_rank() % tiles;
+    const int bh = team.league_rank() / tiles;
+    const int b = bh / H, h = bh % H;
+    const int r0 = tile * R;
+    const int nr = (L - r0 < R) ? L - r0 : R;
+    const Pair t(team, R, qk_dim, v_dim);
+    const Scratch acc(team.team_scratch(0), R, qk_dim);
+
+    t.load_queries(team, q, d_o, b, h, r0, nr);
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nr * qk_dim), [&](int i) {
+      acc(i / qk_dim, i % qk_dim) = T(0);
+    });
+    team.team_barrier();
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nr), [&](int r) {
+      T dot = 0;
+      for (int c = 0; c < v_dim; ++c) dot += t.dO(r, c) * o(b, h, r0 + r, c);
+      t.row_stats(r, 0) = logsumexp(b, h, r0 + r);
+      t.row_stats(r, 1) = dot;
+      delta(b, h, r0 + r) = dot;
+    });
+
+    const int last_tile = causal ? tile : tiles - 1;
+    for (int kt = 0; kt <= last_tile; ++kt) {
+      const int k0 = kt * R;
+      const int nk = (L - k0 < R) ? L - k0 : R;
+      team.team_barrier();  // the previous key tile's K and dS are no longer read
+      t.load_keys(team, k, v, b, h, k0, nk);
+      team.team_barrier();
+      t.recompute_scores(team, r0, nr, k0, nk, causal, scale);
+      team.team_barrier();
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nr * qk_dim), [&](int i) {
+        const int r = i / qk_dim, c = i % qk_dim;
+        T sum = 0;
+        for (int j = 0; j < nk; ++j) sum += t.dS(r, j) * t.K(j, c);
+        acc(r, c) += sum;
+      });
+    }
+    team.team_barrier();
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nr * qk_dim), [&](int i) {
+      dq(b, h, r0 + i / qk_dim, i % qk_dim) = scale * acc(i / qk_dim, i % qk_dim);
+    });
+  });
+}
+
+// Pass 2, one team per (batch, head, key tile j), Alg. 2's outer loop: K_j and
+// V_j stay in scratch while the query tiles i that see them (i >= j when
+// causal) stream past, accumulating dV_j += P_ij^T dO_i and dK_j += dS_ij^T Q_i
+// (scaled once at the end).
+template <class Exec, class T>
+void softmax_backward_dk_dv(const Exec& exec, const Shape& s, const Tensor4<Exec, T>& q,
+                            const Tensor4<Exec, T>& k, const Tensor4<Exec, T>& v, const Tensor4<Exec, T>& d_o,
+                            const Tensor3<Exec, T>& logsumexp, const Tensor3<Exec, T>& delta,
+                            const Tensor4<Exec, T>& dk, const Tensor4<Exec, T>& dv, bool causal) {
+  using Pair = SoftmaxTilePair<Exec, T>;
+  using Scratch = ScratchMatrix<Exec, T>;
+  const char* label = causal ? "softmax_causal_bwd_dk_dv" : "softmax_full_bwd_dk_dv";
+  const int qk_dim = s.dk, v_dim = s.dv, L = s.seq, H = s.heads;
+  auto bytes = [&](int r) {
+    return Pair::bytes(r, qk_dim, v_dim) + scratch_bytes<Exec, T>(r, qk_dim) + scratch_bytes<Exec, T>(r, v_dim);
+  };
+  const int rows = tile_rows_that_fit(32, bytes);
+  if (rows == 0) tiles_do_not_fit(label, s);
+  const int R = std::min(rows, L);
+  const int tiles = ceil_div(L, R);
+  const T scale = T(1.0 / std::sqrt(double(qk_dim)));
+
+  auto policy = team_policy(exec, s.batch * H * tiles, 128).set_scratch_size(0, Kokkos::PerTeam(bytes(R)));
+  using Member = typename Kokkos::TeamPolicy<Exec>::member_type;
+  Kokkos::parallel_for(label, policy, KOKKOS_LAMBDA(const Member& team) {
+    const int tile = team.league_rank() % tiles;
+    const int bh = team.league_rank() / tiles;
+    const int b = bh / H, h = bh % H;
+    const int k0 = tile * R;
+    const int nk = (L - k0 < R) ? L - k0 : R;
+    const Pair t(team, R, qk_dim, v_dim);
+    const Scratch dk_acc(team.team_scratch(0), R, qk_dim), dv_acc(team.team_scratch(0), R, v_dim);
+
+    t.load_keys(team, k, v, b, h, k0, nk);
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nk * qk_dim), [&](int i) {
+      dk_acc(i / qk_dim, i % qk_dim) = T(0);
+    });
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nk * v_dim), [&](int i) {
+      dv_acc(i / v_dim, i % v_dim) = T(0);
+    });
+
+    for (int qt = causal ? tile : 0; qt < tiles; ++qt) {
+      const int r0 = qt * R;
+      const int nr = (L - r0 < R) ? L - r0 : R;
+      team.team_barrier();  // the previous query tile's Q, dO, P and dS are no longer read
+      t.load_queries(team, q, d_o, b, h, r0, nr);
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nr), [&](int r) {
+        t.row_stats(r, 0) = logsumexp(b, h, r0 + r);
+        t.row_stats(r, 1) = delta(b, h, r0 + r);
+      });
+      team.team_barrier();
+      t.recompute_scores(team, r0, nr, k0, nk, causal, scale);
+      team.team_barrier();
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nk * v_dim), [&](int i) {
+        const int j = i / v_dim, c = i % v_dim;
+        T sum = 0;
+        for (int r = 0; r < nr; ++r) sum += t.P(r, j) * t.dO(r, c);
+        dv_acc(j, c) += sum;
+      });
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nk * qk_dim), [&](int i) {
+        const int j = i / qk_dim, c = i % qk_dim;
+        T sum = 0;
+        for (int r = 0; r < nr; ++r) sum += t.dS(r, j) * t.Q(r, c);
+        dk_acc(j, c) += sum;
+      });
+    }
+    team.team_barrier();
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nk * qk_dim), [&](int i) {
+      dk(b, h, k0 + i / qk_dim, i % qk_dim) = scale * dk_acc(i / qk_dim, i % qk_dim);
+    });
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nk * v_dim), [&](int i) {
+      dv(b, h, k0 + i / v_dim, i % v_dim) = dv_acc(i / v_dim, i % v_dim);
+    });
+  });
+}
+
+}  // namespace detail
+
+// Gradients dq, dk, dv of <o, d_o>, where o = softmax_tiled_forward(q, k, v,
+// causal) and `logsumexp` is the per-row logsumexp that forward kept.
+template <class Exec, class T>
+void softmax_tiled_backward(const Exec& exec, const Tensor4<Exec, T>& q, const Tensor4<Exec, T>& k,
+                            const Tensor4<Exec, T>& v, const Tensor4<Exec, T>& o,
+                            const Tensor3<Exec, T>& logsumexp, const Tensor4<Exec, T>& d_o,
+                            const Tensor4<Exec, T>& dq, const Tensor4<Exec, T>& dk,
+                            const Tensor4<Exec, T>& dv, bool causal) {
+  const Shape s = checked_shape<Exec, T>(q, k, v, o);
+  const Shape g = checked_shape<Exec, T>(dq, dk, d_o, dv);
+  if (g.batch != s.batch || g.heads != s.heads || g.seq != s.seq || g.dk != s.dk || g.dv != s.dv)
+    throw std::invalid_argument("softmax backward: dq, dk, d_o and dv must have the shapes of q, k, o and v");
+  if (int(logsumexp.extent(0)) != s.batch || int(logsumexp.extent(1)) != s.heads ||
+      int(logsumexp.extent(2)) != s.seq)
+    throw std::invalid_argument("softmax backward: logsumexp must be [batch, heads, seq]");
+  if (s.seq == 0 || s.batch == 0 || s.heads == 0) return;
+  const Tensor3<Exec, T> delta(Kokkos::view_alloc(std::string("softmax_bwd_delta"), Kokkos::WithoutInitializing),
+                               s.batch, s.heads, s.seq);
+  detail::softmax_backward_dq(exec, s, q, k, v, o, d_o, logsumexp, delta, dq, causal);
+  detail::softmax_backward_dk_dv(exec, s, q, k, v, d_o, logsumexp, delta, dk, dv, causal);
+}
+
+// The forward, keeping the per-row logsumexp, then the backward.
+template <class Exec, class T>
+void softmax_tiled_forward_backward(const Exec& exec, const Tensor4<Exec, T>& q, const Tensor4<Exec, T>& k,
+                                    const Tensor4<Exec, T>& v, const Tensor4<Exec, T>& o,
+                                    const Tensor4<Exec, T>& d_o, const Tensor4<Exec, T>& dq,
+                                    const Tensor4<Exec, T>& dk, const Tensor4<Exec, T>& dv, bool causal) {
+  const Tensor3<Exec, T> logsumexp(
+      Kokkos::view_alloc(std::string("softmax_logsumexp"), Kokkos::WithoutInitializing), q.extent(0),
+      q.extent(1), q.extent(2));
+  softmax_tiled_forward(exec, q, k, v, o, causal, logsumexp);
+  softmax_tiled_backward(exec, q, k, v, o, logsumexp, d_o, dq, dk, dv, causal);
+}
+
+}  // namespace attn
