@@ -1,26 +1,21 @@
-// bench: list the attention forms, and sweep them over shapes, timing each
-// point, measuring its peak memory and its error against the fp64 reference,
-// into an HDF5 table. `bench --help` explains.
+// bench: list the attention forms, sweep them over shapes (timing each point,
+// measuring its peak memory and its error against the fp64 reference) into an
+// HDF5 table, and compare two such tables. `bench --help` explains.
 #include <fmt/core.h>
-#include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include <boost/program_options.hpp>
 
-#include <chrono>
-#include <cstdio>
-#include <ctime>
+#include <filesystem>
 #include <fstream>
-#include <iostream>
+#include <set>
 #include <sstream>
 
 #include "axes.hpp"
-#include "backends.hpp"
-#include "git_revision.hpp"
+#include "compare.hpp"
 #include "inputs.hpp"
-#include "measure.hpp"
 #include "memory.hpp"
 #include "registry.hpp"
+#include "sweep.hpp"
 
 namespace po = boost::program_options;
 using namespace attn;
@@ -32,10 +27,24 @@ constexpr const char* usage = R"(usage:
   bench sweep [options]           measure forms over a grid of shapes into an HDF5 file
   bench run FILE.cfg [options]    a sweep whose options are read from FILE (key = value
                                   lines, same names as below); the command line wins
+  bench compare A.h5 B.h5 [--threshold 1.1] [--fail-on-regression]
+                                  per point (matched by form, variant, backend, precision
+                                  and shape) B's time and peak memory over A's, and their
+                                  geometric mean per form; points in one file only
 
 Sizes take lists and power-of-two ranges: 1k..128k = 1024, 2048, ..., 131072;
 1k,3k,5000 = 1024, 3072, 5000 (k = 1024). Every combination is one point; a
 parameter a form does not take (e.g. --chunk for softmax/full) is not swept for it.
+
+Resuming: re-running a sweep with the same --out keeps the rows already there and
+measures only the points missing (rows with status ok, oom or timeout are final;
+error rows are measured again). --fresh starts the file over. Ctrl-C finishes the
+current point, closes the file and exits 130 (Ctrl-C twice: abandon the point).
+
+Statuses: ok; oom (the inputs cannot fit, or an allocation failed); timeout (the
+point's calls ran past --point-timeout); error (anything else, see the note).
+After a timeout or oom, the larger L of the same form and shape are recorded with
+that status without running ("skipped: a shorter L ...").
 )";
 
 po::options_description sweep_options() {
@@ -61,8 +70,29 @@ po::options_description sweep_options() {
     ("reps", po::value<int>()->default_value(10), "timed runs per point (median, min, max reported)")
     ("warmup", po::value<int>()->default_value(1), "untimed runs before timing")
     ("check-flops", po::value<double>()->default_value(2e10), "largest fp64 reference cost (FLOPs) spent on the error check of a point")
-    ("out", po::value<std::string>(), "output HDF5 file (required)");
+    ("point-timeout", po::value<double>(), "seconds a point's warm-up and timed calls may take (default: no limit); "
+                                           "read after each call, as a running kernel cannot be stopped, so a point "
+                                           "overruns it by at most one call; the point is then recorded as timeout "
+                                           "and its larger L are skipped (input drawing and the error check do not count)")
+    ("out", po::value<std::string>(), "output HDF5 file (required); an existing one is resumed")
+    ("fresh", po::bool_switch(), "start --out over instead of resuming it");
   return o;
+}
+
+po::options_description compare_options() {
+  po::options_description o("compare options");
+  o.add_options()
+    ("help,h", "this help")
+    ("threshold", po::value<double>(), "mark points whose B/A time exceeds it as REGRESSION (and below 1/it as "
+                                       "faster); a point ok in A and not in B is a REGRESSION too")
+    ("fail-on-regression", po::bool_switch(), "exit 1 when a point is a REGRESSION (threshold 1.1 unless given)");
+  return o;
+}
+
+std::string help_text() {
+  std::ostringstream text;
+  text << usage << '\n' << sweep_options() << '\n' << compare_options();
+  return text.str();
 }
 
 std::vector<const Form*> select_forms(const std::string& spec) {
@@ -80,119 +110,41 @@ std::vector<const Form*> select_forms(const std::string& spec) {
   return chosen;
 }
 
-std::string now_iso8601() {
-  const std::time_t t = std::time(nullptr);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
-  return buf;
-}
-
-std::string kokkos_configuration() {
-  std::ostringstream out;
-  Kokkos::print_configuration(out, true);
-  return out.str();
-}
-
-// "NVIDIA H100 80GB HBM3" from Kokkos's device line of the selected GPU
-// ("Kokkos::Cuda[ 0 ] NAME capability 9.0, ... : Selected"), else the CPU model.
-std::string device_name(const std::string& backend, const std::string& config) {
-  if (backend == "cuda") {
-    std::istringstream lines(config);
-    for (std::string line; std::getline(lines, line);) {
-      const auto name = line.find("] "), capability = line.find(" capability");
-      if (line.rfind("Kokkos::Cuda[", 0) == 0 && line.find("Selected") != std::string::npos &&
-          name != std::string::npos && capability != std::string::npos && capability > name)
-        return line.substr(name + 2, capability - name - 2);
-    }
-  }
-  std::ifstream cpuinfo("/proc/cpuinfo");
-  for (std::string line; std::getline(cpuinfo, line);)
-    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-  return "unknown";
-}
-
-struct Sweep {
-  std::vector<const Form*> forms;
-  std::vector<std::string> precisions;
-  Axis batch, heads, dk, dv, seq, chunk, slots;
-  bool dv_follows_dk;
-  FormParams params;  // the options that are not swept
-  MeasureOptions measure;
-  std::string out;
-};
-
-template <class Exec>
-void run_sweep(const Sweep& sweep, const std::string& command_line) {
-  const std::string backend = backend_name<Exec>();
-  const std::string config = kokkos_configuration();
-  ResultFile file(sweep.out, {{"backend", backend},
-                              {"device", device_name(backend, config)},
-                              {"precision", fmt::format("{}", fmt::join(sweep.precisions, ","))},
-                              {"git_revision", ATTN_GIT_REVISION},
-                              {"date", now_iso8601()},
-                              {"command_line", command_line},
-                              {"kokkos_configuration", config},
-                              {"format", "attn-harness points v3"}});
-  std::vector<ResultRow> rows;
-  fmt::print("{:<26} {:>4} {:>7} {:>5} {:>5} {:>6} {:>5} {:>7} {:>11} {:>10} {:>9} {:>8} {:>9}\n", "form", "prec",
-             "L", "dk", "dv", "chunk", "slots", "status", "median ms", "peak MiB", "GFLOP/s", "GB/s", "rel err");
-  for (const auto& precision : sweep.precisions) {
-    for (const Form* form : sweep.forms) {
-      const bool chunked = form->takes(Param::chunk), slotted = form->takes(Param::slots);
-      if (!chunked && sweep.chunk.values.size() > 1)
-        fmt::print("note: {} takes no chunk size; --chunk is not swept for it\n", form->name);
-      if (!slotted && sweep.slots.values.size() > 1)
-        fmt::print("note: {} has no slots; --slots is not swept for it\n", form->name);
-      for (long long B : sweep.batch.values) for (long long H : sweep.heads.values)
-      for (long long dk : sweep.dk.values) for (long long dvv : sweep.dv.values)
-      for (long long L : sweep.seq.values) for (long long C : sweep.chunk.values)
-      for (long long m : sweep.slots.values) {
-        if (!chunked && C != sweep.chunk.values.front()) continue;
-        if (!slotted && m != sweep.slots.values.front()) continue;
-        const long long dv = sweep.dv_follows_dk ? dk : dvv;
-        if (sweep.dv_follows_dk && dvv != sweep.dv.values.front()) continue;
-        const Shape shape{int(B), int(H), int(L), int(dk), int(dv)};
-        FormParams params = sweep.params;
-        params.chunk = chunked ? int(C) : 0;
-        params.slots = slotted ? int(m) : 0;
-        ResultRow row = precision == "float" ? measure_point<Exec, float>(*form, shape, params, sweep.measure)
-                                             : measure_point<Exec, double>(*form, shape, params, sweep.measure);
-        file.append(row);
-        fmt::print("{:<26} {:>4} {:>7} {:>5} {:>5} {:>6} {:>5} {:>7} {:>11.3f} {:>10.1f} {:>9.1f} {:>8.1f} {:>9}{}\n",
-                   row.form, row.precision == "float" ? "f32" : "f64", row.seq, row.dk, row.dv,
-                   row.chunk ? std::to_string(row.chunk) : "-", row.slots ? std::to_string(row.slots) : "-",
-                   row.status, row.time_median_s * 1e3,
-                   row.peak_bytes / 1048576.0, row.gflops, row.gbps,
-                   row.err_heads ? fmt::format("{:.1e}", row.rel_l2_err) : "-",
-                   row.note.empty() ? "" : "  (" + row.note + ")");
-        std::fflush(stdout);
-        rows.push_back(row);
-      }
-    }
-  }
-  int ok = 0;
-  for (const auto& r : rows) ok += r.status == "ok";
-  fmt::print("{} points, {} ok, {} not ok; written to {}\n", rows.size(), ok, rows.size() - ok, sweep.out);
-}
-
-template <class... Exec>
-void dispatch_backend(const std::string& wanted, const Sweep& sweep, const std::string& command_line,
-                      std::tuple<Exec...>*) {
-  bool done = false;
-  std::vector<std::string> names;
-  auto try_one = [&](auto* tag) {
-    using E = std::remove_pointer_t<decltype(tag)>;
-    const std::string name = backend_name<E>();
-    names.push_back(name);
-    const bool is_host = std::is_same_v<E, HostBackend>;
-    if (done || !(wanted == name || (wanted == "host" && is_host))) return;
-    done = true;
-    run_sweep<E>(sweep, command_line);
+// Adds a `bench run` experiment file to vm: `name = value` lines, `#` comments.
+// Options already in vm (the command line's) win. A line that is not an
+// option of bench sweep is an error naming the file and line.
+void store_experiment_file(const std::string& path, const po::options_description& options,
+                           po::variables_map& vm) {
+  std::ifstream in(path);
+  if (!std::filesystem::is_regular_file(path) || !in)
+    throw std::invalid_argument("cannot read experiment file '" + path + "'");
+  auto trim = [](std::string s) {
+    const auto first = s.find_first_not_of(" \t\r");
+    return first == std::string::npos ? std::string() : s.substr(first, s.find_last_not_of(" \t\r") - first + 1);
   };
-  (try_one(static_cast<Exec*>(nullptr)), ...);
-  if (!done)
-    throw std::invalid_argument(fmt::format("--backend '{}' is not enabled in this build (enabled: host, {})",
-                                            wanted, fmt::join(names, ", ")));
+  std::set<std::string> seen;
+  int number = 0;
+  for (std::string line; std::getline(in, line);) {
+    ++number;
+    const std::string text = trim(line.substr(0, line.find('#')));
+    if (text.empty()) continue;
+    const auto where = fmt::format("{}:{}", path, number);
+    const auto equals = text.find('=');
+    const std::string name = trim(text.substr(0, equals));
+    if (equals == std::string::npos || name.empty())
+      throw std::invalid_argument(fmt::format("{}: expected 'name = value', got '{}'", where, text));
+    if (!options.find_nothrow(name, false))
+      throw std::invalid_argument(fmt::format("{}: unknown option '{}' (see bench --help)", where, name));
+    if (!seen.insert(name).second)
+      throw std::invalid_argument(fmt::format("{}: '{}' is given twice", where, name));
+    po::parsed_options parsed(&options);
+    parsed.options.emplace_back(name, std::vector<std::string>{trim(text.substr(equals + 1))});
+    try {
+      po::store(parsed, vm);
+    } catch (const po::error& e) {
+      throw std::invalid_argument(fmt::format("{}: {}", where, e.what()));
+    }
+  }
 }
 
 int sweep_command(const po::variables_map& vm, const std::string& command_line) {
@@ -228,15 +180,43 @@ int sweep_command(const po::variables_map& vm, const std::string& command_line) 
   sweep.measure.check_flops = vm["check-flops"].as<double>();
   if (sweep.measure.reps < 1) throw std::invalid_argument("--reps must be at least 1");
   if (sweep.measure.warmup < 0) throw std::invalid_argument("--warmup must not be negative");
+  if (vm.count("point-timeout")) {
+    sweep.measure.point_timeout_s = vm["point-timeout"].as<double>();
+    if (!(sweep.measure.point_timeout_s > 0)) throw std::invalid_argument("--point-timeout must be positive (seconds)");
+  }
   sweep.out = vm["out"].as<std::string>();
+  sweep.fresh = vm["fresh"].as<bool>();
 #ifdef KOKKOS_ENABLE_CUDA
-  const std::string default_backend = "cuda";
+  sweep.backend = vm.count("backend") ? vm["backend"].as<std::string>() : "cuda";
 #else
-  const std::string default_backend = "host";
+  sweep.backend = vm.count("backend") ? vm["backend"].as<std::string>() : "host";
 #endif
-  const std::string backend = vm.count("backend") ? vm["backend"].as<std::string>() : default_backend;
-  dispatch_backend(backend, sweep, command_line, static_cast<Backends*>(nullptr));
-  return 0;
+  sweep.command_line = command_line;
+  return run_sweep(sweep);
+}
+
+int compare_command(const std::vector<std::string>& args) {
+  const auto options = compare_options();
+  po::options_description all;
+  all.add(options).add_options()("files", po::value<std::vector<std::string>>());
+  po::positional_options_description positional;
+  positional.add("files", -1);
+  po::variables_map vm;
+  po::store(po::command_line_parser(args).options(all).positional(positional).run(), vm);
+  po::notify(vm);
+  if (vm.count("help")) {
+    fmt::print("{}\n", help_text());
+    return 0;
+  }
+  const auto files = vm.count("files") ? vm["files"].as<std::vector<std::string>>() : std::vector<std::string>{};
+  if (files.size() != 2) throw std::invalid_argument("compare needs two result files: bench compare A.h5 B.h5");
+  CompareOptions compare;
+  compare.fail_on_regression = vm["fail-on-regression"].as<bool>();
+  if (vm.count("threshold")) compare.threshold = vm["threshold"].as<double>();
+  else if (compare.fail_on_regression) compare.threshold = 1.1;
+  if (vm.count("threshold") && !(compare.threshold >= 1))
+    throw std::invalid_argument("--threshold must be at least 1 (1.1: more than 10% slower)");
+  return compare_result_files(files[0], files[1], compare);
 }
 
 int list_command() {
@@ -255,16 +235,16 @@ int list_command() {
 int main(int argc, char* argv[]) {
   std::string command_line;
   for (int i = 0; i < argc; ++i) command_line += (i ? " " : "") + std::string(argv[i]);
-  const auto options = sweep_options();
   const std::string command = argc > 1 ? argv[1] : "";
   if (command.empty() || command == "-h" || command == "--help" || command == "help") {
-    std::cout << usage << '\n' << options << '\n';
+    fmt::print("{}\n", help_text());
     return command.empty() ? 2 : 0;
   }
   try {
     if (command == "list") return list_command();
+    if (command == "compare") return compare_command(std::vector<std::string>(argv + 2, argv + argc));
     if (command != "sweep" && command != "run")
-      throw std::invalid_argument("unknown command '" + command + "' (expected list, sweep or run)");
+      throw std::invalid_argument("unknown command '" + command + "' (expected list, sweep, run or compare)");
     int first = 2;
     std::string config_file;
     if (command == "run") {
@@ -272,30 +252,27 @@ int main(int argc, char* argv[]) {
       config_file = argv[2];
       first = 3;
     }
+    const auto options = sweep_options();
     std::vector<std::string> args(argv + first, argv + argc);
     po::variables_map vm;
     po::store(po::command_line_parser(args).options(options).run(), vm);
     if (vm.count("help")) {
-      std::cout << usage << '\n' << options << '\n';
+      fmt::print("{}\n", help_text());
       return 0;
     }
-    if (!config_file.empty()) {
-      std::ifstream in(config_file);
-      if (!in) throw std::invalid_argument("cannot read experiment file '" + config_file + "'");
-      po::store(po::parse_config_file(in, options), vm);
-    }
+    if (!config_file.empty()) store_experiment_file(config_file, options, vm);
     po::notify(vm);
     Kokkos::ScopeGuard kokkos;
     memory::install_hooks();
     return sweep_command(vm, command_line);
   } catch (const po::error& e) {
-    std::fprintf(stderr, "bench: %s (see bench --help)\n", e.what());
+    fmt::print(stderr, "bench: {} (see bench --help)\n", e.what());
     return 2;
   } catch (const std::invalid_argument& e) {
-    std::fprintf(stderr, "bench: %s\n", e.what());
+    fmt::print(stderr, "bench: {}\n", e.what());
     return 2;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "bench: error: %s\n", e.what());
+    fmt::print(stderr, "bench: error: {}\n", e.what());
     return 1;
   }
 }

@@ -1,6 +1,7 @@
 #include "measure.hpp"
 
 #include <benchmark/benchmark.h>
+#include <fmt/core.h>
 
 #include <algorithm>
 #include <chrono>
@@ -56,17 +57,53 @@ ref::HeadList heads_to_check(const Shape& s, double per_head_flops, double budge
   return heads;
 }
 
+// A point's kernel calls against --point-timeout: the clock starts before the
+// first warm-up call and is read after each call, since a running kernel
+// cannot be stopped.
+class CallBudget {
+ public:
+  explicit CallBudget(double limit_s) : limit_s_(limit_s) {}
+  void call_done() { ++calls_; }
+  double elapsed_s() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  }
+  bool exceeded() const { return limit_s_ > 0 && elapsed_s() > limit_s_; }
+  std::string note() const {
+    return fmt::format("{} call{} took {:.3g} s, past --point-timeout {:g} s; the rest were skipped", calls_,
+                       calls_ == 1 ? "" : "s", elapsed_s(), limit_s_);
+  }
+
+ private:
+  double limit_s_;
+  int calls_ = 0;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+};
+
+ResultRow& mark_timed_out(ResultRow& row, const CallBudget& budget) {
+  row.status = "timeout";
+  row.note = budget.note();
+  row.reps = 0;
+  return row;
+}
+
+// Times the calls into row; false when the budget ran out first (the remaining
+// repetitions are then skipped without calling the kernel).
 template <class Exec, class T>
-void time_point(const Exec& exec, const Form& form, const Inputs<Exec, T>& x, const FormParams& params,
-                const MeasureOptions& options, ResultRow& row) {
+bool time_point(const Exec& exec, const Form& form, const Inputs<Exec, T>& x, const FormParams& params,
+                const MeasureOptions& options, CallBudget& budget, ResultRow& row) {
   const auto run = form.runner<Exec, T>();
   auto timed = [&](benchmark::State& state) {
+    if (budget.exceeded()) {
+      state.SkipWithError("past --point-timeout");  // before the loop: the loop body does not run
+      return;
+    }
     for (auto _ : state) {
       exec.fence();
       const auto start = std::chrono::steady_clock::now();
       run(exec, x, params);
       exec.fence();
       state.SetIterationTime(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+      budget.call_done();
     }
   };
   auto* bench = benchmark::RegisterBenchmark(form.name.c_str(), timed);
@@ -76,6 +113,7 @@ void time_point(const Exec& exec, const Form& form, const Inputs<Exec, T>& x, co
   Collector collector;
   benchmark::RunSpecifiedBenchmarks(&collector);
   benchmark::ClearRegisteredBenchmarks();
+  if (budget.exceeded()) return false;
   if (!collector.error.empty()) throw std::runtime_error(collector.error);
   if (collector.samples.empty()) throw std::runtime_error("no timed run was reported");
   row.reps = int(collector.samples.size());
@@ -87,24 +125,32 @@ void time_point(const Exec& exec, const Form& form, const Inputs<Exec, T>& x, co
   } else {
     row.time_median_s = row.time_mean_s = row.time_min_s = row.time_max_s = collector.samples.front();
   }
+  return true;
 }
 
 }  // namespace
 
-template <class Exec, class T>
-ResultRow measure_point(const Form& form, const Shape& shape, const FormParams& params,
-                        const MeasureOptions& options) {
+ResultRow point_row(const Form& form, const Shape& shape, const FormParams& params, const InputOptions& inputs,
+                    const std::string& backend, const std::string& precision) {
   ResultRow row;
   row.form = form.name;
   row.family = form.family;
-  row.backend = backend_name<Exec>();
-  row.precision = precision_name<T>();
+  row.backend = backend;
+  row.precision = precision;
   row.batch = shape.batch; row.heads = shape.heads; row.seq = shape.seq;
   row.dk = shape.dk; row.dv = shape.dv; row.chunk = params.chunk; row.slots = params.slots;
-  row.variant = variant_of(form, params, options.inputs);
-  const Cost cost = form.cost(shape, params, sizeof(T));
+  row.variant = variant_of(form, params, inputs);
+  const Cost cost = form.cost(shape, params, precision == "float" ? sizeof(float) : sizeof(double));
   row.flops = cost.flops;
   row.bytes = cost.bytes;
+  return row;
+}
+
+template <class Exec, class T>
+ResultRow measure_point(const Form& form, const Shape& shape, const FormParams& params,
+                        const MeasureOptions& options) {
+  ResultRow row = point_row(form, shape, params, options.inputs, backend_name<Exec>(), precision_name<T>());
+  const Cost cost = form.cost(shape, params, sizeof(T));
   const std::string space = Exec::memory_space::name();
 
   // Refuse up front what cannot fit: the inputs and outputs on the backend, and
@@ -132,10 +178,16 @@ ResultRow measure_point(const Form& form, const Shape& shape, const FormParams& 
     {
       const Inputs<Exec, T> x = upload<Exec, T>(problem);
       const auto run = form.runner<Exec, T>();
-      for (int i = 0; i < options.warmup; ++i) run(exec, x, params);
-      exec.fence();
-      time_point(exec, form, x, params, options, row);
+      CallBudget budget(options.point_timeout_s);
+      for (int i = 0; i < options.warmup; ++i) {
+        run(exec, x, params);
+        exec.fence();
+        budget.call_done();
+        if (budget.exceeded()) break;
+      }
+      const bool timed = !budget.exceeded() && time_point(exec, form, x, params, options, budget, row);
       row.peak_bytes = memory::peak(space);
+      if (!timed) return mark_timed_out(row, budget);
       output = download(x);
     }
     row.gflops = row.flops / row.time_median_s / 1e9;

@@ -16,10 +16,19 @@ struct MeasureOptions {
   double check_flops = 2e10;      // reference work allowed for the error check of one point
   std::uint64_t seed = 2024;
   InputOptions inputs;            // decay schedule and floor
+  double point_timeout_s = 0;     // limit on a point's warm-up and timed calls together; 0: none
 };
 
+// The row of a point before it is measured: what it is (form, variant,
+// backend, precision, shape; its PointKey) and its cost model.
+ResultRow point_row(const Form& form, const Shape& shape, const FormParams& params, const InputOptions& inputs,
+                    const std::string& backend, const std::string& precision);
+
 // Runs form on backend Exec in precision T. Never throws for a failing point:
-// out-of-memory gives status "oom", any other failure status "error".
+// out-of-memory gives status "oom", calls running past options.point_timeout_s
+// status "timeout" (checked after each call: a kernel cannot be interrupted, so
+// the point stops at the first call that ends past the limit), any other
+// failure status "error".
 template <class Exec, class T>
 ResultRow measure_point(const Form& form, const Shape& shape, const FormParams& params,
                         const MeasureOptions& options);

@@ -2,9 +2,11 @@
 
 #include <hdf5.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <stdexcept>
+#include <tuple>
 
 namespace attn {
 namespace {
@@ -90,114 +92,218 @@ ResultRow from_record(const Record& x) {
 
 void quiet_hdf5() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
 
-void write_string_attribute(hid_t object, const std::string& name, const std::string& value) {
-  hid_t type = H5Tcopy(H5T_C_S1);
+// An HDF5 identifier closed when it goes out of scope.
+class Handle {
+ public:
+  Handle(hid_t id, herr_t (*close)(hid_t)) : id_(id), close_(close) {}
+  ~Handle() {
+    if (id_ >= 0) close_(id_);
+  }
+  Handle(Handle&& other) noexcept : id_(other.id_), close_(other.close_) { other.id_ = -1; }
+  Handle(const Handle&) = delete;
+  Handle& operator=(const Handle&) = delete;
+  Handle& operator=(Handle&&) = delete;
+  operator hid_t() const { return id_; }
+  bool valid() const { return id_ >= 0; }
+
+ private:
+  hid_t id_;
+  herr_t (*close_)(hid_t);
+};
+
+Handle variable_string_type() {
+  Handle type(H5Tcopy(H5T_C_S1), H5Tclose);
   H5Tset_size(type, H5T_VARIABLE);
   H5Tset_cset(type, H5T_CSET_UTF8);
-  hid_t space = H5Screate(H5S_SCALAR);
-  hid_t attr = H5Acreate2(object, name.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT);
+  return type;
+}
+
+void write_string_attribute(hid_t object, const std::string& name, const std::string& value) {
+  if (H5Aexists(object, name.c_str()) > 0) H5Adelete(object, name.c_str());
+  const Handle type = variable_string_type();
+  const Handle space(H5Screate(H5S_SCALAR), H5Sclose);
+  const Handle attr(H5Acreate2(object, name.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
   const char* text = value.c_str();
-  H5Awrite(attr, type, &text);
-  H5Aclose(attr);
-  H5Sclose(space);
-  H5Tclose(type);
+  if (!attr.valid() || H5Awrite(attr, type, &text) < 0)
+    throw std::runtime_error("cannot write the attribute '" + name + "'");
+}
+
+std::map<std::string, std::string> read_string_attributes(hid_t file) {
+  std::map<std::string, std::string> out;
+  const Handle root(H5Gopen2(file, "/", H5P_DEFAULT), H5Gclose);
+  H5O_info_t info;
+  if (H5Oget_info(root, &info) < 0) return out;
+  for (hsize_t i = 0; i < info.num_attrs; ++i) {
+    const Handle attr(H5Aopen_by_idx(root, ".", H5_INDEX_NAME, H5_ITER_NATIVE, i, H5P_DEFAULT, H5P_DEFAULT),
+                      H5Aclose);
+    char name[256] = {};
+    H5Aget_name(attr, sizeof(name), name);
+    const Handle type = variable_string_type();
+    char* text = nullptr;
+    if (H5Aread(attr, type, &text) >= 0 && text) {
+      out[name] = text;
+      H5free_memory(text);
+    }
+  }
+  return out;
+}
+
+// The rows of an open /points table. HDF5 converts compound types member by
+// member, by name: reading a v2 table (no `slots`) through the v3 record type
+// leaves `slots` as it was in the zero-initialised records, i.e. 0.
+std::vector<ResultRow> read_points(hid_t dataset, const std::string& path) {
+  const Handle space(H5Dget_space(dataset), H5Sclose);
+  hsize_t n = 0;
+  H5Sget_simple_extent_dims(space, &n, nullptr);
+  std::vector<Record> records(n);  // value-initialised: zeros
+  const Handle type(record_type(), H5Tclose);
+  if (n > 0 && H5Dread(dataset, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, records.data()) < 0)
+    throw std::runtime_error("cannot read the points table of '" + path + "'");
+  std::vector<ResultRow> rows;
+  rows.reserve(n);
+  for (const auto& r : records) rows.push_back(from_record(r));
+  return rows;
 }
 
 }  // namespace
 
-ResultFile::ResultFile(const std::string& path, const std::map<std::string, std::string>& attributes) {
+bool PointKey::operator<(const PointKey& o) const {
+  return std::tie(form, variant, backend, precision, batch, heads, seq, dk, dv, chunk, slots) <
+         std::tie(o.form, o.variant, o.backend, o.precision, o.batch, o.heads, o.seq, o.dk, o.dv, o.chunk, o.slots);
+}
+
+bool PointKey::operator==(const PointKey& o) const { return !(*this < o) && !(o < *this); }
+
+std::string PointKey::describe() const {
+  std::string text = form + " " + precision + " " + backend + " B=" + std::to_string(batch) +
+                     " H=" + std::to_string(heads) + " L=" + std::to_string(seq) + " dk=" + std::to_string(dk) +
+                     " dv=" + std::to_string(dv);
+  if (chunk) text += " chunk=" + std::to_string(chunk);
+  if (slots) text += " slots=" + std::to_string(slots);
+  if (!variant.empty()) text += " [" + variant + "]";
+  return text;
+}
+
+PointKey key_of(const ResultRow& r) {
+  return PointKey{r.form, r.variant, r.backend, r.precision, r.batch, r.heads, r.seq, r.dk, r.dv, r.chunk, r.slots};
+}
+
+ResultFile::ResultFile(const std::string& path, const std::map<std::string, std::string>& attributes, Mode mode) {
   quiet_hdf5();
+  type_ = record_type();
+  std::error_code ec;
+  try {
+    if (mode == Mode::resume && std::filesystem::exists(path, ec))
+      open_for_append(path);
+    else
+      create(path, attributes);
+  } catch (...) {
+    close();  // no destructor runs after a constructor throws
+    throw;
+  }
+}
+
+void ResultFile::create(const std::string& path, const std::map<std::string, std::string>& attributes) {
   const auto parent = std::filesystem::path(path).parent_path();
   std::error_code ec;
   if (!parent.empty()) std::filesystem::create_directories(parent, ec);
   if (ec) throw std::runtime_error("cannot create folder '" + parent.string() + "': " + ec.message());
   file_ = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
   if (file_ < 0) throw std::runtime_error("cannot create output file '" + path + "'");
-  for (const auto& [name, value] : attributes) write_string_attribute(file_, name, value);
-  type_ = record_type();
+  attributes_ = attributes;
+  attributes_["format"] = result_format;
+  for (const auto& [name, value] : attributes_) write_string_attribute(file_, name, value);
   hsize_t dims[1] = {0}, max_dims[1] = {H5S_UNLIMITED}, chunk[1] = {64};
-  hid_t space = H5Screate_simple(1, dims, max_dims);
-  hid_t props = H5Pcreate(H5P_DATASET_CREATE);
+  const Handle space(H5Screate_simple(1, dims, max_dims), H5Sclose);
+  const Handle props(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
   H5Pset_chunk(props, 1, chunk);
   dataset_ = H5Dcreate2(file_, "points", type_, space, H5P_DEFAULT, props, H5P_DEFAULT);
-  H5Pclose(props);
-  H5Sclose(space);
   if (dataset_ < 0) throw std::runtime_error("cannot create the points table in '" + path + "'");
   H5Fflush(file_, H5F_SCOPE_GLOBAL);
 }
 
-ResultFile::~ResultFile() {
+// Appends only to a table this build would have written itself: the format
+// attribute says v3 and the table's columns are exactly the record's.
+void ResultFile::open_for_append(const std::string& path) {
+  if (H5Fis_hdf5(path.c_str()) <= 0) throw IncompatibleResultFile("'" + path + "' exists and is not an HDF5 file");
+  file_ = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  if (file_ < 0)
+    throw std::runtime_error("cannot open '" + path +
+                             "' for appending (read-only, damaged, or open in another process)");
+  attributes_ = read_string_attributes(file_);
+  const auto format = attributes_.find("format");
+  if (format == attributes_.end())
+    throw IncompatibleResultFile("'" + path + "' is not a bench result file (it has no format attribute)");
+  if (format->second != result_format)
+    throw IncompatibleResultFile("'" + path + "' is an older result file (" + format->second +
+                                 "); rows are appended only to " + result_format + " files");
+  dataset_ = H5Dopen2(file_, "points", H5P_DEFAULT);
+  if (dataset_ < 0) throw IncompatibleResultFile("'" + path + "' has no points table");
+  const Handle file_type(H5Dget_type(dataset_), H5Tclose);
+  if (H5Tequal(file_type, type_) <= 0)
+    throw IncompatibleResultFile("the points table of '" + path + "' has other columns than " + result_format);
+  rows_ = read_points(dataset_, path);
+  resumed_ = true;
+}
+
+ResultFile::~ResultFile() { close(); }
+
+void ResultFile::close() {
   if (dataset_ >= 0) H5Dclose(dataset_);
   if (type_ >= 0) H5Tclose(type_);
   if (file_ >= 0) H5Fclose(file_);
+  dataset_ = type_ = file_ = -1;
+}
+
+void ResultFile::write_row(unsigned long long index, const ResultRow& row) {
+  const Record record = to_record(row);
+  hsize_t size[1] = {std::max<hsize_t>(rows_.size(), index + 1)}, start[1] = {index}, count[1] = {1};
+  bool ok = H5Dset_extent(dataset_, size) >= 0;
+  const Handle file_space(H5Dget_space(dataset_), H5Sclose);
+  const Handle mem_space(H5Screate_simple(1, count, nullptr), H5Sclose);
+  ok = ok && H5Sselect_hyperslab(file_space, H5S_SELECT_SET, start, nullptr, count, nullptr) >= 0;
+  ok = ok && H5Dwrite(dataset_, type_, mem_space, file_space, H5P_DEFAULT, &record) >= 0;
+  ok = ok && H5Fflush(file_, H5F_SCOPE_GLOBAL) >= 0;
+  if (!ok) throw std::runtime_error("cannot write a row to the result file");
 }
 
 void ResultFile::append(const ResultRow& row) {
-  const Record record = to_record(row);
-  hsize_t size[1] = {rows_ + 1}, start[1] = {rows_}, count[1] = {1};
-  bool ok = H5Dset_extent(dataset_, size) >= 0;
-  hid_t file_space = H5Dget_space(dataset_);
-  hid_t mem_space = H5Screate_simple(1, count, nullptr);
-  ok = ok && H5Sselect_hyperslab(file_space, H5S_SELECT_SET, start, nullptr, count, nullptr) >= 0;
-  ok = ok && H5Dwrite(dataset_, type_, mem_space, file_space, H5P_DEFAULT, &record) >= 0;
-  H5Sclose(mem_space);
-  H5Sclose(file_space);
-  ok = ok && H5Fflush(file_, H5F_SCOPE_GLOBAL) >= 0;
-  if (!ok) throw std::runtime_error("cannot append a row to the result file");
-  ++rows_;
+  write_row(rows_.size(), row);
+  rows_.push_back(row);
 }
 
-std::vector<ResultRow> ResultFile::read(const std::string& path) {
+void ResultFile::replace(std::size_t index, const ResultRow& row) {
+  if (index >= rows_.size()) throw std::out_of_range("ResultFile::replace: no row " + std::to_string(index));
+  write_row(index, row);
+  rows_[index] = row;
+}
+
+void ResultFile::set_attribute(const std::string& name, const std::string& value) {
+  write_string_attribute(file_, name, value);
+  H5Fflush(file_, H5F_SCOPE_GLOBAL);
+  attributes_[name] = value;
+}
+
+namespace {
+Handle open_result_file(const std::string& path) {
   quiet_hdf5();
-  hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
-  if (file < 0) throw std::runtime_error("cannot open result file '" + path + "'");
-  hid_t dataset = H5Dopen2(file, "points", H5P_DEFAULT);
-  if (dataset < 0) {
-    H5Fclose(file);
-    throw std::runtime_error("'" + path + "' has no points table");
-  }
-  hid_t space = H5Dget_space(dataset);
-  hsize_t n = 0;
-  H5Sget_simple_extent_dims(space, &n, nullptr);
-  std::vector<Record> records(n);
-  hid_t type = record_type();
-  const bool ok = n == 0 || H5Dread(dataset, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, records.data()) >= 0;
-  H5Tclose(type);
-  H5Sclose(space);
-  H5Dclose(dataset);
-  H5Fclose(file);
-  if (!ok) throw std::runtime_error("cannot read the points table of '" + path + "'");
-  std::vector<ResultRow> rows;
-  for (const auto& r : records) rows.push_back(from_record(r));
-  return rows;
+  if (!std::filesystem::exists(path)) throw std::runtime_error("no such file: '" + path + "'");
+  if (H5Fis_hdf5(path.c_str()) <= 0) throw std::runtime_error("'" + path + "' is not an HDF5 file");
+  Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+  if (!file.valid()) throw std::runtime_error("cannot open result file '" + path + "'");
+  return file;
+}
+}  // namespace
+
+std::vector<ResultRow> ResultFile::read(const std::string& path) {
+  const Handle file = open_result_file(path);
+  const Handle dataset(H5Dopen2(file, "points", H5P_DEFAULT), H5Dclose);
+  if (!dataset.valid()) throw std::runtime_error("'" + path + "' has no points table");
+  return read_points(dataset, path);
 }
 
 std::map<std::string, std::string> ResultFile::read_attributes(const std::string& path) {
-  quiet_hdf5();
-  hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
-  if (file < 0) throw std::runtime_error("cannot open result file '" + path + "'");
-  std::map<std::string, std::string> out;
-  hid_t root = H5Gopen2(file, "/", H5P_DEFAULT);
-  H5O_info_t info;
-  H5Oget_info(root, &info);
-  for (hsize_t i = 0; i < info.num_attrs; ++i) {
-    hid_t attr = H5Aopen_by_idx(root, ".", H5_INDEX_NAME, H5_ITER_NATIVE, i, H5P_DEFAULT, H5P_DEFAULT);
-    char name[256] = {};
-    H5Aget_name(attr, sizeof(name), name);
-    hid_t type = H5Tcopy(H5T_C_S1);
-    H5Tset_size(type, H5T_VARIABLE);
-    H5Tset_cset(type, H5T_CSET_UTF8);
-    char* text = nullptr;
-    if (H5Aread(attr, type, &text) >= 0 && text) {
-      out[name] = text;
-      H5free_memory(text);
-    }
-    H5Tclose(type);
-    H5Aclose(attr);
-  }
-  H5Gclose(root);
-  H5Fclose(file);
-  return out;
+  return read_string_attributes(open_result_file(path));
 }
 
 }  // namespace attn

@@ -5,14 +5,19 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 namespace attn {
 
+// The `format` root attribute of files this build writes. v2 files (no `slots`
+// column) are still read; only files of this format are appended to.
+constexpr const char* result_format = "attn-harness points v3";
+
 struct ResultRow {
   std::string form, family, backend, precision;
-  std::string status;  // ok | oom | error
+  std::string status;  // ok | oom | timeout | error
   std::string note;    // why, for a status other than ok
   std::string variant;  // the form's options beyond the shape, e.g. "mask-convention=B unscaled"
   int batch = 0, heads = 0, seq = 0, dk = 0, dv = 0, chunk = 0;  // chunk 0: not a parameter
@@ -26,23 +31,65 @@ struct ResultRow {
   double max_abs_err = 0, rel_l2_err = 0;
 };
 
+// What identifies a point across runs and files: two rows with equal keys
+// measured the same thing. Resuming a sweep and `bench compare` match on it.
+struct PointKey {
+  std::string form, variant, backend, precision;
+  int batch = 0, heads = 0, seq = 0, dk = 0, dv = 0, chunk = 0, slots = 0;
+
+  bool operator<(const PointKey& other) const;
+  bool operator==(const PointKey& other) const;
+  // "softmax/full float openmp B=1 H=8 L=1024 dk=64 dv=64 chunk=64 [variant]"
+  std::string describe() const;
+};
+PointKey key_of(const ResultRow& row);
+
+// Thrown when resuming a file that exists but is not a result file of
+// `result_format` (another format, another kind of file).
+struct IncompatibleResultFile : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 class ResultFile {
  public:
-  // Creates (truncates) `path`, creating parent folders; throws
-  // std::runtime_error with a one-line reason when it cannot.
-  ResultFile(const std::string& path, const std::map<std::string, std::string>& attributes);
+  enum class Mode {
+    fresh,   // create `path`, replacing any file there
+    resume,  // keep an existing result file of this format and its rows; create it if absent
+  };
+  // Creates parent folders; writes `attributes` (and `format`) on a new file.
+  // On resuming, the file's attributes stay as they were. Throws
+  // std::runtime_error with a one-line reason when the file cannot be created,
+  // or (IncompatibleResultFile) when resuming a file that is not a result file of
+  // this format.
+  ResultFile(const std::string& path, const std::map<std::string, std::string>& attributes,
+             Mode mode = Mode::fresh);
   ~ResultFile();
   ResultFile(const ResultFile&) = delete;
   ResultFile& operator=(const ResultFile&) = delete;
 
-  void append(const ResultRow& row);  // written and flushed to disk at once
+  // Every row of the file, those it held when opened first, in file order.
+  const std::vector<ResultRow>& rows() const { return rows_; }
+  const std::map<std::string, std::string>& attributes() const { return attributes_; }
+  bool resumed() const { return resumed_; }  // opened an existing file
 
+  void append(const ResultRow& row);                      // written and flushed to disk at once
+  void replace(std::size_t index, const ResultRow& row);  // rewrites row `index` in place, flushed
+  void set_attribute(const std::string& name, const std::string& value);
+
+  // Reads the rows of a v2 or v3 file (a column absent from the file reads 0).
   static std::vector<ResultRow> read(const std::string& path);
   static std::map<std::string, std::string> read_attributes(const std::string& path);
 
  private:
+  void create(const std::string& path, const std::map<std::string, std::string>& attributes);
+  void open_for_append(const std::string& path);
+  void close();
+  void write_row(unsigned long long index, const ResultRow& row);
+
   long long file_ = -1, dataset_ = -1, type_ = -1;
-  unsigned long long rows_ = 0;
+  std::vector<ResultRow> rows_;
+  std::map<std::string, std::string> attributes_;
+  bool resumed_ = false;
 };
 
 }  // namespace attn

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench's command line: bad input gets a one-line error and a non-zero exit;
+# bench's command line: bad input gets a one-line error and exit status 2;
 # a tiny sweep over every form writes a complete table.
 set -u
 bench=$1
@@ -9,7 +9,7 @@ expect_error() {  # expect_error "what the message must contain" args...
   local err rc
   err=$("$bench" "$@" 2>&1 >/dev/null); rc=$?
   local lines; lines=$(printf '%s' "$err" | grep -vc 'OMP_PROC_BIND\|OMP_PLACES\|^ *$\|For best performance\|For unit testing')
-  if [ "$rc" = 0 ] || [ "$lines" != 1 ] || ! grep -q -- "$want" <<<"$err"; then
+  if [ "$rc" != 2 ] || [ "$lines" != 1 ] || ! grep -q -- "$want" <<<"$err"; then
     echo "FAIL: bench $* -> exit $rc, stderr: $err"; failures=$((failures + 1))
   else
     echo "ok: bench $* -> exit $rc: $(grep -- "$want" <<<"$err")"
@@ -28,7 +28,18 @@ expect_error "unrecognised option" sweep --bogus 3 --out x.h5
 expect_error "neither float nor double" sweep --precision half --out x.h5
 expect_error "--reps must be at least 1" sweep --reps 0 --out x.h5
 expect_error "unknown command" frobnicate
-expect_error "cannot read experiment file" run missing.cfg
+expect_error "cannot read experiment file 'missing.cfg'" run missing.cfg
+expect_error "cannot read experiment file '.'" run .
+# Experiment files: a line that is not a known `name = value` names the file and line.
+printf '# a comment\nforms = softmax/full\nbogus = 3\n' >unknown_key.cfg
+expect_error "unknown_key.cfg:3: unknown option 'bogus'" run unknown_key.cfg --out x.h5
+printf 'seq = 64\nforms softmax/full\n' >no_equals.cfg
+expect_error "no_equals.cfg:2: expected 'name = value', got 'forms softmax/full'" run no_equals.cfg --out x.h5
+printf 'reps = many\n' >bad_value.cfg
+expect_error "bad_value.cfg:1: .*'many'.*reps" run bad_value.cfg --out x.h5
+printf 'seq = 64\nseq = 128\n' >twice.cfg
+expect_error "twice.cfg:2: 'seq' is given twice" run twice.cfg --out x.h5
+expect_error "--point-timeout must be positive" sweep --point-timeout 0 --out x.h5
 expect_error "not enabled in this build" sweep --backend hip --seq 8 --out x.h5
 expect_error "neither A nor B" sweep --mask-convention C --out x.h5
 expect_error "neither alibi nor paper" sweep --decay-schedule linear --out x.h5

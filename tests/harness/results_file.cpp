@@ -1,8 +1,10 @@
 #include "results_file.hpp"
 
 #include <catch2/catch.hpp>
+#include <hdf5.h>
 
 #include <filesystem>
+#include <fstream>
 
 using attn::ResultFile;
 using attn::ResultRow;
@@ -40,4 +42,125 @@ TEST_CASE("result rows and attributes round-trip through HDF5", "[harness][hdf5]
 
 TEST_CASE("an unwritable result path is a one-line error", "[harness][hdf5][errors]") {
   CHECK_THROWS_WITH(ResultFile("/proc/attn/no.h5", {}), Catch::Contains("cannot"));
+}
+
+namespace {
+
+std::string fresh_temp_path(const std::string& name) {
+  const auto dir = std::filesystem::temp_directory_path() / "attn_results_resume";
+  std::filesystem::create_directories(dir);
+  const auto path = dir / name;
+  std::filesystem::remove(path);
+  return path.string();
+}
+
+ResultRow sample_row(const std::string& form, int seq, const std::string& status) {
+  ResultRow r;
+  r.form = form; r.family = form.substr(0, form.find('/')); r.backend = "openmp"; r.precision = "float";
+  r.status = status; r.batch = 1; r.heads = 2; r.seq = seq; r.dk = 16; r.dv = 16; r.reps = 3;
+  r.time_median_s = seq * 1e-6; r.peak_bytes = 1000u * seq;
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("a result file is resumed: rows kept, appended to, replaced in place", "[harness][hdf5][resume]") {
+  const auto path = fresh_temp_path("resume.h5");
+  {
+    ResultFile file(path, {{"backend", "openmp"}, {"command_line", "first"}}, ResultFile::Mode::resume);
+    CHECK_FALSE(file.resumed());  // nothing there: created
+    file.append(sample_row("softmax/full", 64, "ok"));
+    file.append(sample_row("softmax/full", 128, "error"));
+  }
+  {
+    ResultFile file(path, {{"backend", "cuda"}, {"command_line", "second"}}, ResultFile::Mode::resume);
+    REQUIRE(file.resumed());
+    REQUIRE(file.rows().size() == 2);
+    CHECK(file.rows()[1].status == "error");
+    CHECK(file.attributes().at("command_line") == "first");  // a resumed file keeps its attributes
+    CHECK(file.attributes().at("format") == attn::result_format);
+    file.replace(1, sample_row("softmax/full", 128, "ok"));
+    file.append(sample_row("softmax/full", 256, "timeout"));
+    file.set_attribute("resumed", "a line\n");
+  }
+  const auto rows = ResultFile::read(path);
+  REQUIRE(rows.size() == 3);
+  CHECK(rows[0].seq == 64);
+  CHECK(rows[1].seq == 128);
+  CHECK(rows[1].status == "ok");
+  CHECK(rows[2].status == "timeout");
+  CHECK(rows[2].time_median_s == 256e-6);
+  const auto attributes = ResultFile::read_attributes(path);
+  CHECK(attributes.at("backend") == "openmp");
+  CHECK(attributes.at("resumed") == "a line\n");
+
+  ResultFile fresh(path, {{"backend", "openmp"}}, ResultFile::Mode::fresh);
+  CHECK_FALSE(fresh.resumed());
+  CHECK(fresh.rows().empty());
+  CHECK(ResultFile::read(path).empty());
+}
+
+TEST_CASE("v2 files are read (slots 0) but not appended to", "[harness][hdf5][resume]") {
+  const std::string committed = ATTN_RESULTS_DIR "/lion_fig3.h5";  // written by the v2 harness, no slots column
+  REQUIRE(ResultFile::read_attributes(committed).at("format") == "attn-harness points v2");
+  const auto rows = ResultFile::read(committed);
+  REQUIRE(rows.size() == 27);
+  int ok = 0, chunked = 0;
+  for (const auto& r : rows) {
+    CHECK(r.slots == 0);  // absent from the file
+    CHECK(r.form.rfind("lion-d/", 0) == 0);
+    CHECK(r.batch == 64);
+    CHECK(r.heads == 6);
+    CHECK(r.dk == 64);
+    if (r.status == "ok") {
+      ++ok;
+      CHECK(r.time_median_s > 0);
+      CHECK(r.peak_bytes > 0);
+    }
+    chunked += r.chunk == 64;
+  }
+  CHECK(ok > 0);
+  CHECK(chunked > 0);
+  CHECK(rows[0].seq == 197);
+
+  const auto copy = fresh_temp_path("v2.h5");
+  std::filesystem::copy_file(committed, copy);
+  std::filesystem::permissions(copy, std::filesystem::perms::owner_write, std::filesystem::perm_options::add);
+  CHECK_THROWS_AS(ResultFile(copy, {}, ResultFile::Mode::resume), attn::IncompatibleResultFile);
+  CHECK_THROWS_WITH(ResultFile(copy, {}, ResultFile::Mode::resume),
+                    Catch::Contains("older result file") && Catch::Contains("v2"));
+  CHECK(ResultFile::read(copy).size() == 27);  // left as it was
+}
+
+TEST_CASE("a file that is not a result file is not resumed", "[harness][hdf5][resume][errors]") {
+  const auto text = fresh_temp_path("text.h5");
+  { std::ofstream(text) << "not hdf5\n"; }
+  CHECK_THROWS_WITH(ResultFile(text, {}, ResultFile::Mode::resume), Catch::Contains("not an HDF5 file"));
+  CHECK_THROWS_WITH(ResultFile::read(text), Catch::Contains("not an HDF5 file"));
+  CHECK_THROWS_WITH(ResultFile::read(fresh_temp_path("missing.h5")), Catch::Contains("no such file"));
+
+  const auto bare = fresh_temp_path("bare.h5");  // HDF5, but no format attribute
+  const hid_t file = H5Fcreate(bare.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  REQUIRE(file >= 0);
+  H5Fclose(file);
+  CHECK_THROWS_WITH(ResultFile(bare, {}, ResultFile::Mode::resume), Catch::Contains("not a bench result file"));
+}
+
+TEST_CASE("point keys: identity without the measurement", "[harness][resume]") {
+  ResultRow a = sample_row("linear/chunk", 1024, "ok");
+  a.chunk = 64;
+  ResultRow b = a;
+  b.status = "error"; b.time_median_s = 1; b.note = "x"; b.peak_bytes = 7;
+  CHECK(attn::key_of(a) == attn::key_of(b));
+  for (auto change : std::vector<void (*)(ResultRow&)>{
+           [](ResultRow& r) { r.chunk = 32; }, [](ResultRow& r) { r.slots = 8; },
+           [](ResultRow& r) { r.variant = "unscaled"; }, [](ResultRow& r) { r.precision = "double"; },
+           [](ResultRow& r) { r.backend = "cuda"; }, [](ResultRow& r) { r.seq = 2048; },
+           [](ResultRow& r) { r.dv = 8; }}) {
+    ResultRow c = a;
+    change(c);
+    CHECK_FALSE(attn::key_of(a) == attn::key_of(c));
+    CHECK((attn::key_of(a) < attn::key_of(c) || attn::key_of(c) < attn::key_of(a)));
+  }
+  CHECK(attn::key_of(a).describe() == "linear/chunk float openmp B=1 H=2 L=1024 dk=16 dv=16 chunk=64");
 }

@@ -1,0 +1,583 @@
+#include "sweep.hpp"
+
+#include <fmt/core.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+
+#include "backends.hpp"
+#include "git_revision.hpp"
+#include "results_file.hpp"
+
+namespace attn {
+namespace {
+
+// --- the grid ---------------------------------------------------------------
+
+struct Point {
+  const Form* form;
+  std::string precision;
+  Shape shape;
+  FormParams params;
+  ResultRow planned;  // identity (its PointKey) and cost model, before measuring
+};
+
+// Every combination of the axes, once: a parameter a form does not take is 0
+// in its points, so the combinations that differ only there collapse into one.
+std::vector<Point> plan_points(const Sweep& sweep, const std::string& backend) {
+  std::vector<Point> points;
+  std::set<PointKey> seen;
+  for (const auto& precision : sweep.precisions)
+    for (const Form* form : sweep.forms)
+      for (long long B : sweep.batch.values) for (long long H : sweep.heads.values)
+      for (long long dk : sweep.dk.values) for (long long dv : sweep.dv.values)
+      for (long long L : sweep.seq.values) for (long long C : sweep.chunk.values)
+      for (long long m : sweep.slots.values) {
+        const Shape shape{int(B), int(H), int(L), int(dk), int(sweep.dv_follows_dk ? dk : dv)};
+        FormParams params = sweep.params;
+        params.chunk = form->takes(Param::chunk) ? int(C) : 0;
+        params.slots = form->takes(Param::slots) ? int(m) : 0;
+        ResultRow planned = point_row(*form, shape, params, sweep.measure.inputs, backend, precision);
+        if (seen.insert(key_of(planned)).second) points.push_back({form, precision, shape, params, std::move(planned)});
+      }
+  return points;
+}
+
+void print_unswept_axis_notes(const Sweep& sweep) {
+  for (const Form* form : sweep.forms) {
+    if (!form->takes(Param::chunk) && sweep.chunk.values.size() > 1)
+      fmt::print("note: {} takes no chunk size; --chunk is not swept for it\n", form->name);
+    if (!form->takes(Param::slots) && sweep.slots.values.size() > 1)
+      fmt::print("note: {} has no slots; --slots is not swept for it\n", form->name);
+  }
+}
+
+// A resumed file's row ends its point for good unless it is an `error`: errors
+// are often fixed by a rebuild or were transient, so they are measured again.
+bool is_final(const ResultRow& row) { return row.status == "ok" || row.status == "oom" || row.status == "timeout"; }
+
+// --- skipping larger L after a timeout or out-of-memory -----------------------
+
+// Cost and memory grow with L: once a point of a series (the same point key but
+// for L) times out or runs out of memory, its larger L are recorded with the
+// same status, unmeasured, instead of spending the limit on each of them.
+class LengthCeilings {
+ public:
+  void note(const ResultRow& row) {
+    if (row.status != "timeout" && row.status != "oom") return;
+    auto [it, inserted] = lowest_.try_emplace(series_of(row), row);
+    if (!inserted && row.seq < it->second.seq) it->second = row;
+  }
+  // The row to record instead of measuring `planned`, when a shorter L of its series failed.
+  std::optional<ResultRow> skip(const ResultRow& planned) const {
+    const auto it = lowest_.find(series_of(planned));
+    if (it == lowest_.end() || planned.seq <= it->second.seq) return std::nullopt;
+    ResultRow row = planned;
+    row.status = it->second.status;
+    row.note = row.status == "timeout" ? "skipped: a shorter L timed out" : "skipped: a shorter L ran out of memory";
+    return row;
+  }
+
+ private:
+  static PointKey series_of(const ResultRow& row) {
+    PointKey key = key_of(row);
+    key.seq = 0;
+    return key;
+  }
+  std::map<PointKey, ResultRow> lowest_;
+};
+
+// --- ETA ----------------------------------------------------------------------
+
+// Expected seconds of the points left. A point's time grows with its cost
+// model's flops, but small points are dominated by fixed costs (drawing inputs,
+// launches, the reference check). Per form, the ok points measured so far are
+// fitted as seconds = a + b * flops (least squares, a, b >= 0); a form with one
+// point, none, or no usable fit takes its average point (or all forms'): with
+// one point the fixed and the per-flop parts cannot be told apart, and scaling
+// a small point's fixed costs by flops overestimates by orders of magnitude.
+class EtaModel {
+ public:
+  void add(const ResultRow& planned, double seconds) {
+    by_form_[planned.form].add(planned.flops, seconds);
+    all_.add(planned.flops, seconds);
+  }
+  // NaN while nothing has been measured.
+  double estimate(const ResultRow& planned) const {
+    const auto it = by_form_.find(planned.form);
+    if (it == by_form_.end()) return all_.mean();
+    return it->second.predict(planned.flops);
+  }
+
+ private:
+  struct Fit {
+    double n = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
+    void add(double x, double y) { n += 1; sx += x; sy += y; sxx += x * x; sxy += x * y; }
+    double mean() const { return n > 0 ? sy / n : std::nan(""); }
+    double predict(double x) const {
+      const double det = n * sxx - sx * sx;
+      if (!(det > 1e-9 * n * sxx)) return mean();  // all at one flop count
+      double b = (n * sxy - sx * sy) / det, a = (sy - b * sx) / n;
+      if (b < 0) return mean();
+      if (a < 0) a = 0, b = sxy / sxx;
+      return a + b * x;
+    }
+  };
+  std::map<std::string, Fit> by_form_;
+  Fit all_;
+};
+
+std::string duration_text(double seconds) {
+  if (!std::isfinite(seconds)) return "?";
+  const long long s = std::llround(seconds);
+  if (s < 60) return fmt::format("{:.1f}s", seconds);
+  if (s < 3600) return fmt::format("{}m{:02}s", s / 60, s % 60);
+  return fmt::format("{}h{:02}m", s / 3600, s % 3600 / 60);
+}
+
+// --- output -------------------------------------------------------------------
+
+// Table rows on stdout with a progress line under them: rewritten in place on
+// a terminal, one plain line per point otherwise (logs, pipes).
+class Console {
+ public:
+  Console() : terminal_(isatty(fileno(stdout)) == 1) {}
+  ~Console() { clear_status(); }
+  void line(const std::string& text) {
+    clear_status();
+    fmt::print("{}\n", text);
+    std::fflush(stdout);
+  }
+  void status(const std::string& text) {
+    if (terminal_) {
+      fmt::print("\r\033[K{}", text);
+      status_shown_ = true;
+    } else {
+      fmt::print("{}\n", text);
+    }
+    std::fflush(stdout);
+  }
+  // A status line only worth showing on a terminal (what is being measured).
+  void transient(const std::string& text) {
+    if (terminal_) status(text);
+  }
+  void clear_status() {
+    if (!status_shown_) return;
+    fmt::print("\r\033[K");
+    std::fflush(stdout);
+    status_shown_ = false;
+  }
+
+ private:
+  bool terminal_;
+  bool status_shown_ = false;
+};
+
+const char* short_precision(const std::string& p) { return p == "float" ? "f32" : p == "double" ? "f64" : p.c_str(); }
+
+std::string table_header() {
+  return fmt::format("{:<26} {:>4} {:>7} {:>5} {:>5} {:>6} {:>5} {:>7} {:>11} {:>10} {:>9} {:>8} {:>9}", "form",
+                     "prec", "L", "dk", "dv", "chunk", "slots", "status", "median ms", "peak MiB", "GFLOP/s", "GB/s",
+                     "rel err");
+}
+
+std::string table_row(const ResultRow& row) {
+  return fmt::format("{:<26} {:>4} {:>7} {:>5} {:>5} {:>6} {:>5} {:>7} {:>11.3f} {:>10.1f} {:>9.1f} {:>8.1f} {:>9}{}",
+                     row.form, short_precision(row.precision), row.seq, row.dk, row.dv,
+                     row.chunk ? std::to_string(row.chunk) : "-", row.slots ? std::to_string(row.slots) : "-",
+                     row.status, row.time_median_s * 1e3, row.peak_bytes / 1048576.0, row.gflops, row.gbps,
+                     row.err_heads ? fmt::format("{:.1e}", row.rel_l2_err) : "-",
+                     row.note.empty() ? "" : "  (" + row.note + ")");
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// Per form and precision: the points by status, and the median time at the
+// smallest and the largest L measured ok (the median over that L's points when
+// other axes give it several).
+void print_summary(const std::vector<ResultRow>& rows) {
+  struct FormSummary {
+    std::map<std::string, int> statuses;
+    std::map<int, std::vector<double>> ok_times;  // by L
+  };
+  std::vector<std::pair<std::string, std::string>> order;  // (form, precision) as first seen
+  std::map<std::pair<std::string, std::string>, FormSummary> by_form;
+  for (const auto& r : rows) {
+    const auto id = std::pair{r.form, r.precision};
+    if (!by_form.count(id)) order.push_back(id);
+    auto& s = by_form[id];
+    ++s.statuses[r.status];
+    if (r.status == "ok") s.ok_times[r.seq].push_back(r.time_median_s);
+  }
+  fmt::print("\n{:<26} {:>4} {:>5} {:>5} {:>7} {:>5} {:>8} {:>11} {:>8} {:>11}\n", "summary", "prec", "ok", "oom",
+             "timeout", "error", "min L", "median ms", "max L", "median ms");
+  for (const auto& id : order) {
+    const auto& s = by_form.at(id);
+    auto count = [&](const char* status) { return s.statuses.count(status) ? s.statuses.at(status) : 0; };
+    std::string ends = fmt::format("{:>8} {:>11} {:>8} {:>11}", "-", "-", "-", "-");
+    if (!s.ok_times.empty()) {
+      const auto& [lo, lo_times] = *s.ok_times.begin();
+      const auto& [hi, hi_times] = *s.ok_times.rbegin();
+      ends = fmt::format("{:>8} {:>11.3f} {:>8} {:>11.3f}", lo, median(lo_times) * 1e3, hi, median(hi_times) * 1e3);
+    }
+    fmt::print("{:<26} {:>4} {:>5} {:>5} {:>7} {:>5} {}\n", id.first, short_precision(id.second), count("ok"),
+               count("oom"), count("timeout"), count("error"), ends);
+  }
+}
+
+// A command line a shell runs as typed: words with special characters quoted.
+std::string shell_quoted(const std::string& command_line) {
+  std::istringstream words(command_line);
+  std::string out;
+  for (std::string word; words >> word;) {
+    const bool plain = word.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+                                              "-_./=,:+@%") == std::string::npos;
+    out += (out.empty() ? "" : " ") + (plain ? word : "'" + word + "'");
+  }
+  return out;
+}
+
+// --- Ctrl-C -------------------------------------------------------------------
+
+// SIGINT or SIGTERM: the point being measured (a kernel cannot be stopped
+// midway) finishes and is written, then the sweep stops and the file is closed.
+// A second signal abandons that point at once: every row written before it is
+// already flushed, so the handler ends the process, unless a row is being
+// written just then, in which case the sweep stops right after that write.
+namespace interruption {
+
+std::atomic<int> signal_number{0};
+std::atomic<int> signals_received{0};
+std::atomic<bool> writing_row{false};
+static_assert(std::atomic<int>::is_always_lock_free && std::atomic<bool>::is_always_lock_free,
+              "signal handlers need lock-free atomics");
+
+void say(const char* text) {
+  const ssize_t written = ::write(STDERR_FILENO, text, std::char_traits<char>::length(text));
+  (void)written;
+}
+
+extern "C" void on_signal(int sig) {
+  signal_number = sig;
+  if (signals_received.fetch_add(1) == 0) {
+    say("\nbench: interrupted: finishing the current point, then stopping (interrupt again to abandon it)\n");
+  } else if (!writing_row) {
+    say("\nbench: abandoned the current point; the result file keeps every row written before it\n");
+    ::_exit(128 + sig);
+  }
+}
+
+bool requested() { return signals_received > 0; }
+
+// Installs the handler for the sweep's lifetime; the previous handlers come back after.
+class Guard {
+ public:
+  Guard() {
+    signal_number = 0;
+    signals_received = 0;
+    struct sigaction action {};
+    action.sa_handler = on_signal;
+    action.sa_flags = SA_RESTART;  // system calls under way (file writes) go on
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGINT, &action, &previous_int_);
+    sigaction(SIGTERM, &action, &previous_term_);
+  }
+  ~Guard() {
+    sigaction(SIGINT, &previous_int_, nullptr);
+    sigaction(SIGTERM, &previous_term_, nullptr);
+  }
+  Guard(const Guard&) = delete;
+  Guard& operator=(const Guard&) = delete;
+
+ private:
+  struct sigaction previous_int_ {}, previous_term_ {};
+};
+
+// Marks a row write, during which a second signal does not end the process.
+class WritingRow {
+ public:
+  WritingRow() { writing_row = true; }
+  ~WritingRow() { writing_row = false; }
+};
+
+}  // namespace interruption
+
+// --- the run --------------------------------------------------------------------
+
+using MeasureFn = std::function<ResultRow(const Point&)>;
+
+template <class Exec>
+MeasureFn measurer_for(const MeasureOptions& options) {
+  return [options](const Point& p) {
+    return p.precision == "float" ? measure_point<Exec, float>(*p.form, p.shape, p.params, options)
+                                  : measure_point<Exec, double>(*p.form, p.shape, p.params, options);
+  };
+}
+
+struct Backend {
+  std::string name;
+  bool is_host;
+  MeasureFn measure;
+};
+
+// The enabled backend `wanted` names ("host" names the host backend).
+template <class... Exec>
+Backend select_backend(const std::string& wanted, const MeasureOptions& options, std::tuple<Exec...>*) {
+  std::optional<Backend> chosen;
+  std::vector<std::string> names;
+  auto consider = [&](auto* tag) {
+    using E = std::remove_pointer_t<decltype(tag)>;
+    const std::string name = backend_name<E>();
+    const bool is_host = std::is_same_v<E, HostBackend>;
+    names.push_back(name);
+    if (!chosen && (wanted == name || (wanted == "host" && is_host)))
+      chosen = Backend{name, is_host, measurer_for<E>(options)};
+  };
+  (consider(static_cast<Exec*>(nullptr)), ...);
+  if (!chosen)
+    throw std::invalid_argument(fmt::format("--backend '{}' is not enabled in this build (enabled: host, {})", wanted,
+                                            fmt::join(names, ", ")));
+  return *chosen;
+}
+
+std::string now_iso8601() {
+  const std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
+std::string kokkos_configuration() {
+  std::ostringstream out;
+  Kokkos::print_configuration(out, true);
+  return out.str();
+}
+
+// "NVIDIA H100 80GB HBM3" from Kokkos's line of the selected GPU
+// ("Kokkos::Cuda[ 0 ] NAME capability 9.0, ... : Selected"), else the CPU model.
+std::string device_name(const std::string& backend, const std::string& config) {
+  if (backend == "cuda") {
+    std::istringstream lines(config);
+    for (std::string line; std::getline(lines, line);) {
+      const auto name = line.find("] "), capability = line.find(" capability");
+      if (line.rfind("Kokkos::Cuda[", 0) == 0 && line.find("Selected") != std::string::npos &&
+          name != std::string::npos && capability != std::string::npos && capability > name)
+        return line.substr(name + 2, capability - name - 2);
+    }
+  }
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  for (std::string line; std::getline(cpuinfo, line);)
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  return "unknown";
+}
+
+// Opens --out: fresh, or resumed when it holds rows of the same backend and
+// device (timings of two machines do not belong in one table).
+std::unique_ptr<ResultFile> open_result_file(const Sweep& sweep, const std::map<std::string, std::string>& attributes) {
+  std::unique_ptr<ResultFile> file;
+  try {
+    file = std::make_unique<ResultFile>(sweep.out, attributes,
+                                        sweep.fresh ? ResultFile::Mode::fresh : ResultFile::Mode::resume);
+  } catch (const IncompatibleResultFile& e) {
+    throw std::invalid_argument(
+        fmt::format("cannot resume: {}: use a new --out, or --fresh to overwrite it", e.what()));
+  } catch (const std::runtime_error& e) {
+    throw std::invalid_argument(e.what());  // an --out that cannot be written is bad input (exit 2)
+  }
+  if (!file->resumed()) return file;
+  for (const char* name : {"backend", "device"}) {
+    const auto was = file->attributes().find(name);
+    if (was != file->attributes().end() && was->second != attributes.at(name))
+      throw std::invalid_argument(fmt::format(
+          "cannot resume: '{}' holds rows measured with {} '{}', this run's is '{}': use a new --out, or --fresh to "
+          "overwrite it",
+          sweep.out, name, was->second, attributes.at(name)));
+  }
+  return file;
+}
+
+// Records a resumption in the file (one line each in the `resumed` attribute).
+void record_resumption(ResultFile& file, const std::string& path, const std::string& command_line) {
+  const auto& attributes = file.attributes();
+  const auto revision = attributes.find("git_revision");
+  if (revision != attributes.end() && revision->second != ATTN_GIT_REVISION)
+    fmt::print("note: {} was started at git revision {}; this build is {}\n", path, revision->second,
+               ATTN_GIT_REVISION);
+  const auto earlier = attributes.find("resumed");
+  const interruption::WritingRow writing;
+  file.set_attribute("resumed", (earlier == attributes.end() ? "" : earlier->second) +
+                                    fmt::format("{} {} {}\n", now_iso8601(), ATTN_GIT_REVISION, command_line));
+}
+
+// The row index of each point key in the file (a key given twice: its last row).
+std::map<PointKey, std::size_t> index_rows(const std::vector<ResultRow>& rows) {
+  std::map<PointKey, std::size_t> index;
+  for (std::size_t i = 0; i < rows.size(); ++i) index[key_of(rows[i])] = i;
+  return index;
+}
+
+// The points to measure this run: those the file lacks, and those whose row is
+// not final (an error, measured again and replaced).
+struct Todo {
+  std::vector<const Point*> points;
+  std::size_t retried = 0;  // of them, points with an error row
+};
+
+Todo points_to_measure(const std::vector<Point>& points, const ResultFile& file) {
+  const auto row_of = index_rows(file.rows());
+  Todo todo;
+  for (const auto& p : points) {
+    const auto found = row_of.find(key_of(p.planned));
+    const bool retry = found != row_of.end() && !is_final(file.rows()[found->second]);
+    if (found == row_of.end() || retry) todo.points.push_back(&p);
+    todo.retried += retry;
+  }
+  return todo;
+}
+
+// Measures (or, past a failed shorter L, records unmeasured) the points in
+// order, writing each row at once, until done or interrupted; returns how many.
+class Measurement {
+ public:
+  Measurement(const std::vector<const Point*>& todo, ResultFile& file, const MeasureFn& measure)
+      : todo_(todo), file_(file), measure_(measure), row_of_(index_rows(file.rows())) {
+    for (const auto& row : file.rows()) ceilings_.note(row);  // kept timeouts and oom bound their series too
+  }
+
+  std::size_t run(Console& console) {
+    std::size_t done = 0;
+    for (; done < todo_.size() && !interruption::requested(); ++done) {
+      const Point& point = *todo_[done];
+      console.transient(progress(done) + fmt::format("; now {} L={}", point.form->name, point.shape.seq));
+      const ResultRow row = measure_or_skip(point);
+      write(row);
+      console.line(table_row(row));
+      console.status(progress(done + 1));
+    }
+    console.clear_status();
+    return done;
+  }
+  std::size_t not_run() const { return not_run_; }
+
+ private:
+  ResultRow measure_or_skip(const Point& point) {
+    if (auto skipped = ceilings_.skip(point.planned)) {
+      ++not_run_;
+      return *skipped;
+    }
+    const auto start = std::chrono::steady_clock::now();
+    const ResultRow row = measure_(point);
+    if (row.status == "ok") eta_.add(point.planned, seconds_since(start));
+    ceilings_.note(row);
+    return row;
+  }
+
+  void write(const ResultRow& row) {
+    const interruption::WritingRow writing;
+    const auto found = row_of_.find(key_of(row));
+    if (found != row_of_.end()) file_.replace(found->second, row);
+    else file_.append(row);
+  }
+
+  std::string progress(std::size_t done) const {
+    double left_s = 0;
+    for (std::size_t i = done; i < todo_.size(); ++i)
+      if (!ceilings_.skip(todo_[i]->planned)) left_s += eta_.estimate(todo_[i]->planned);
+    return fmt::format("[{}/{}] {} left, {} elapsed, ETA {}", done, todo_.size(), todo_.size() - done,
+                       duration_text(seconds_since(start_)), duration_text(left_s));
+  }
+
+  static double seconds_since(std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+  }
+
+  const std::vector<const Point*>& todo_;
+  ResultFile& file_;
+  const MeasureFn& measure_;
+  std::map<PointKey, std::size_t> row_of_;
+  LengthCeilings ceilings_;
+  EtaModel eta_;
+  std::size_t not_run_ = 0;
+  const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+};
+
+// The sweep's points as the file holds them now, in sweep order.
+std::vector<ResultRow> rows_of_points(const std::vector<Point>& points, const ResultFile& file) {
+  const auto row_of = index_rows(file.rows());
+  std::vector<ResultRow> rows;
+  for (const auto& p : points) {
+    const auto found = row_of.find(key_of(p.planned));
+    if (found != row_of.end()) rows.push_back(file.rows()[found->second]);
+  }
+  return rows;
+}
+
+int measure_sweep(const Sweep& sweep, const Backend& backend) {
+  const std::string config = kokkos_configuration();
+  const std::map<std::string, std::string> attributes{
+      {"backend", backend.name},
+      {"device", device_name(backend.name, config)},
+      {"precision", fmt::format("{}", fmt::join(sweep.precisions, ","))},
+      {"git_revision", ATTN_GIT_REVISION},
+      {"date", now_iso8601()},
+      {"command_line", sweep.command_line},
+      {"kokkos_configuration", config}};
+  const interruption::Guard guard;  // before the file: the file closes before the handlers are restored
+  const std::unique_ptr<ResultFile> opened = open_result_file(sweep, attributes);
+  ResultFile& file = *opened;
+  const std::vector<Point> points = plan_points(sweep, backend.name);
+  const Todo todo = points_to_measure(points, file);
+  const std::size_t kept = points.size() - todo.points.size();
+  if (file.resumed() && !todo.points.empty()) record_resumption(file, sweep.out, sweep.command_line);
+
+  print_unswept_axis_notes(sweep);
+  fmt::print("{} points: {} already in {} (skipped){}, {} to measure\n", points.size(), kept, sweep.out,
+             todo.retried ? fmt::format(", {} with status error measured again", todo.retried) : "",
+             todo.points.size());
+  Console console;
+  console.line(table_header());
+  Measurement measurement(todo.points, file, backend.measure);
+  const std::size_t done = measurement.run(console);
+  print_summary(rows_of_points(points, file));
+
+  if (done < todo.points.size()) {
+    fmt::print("\ninterrupted: {} of {} points done this run, {} left; {} keeps every row.\n"
+               "To resume, run the same command again:\n  {}\n",
+               done, todo.points.size(), todo.points.size() - done, sweep.out, shell_quoted(sweep.command_line));
+    std::fflush(stdout);
+    return 128 + interruption::signal_number;
+  }
+  fmt::print("{} points done this run{}, {} kept from before; written to {}\n", done,
+             measurement.not_run() ? fmt::format(" ({} not run: a shorter L failed)", measurement.not_run()) : "",
+             kept, sweep.out);
+  return 0;
+}
+
+}  // namespace
+
+int run_sweep(const Sweep& sweep) {
+  return measure_sweep(sweep, select_backend(sweep.backend, sweep.measure, static_cast<Backends*>(nullptr)));
+}
+
+}  // namespace attn

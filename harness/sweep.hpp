@@ -1,0 +1,35 @@
+// Running a sweep (bench sweep / bench run): the grid of points, resuming the
+// result file, the per-point time limit and skipping larger L after a timeout
+// or out-of-memory, progress with an ETA, Ctrl-C, and the summary at the end.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "axes.hpp"
+#include "measure.hpp"
+#include "registry.hpp"
+
+namespace attn {
+
+struct Sweep {
+  std::vector<const Form*> forms;
+  std::vector<std::string> precisions;
+  Axis batch, heads, dk, dv, seq, chunk, slots;
+  bool dv_follows_dk = true;  // dv takes each dk (no --dv given)
+  FormParams params;          // the options that are not swept
+  MeasureOptions measure;
+  std::string backend;        // as given to --backend: host, openmp, serial, cuda
+  std::string out;
+  bool fresh = false;         // replace --out instead of resuming it
+  std::string command_line;   // for the file's attributes and the resume hint
+};
+
+// Measures every point of the sweep that --out does not already hold as final
+// (ok, oom or timeout; an `error` row is measured again and replaced), writing
+// each row as it is measured. Returns the exit status: 0, or 128 + the signal
+// number when SIGINT or SIGTERM stopped it (130 for Ctrl-C). Throws
+// std::invalid_argument for bad input (a backend not built, an --out that
+// cannot be resumed), std::runtime_error when the file cannot be written.
+int run_sweep(const Sweep& sweep);
+
+}  // namespace attn

@@ -1,0 +1,150 @@
+#!/usr/bin/env bash
+# Long sweeps: Ctrl-C and resuming, --point-timeout and skipping larger L,
+# out-of-memory skipping, refusing to append to an older file, bench compare.
+#   bench_sweeps.sh path/to/bench
+set -u
+bench=$1
+source_dir=$(cd "$(dirname "$0")/../.." && pwd)
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+pass() { echo "ok: $*"; }
+
+rows_of() {  # the number of rows of FILE's points table
+  h5dump -H -d points "$1" | grep -o 'DATASPACE  SIMPLE { ( [0-9]*' | grep -o '[0-9]*$'
+}
+points_of() {  # one line per row of FILE: form seq chunk status (h5dump prints one member a line)
+  h5dump -w 0 -d points "$1" | awk '
+    /\): \{$/ || /^ *\}, \{$/ { n = 0; inside = 1; next }
+    inside { n++; gsub(/^ +|,$|"/, ""); member[n] = $0
+             if (n == 13) { print member[1], member[10], member[13], member[5]; inside = 0 } }'
+}
+stderr_lines() {  # stderr lines that are not Kokkos/OpenMP advice
+  grep -vc 'OMP_PROC_BIND\|OMP_PLACES\|^ *$\|For best performance\|For unit testing' "$1"
+}
+
+# --- (a) Ctrl-C after the first rows, then the same command resumes ---------
+# softmax/full first: its larger L take long enough that the signal lands mid-sweep.
+sweep=(sweep --forms softmax/full,linear/chunk --seq 64..4k --heads 1 --dk 16 --reps 1 --backend host
+       --point-timeout 600 --out resume.h5)
+total=14
+rm -f resume.h5
+"$bench" "${sweep[@]}" >first.out 2>first.err &
+pid=$!
+for _ in $(seq 1 3000); do  # a row is printed after it is flushed to the file
+  grep -q '^\[1/' first.out && break
+  sleep 0.01
+done
+kill -INT "$pid"
+wait "$pid"; rc=$?
+k=$(grep -o '^\[[0-9]*/' first.out | tail -1 | tr -dc 0-9)
+if [ "$rc" != 130 ]; then fail "interrupted sweep exited $rc (want 130)"; cat first.out first.err
+elif ! grep -q 'To resume, run the same command again' first.out; then fail "no resume hint after Ctrl-C"
+elif [ -z "$k" ] || [ "$k" -lt 1 ] || [ "$k" -ge "$total" ]; then fail "interrupted after '$k' of $total points"
+elif [ "$(rows_of resume.h5)" != "$k" ]; then fail "resume.h5 has $(rows_of resume.h5) rows after Ctrl-C (want $k)"
+else pass "Ctrl-C after $k points: exit 130, resume.h5 readable with $k rows"
+fi
+
+"$bench" "${sweep[@]}" >second.out 2>second.err; rc=$?
+measured=$(grep -c '^\[[0-9]*/' second.out)  # not a terminal: one progress line per point
+distinct=$(points_of resume.h5 | cut -d' ' -f1-3 | sort -u | wc -l)
+ok_rows=$(points_of resume.h5 | grep -c ' ok$')
+if [ "$rc" != 0 ]; then fail "resumed sweep exited $rc"; cat second.out second.err
+elif ! grep -q "^$total points: $k already in resume.h5 (skipped), $((total - k)) to measure" second.out; then
+  fail "resumed sweep did not skip the $k points: $(grep 'points:' second.out)"
+elif [ "$measured" != $((total - k)) ]; then fail "resumed sweep measured $measured points (want $((total - k)))"
+elif [ "$(rows_of resume.h5)" != "$total" ] || [ "$distinct" != "$total" ] || [ "$ok_rows" != "$total" ]; then
+  fail "resume.h5: $(rows_of resume.h5) rows, $distinct distinct points, $ok_rows ok (want $total each)"
+else pass "resumed: $((total - k)) measured, $k skipped, $total distinct ok rows"
+fi
+
+"$bench" "${sweep[@]}" >third.out 2>&1; rc=$?
+if [ "$rc" != 0 ] || ! grep -q "^$total points: $total already in resume.h5 (skipped), 0 to measure" third.out ||
+   [ "$(rows_of resume.h5)" != "$total" ]; then
+  fail "a complete file is not left as it is (exit $rc)"
+else pass "a complete file: nothing measured"
+fi
+
+# Ctrl-C twice abandons the point being measured; the rows before it stay readable.
+rm -f abandon.h5
+"$bench" sweep --forms softmax/full --seq 1k..16k --heads 1 --dk 16 --reps 1 --backend host --out abandon.h5 \
+  >abandon.out 2>abandon.err &
+pid=$!
+for _ in $(seq 1 3000); do grep -q '^\[1/' abandon.out && break; sleep 0.01; done
+kill -INT "$pid"; sleep 0.2; kill -INT "$pid" 2>/dev/null
+wait "$pid"; rc=$?
+rows=$(rows_of abandon.h5)
+if [ "$rc" != 130 ] || [ -z "$rows" ] || [ "$rows" -lt 1 ]; then fail "Ctrl-C twice: exit $rc, rows '$rows'"
+else pass "Ctrl-C twice: exit 130, abandon.h5 readable with $rows rows"
+fi
+
+# --- (b) --point-timeout: the first L runs past it, the larger L are skipped ---
+rm -f timeout.h5
+"$bench" sweep --forms softmax/full --seq 64..4k --heads 1 --dk 16 --reps 1 --backend host \
+  --point-timeout 0.000001 --out timeout.h5 >timeout.out 2>&1; rc=$?
+got=$(points_of timeout.h5 | tr '\n' ';')
+want="softmax/full 64 0 timeout;softmax/full 128 0 timeout;softmax/full 256 0 timeout;softmax/full 512 0 timeout;"
+want+="softmax/full 1024 0 timeout;softmax/full 2048 0 timeout;softmax/full 4096 0 timeout;"
+if [ "$rc" != 0 ] || [ "$got" != "$want" ]; then fail "--point-timeout: exit $rc, rows $got"
+elif [ "$(h5dump -d points timeout.h5 | grep -c 'past --point-timeout')" != 1 ] ||
+     [ "$(h5dump -d points timeout.h5 | grep -c 'skipped: a shorter L timed out')" != 6 ]; then
+  fail "--point-timeout: notes: $(h5dump -d points timeout.h5 | grep -o '"[^"]*\(timeout\|timed out\)[^"]*"' | sort | uniq -c)"
+elif ! grep -qE '^softmax/full +f32 +0 +0 +7 +0 ' timeout.out; then fail "--point-timeout: summary: $(tail -3 timeout.out)"
+else pass "--point-timeout: L=64 timeout, 6 larger L skipped"
+fi
+
+# Out of memory: inputs far beyond any machine are refused up front; larger L are skipped.
+rm -f oom.h5
+"$bench" sweep --forms linear/chunk --batch 4096 --heads 64 --dk 128 --seq 32k..64k --backend host --out oom.h5 \
+  >oom.out 2>&1; rc=$?
+if [ "$rc" != 0 ] || [ "$(points_of oom.h5 | tr '\n' ';')" != "linear/chunk 32768 64 oom;linear/chunk 65536 64 oom;" ] ||
+   ! h5dump -d points oom.h5 | grep -q 'skipped: a shorter L ran out of memory'; then
+  fail "oom skipping: exit $rc, rows $(points_of oom.h5 | tr '\n' ';')"
+else pass "oom at 32k: 64k skipped"
+fi
+
+# --- an older (v2) file is read but not appended to ---------------------------
+cp "$source_dir/results/lion_fig3.h5" old.h5 && chmod u+w old.h5
+"$bench" sweep --forms softmax/full --seq 64 --heads 1 --dk 16 --reps 1 --backend host --out old.h5 \
+  >old.out 2>old.err; rc=$?
+if [ "$rc" != 2 ] || [ "$(stderr_lines old.err)" != 1 ] || ! grep -q 'older result file.*--fresh' old.err ||
+   [ "$(rows_of old.h5)" != 27 ]; then
+  fail "appending to a v2 file: exit $rc, $(cat old.err)"
+else pass "appending to a v2 file refused: $(grep older old.err)"
+fi
+"$bench" sweep --forms softmax/full --seq 64 --heads 1 --dk 16 --reps 1 --backend host --out old.h5 --fresh \
+  >old.out 2>&1 && [ "$(rows_of old.h5)" = 1 ] || fail "--fresh does not start the file over"
+
+# --- (c) bench compare ---------------------------------------------------------
+"$bench" compare resume.h5 resume.h5 --threshold 1.1 --fail-on-regression >compare.out 2>&1; rc=$?
+ratios=$(grep -E '^(softmax/full|linear/chunk) +f32 +1 +1 ' compare.out | awk '{print $(NF-1), $NF}' | sort -u | tr '\n' ';')
+if [ "$rc" != 0 ] || [ "$ratios" != "1.00 1.00;" ] || ! grep -q "^$total points matched, 0 regressions" compare.out ||
+   [ "$(grep -cE '^(softmax/full|linear/chunk) +f32 +7 +1.00 +1.00 +0$' compare.out)" != 2 ]; then
+  fail "compare with itself: exit $rc, ratios '$ratios'"; cat compare.out
+else pass "compare with itself: every ratio 1.00, geometric means 1.00, exit 0"
+fi
+
+# resume.h5's softmax points are ok, timeout.h5's timed out: regressions, and exit 1 under --fail-on-regression.
+"$bench" compare resume.h5 timeout.h5 --fail-on-regression >regress.out 2>&1; rc=$?
+if [ "$rc" != 1 ] || [ "$(grep -c 'REGRESSION' regress.out)" != 7 ] || ! grep -q '^only in resume.h5 (7 points)' regress.out; then
+  fail "compare, ok -> timeout: exit $rc"; cat regress.out
+else pass "compare, ok -> timeout: 7 REGRESSION rows, 7 points only in A, exit 1"
+fi
+"$bench" compare resume.h5 timeout.h5 >/dev/null 2>&1 || fail "compare without --fail-on-regression must exit 0"
+
+compare_error() {  # compare_error "what stderr must say" args...
+  local want=$1; shift
+  "$bench" compare "$@" >/dev/null 2>cmp.err; local rc=$?
+  if [ "$rc" != 2 ] || [ "$(stderr_lines cmp.err)" != 1 ] || ! grep -q -- "$want" cmp.err; then
+    fail "bench compare $* -> exit $rc: $(cat cmp.err)"
+  else pass "bench compare $* -> exit 2: $(cat cmp.err)"
+  fi
+}
+echo "not hdf5" >text.h5
+compare_error "no such file: 'missing.h5'" resume.h5 missing.h5
+compare_error "'text.h5' is not an HDF5 file" text.h5 resume.h5
+compare_error "needs two result files" resume.h5
+compare_error "--threshold must be at least 1" resume.h5 resume.h5 --threshold 0.5
+compare_error "unrecognised option" resume.h5 resume.h5 --bogus
+
+echo "$failures failed"
+[ "$failures" = 0 ]
