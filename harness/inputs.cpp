@@ -117,10 +117,6 @@ bool all_finite(const ref::Tensor& x) {
   return true;
 }
 
-bool all_finite(const ref::Outputs& x) {
-  return all_finite(x.o) && all_finite(x.dq) && all_finite(x.dk) && all_finite(x.dv) && all_finite(x.dg);
-}
-
 ErrorStats compare(const ref::Tensor& got, const ref::Tensor& want, const ref::HeadList& heads) {
   if (got.data.size() != want.data.size()) throw std::logic_error("compare: tensors of different shapes");
   ErrorStats e;

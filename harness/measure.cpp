@@ -93,11 +93,14 @@ bool time_point(const Exec& exec, const Form& form, const Inputs<Exec, T>& x, co
                 const MeasureOptions& options, CallBudget& budget, ResultRow& row) {
   const auto run = form.runner<Exec, T>();
   auto timed = [&](benchmark::State& state) {
-    if (budget.exceeded()) {
-      state.SkipWithError("past --point-timeout");  // before the loop: the loop body does not run
-      return;
-    }
     for (auto _ : state) {
+      // Past the budget the remaining repetitions still report their one
+      // iteration (Google Benchmark's statistics require equal iteration
+      // counts; an error in some repetitions only aborts it) but call nothing.
+      if (budget.exceeded()) {
+        state.SetIterationTime(1e-9);
+        continue;
+      }
       exec.fence();
       const auto start = std::chrono::steady_clock::now();
       run(exec, x, params);
@@ -154,12 +157,16 @@ ResultRow measure_point(const Form& form, const Shape& shape, const FormParams& 
   const std::string space = Exec::memory_space::name();
 
   // Refuse up front what cannot fit: the inputs and outputs on the backend, and
-  // the float64 host copies the harness keeps of both (on a host backend, in
-  // the same memory).
+  // the float64 host copies the harness keeps (on a host backend, in the same
+  // memory): of the inputs always, of the outputs only when they are checked
+  // against the reference (otherwise they are checked for finiteness in place).
+  const ref::HeadList heads = heads_to_check(shape, cost.reference_flops, options.check_flops);
   const double elements = double(shape.batch) * shape.heads * shape.seq;
-  const double io = elements * (2.0 * shape.dk + 2.0 * shape.dv + params.slots) * (form.backward ? 2 : 1);
-  const double host_need = io * sizeof(double);
-  const double backend_need = io * sizeof(T) + (is_host_space<Exec>() ? host_need : 0);
+  const double backward = form.backward ? 1 : 0;
+  const double inputs = elements * (2.0 * shape.dk + shape.dv + params.slots + backward * shape.dv);
+  const double outputs = elements * (shape.dv + backward * (2.0 * shape.dk + shape.dv + params.slots));
+  const double host_need = (inputs + (heads.empty() ? 0 : outputs)) * sizeof(double);
+  const double backend_need = (inputs + outputs) * sizeof(T) + (is_host_space<Exec>() ? host_need : 0);
   for (const auto& [where, need] : {std::pair{space, backend_need}, std::pair{std::string("HostSpace"), host_need}}) {
     const double free_bytes = double(memory::available(where));
     if (free_bytes > 0 && need > 0.9 * free_bytes) {
@@ -188,17 +195,16 @@ ResultRow measure_point(const Form& form, const Shape& shape, const FormParams& 
       const bool timed = !budget.exceeded() && time_point(exec, form, x, params, options, budget, row);
       row.peak_bytes = memory::peak(space);
       if (!timed) return mark_timed_out(row, budget);
-      output = download(x);
+      if (!all_finite(exec, x)) {
+        row.status = "error";
+        row.note = "non-finite output";
+        return row;
+      }
+      if (!heads.empty()) output = download(x);
     }
     row.gflops = row.flops / row.time_median_s / 1e9;
     row.gbps = row.bytes / row.time_median_s / 1e9;
 
-    if (!all_finite(output)) {
-      row.status = "error";
-      row.note = "non-finite output";
-      return row;
-    }
-    const ref::HeadList heads = heads_to_check(shape, cost.reference_flops, options.check_flops);
     if (!heads.empty()) {
       const ErrorStats e = compare(output, form.reference(problem, params, heads), heads);
       row.err_heads = int(heads.size());

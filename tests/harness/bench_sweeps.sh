@@ -92,6 +92,16 @@ elif ! grep -qE '^softmax/full +f32 +0 +0 +7 +0 ' timeout.out; then fail "--poin
 else pass "--point-timeout: L=64 timeout, 6 larger L skipped"
 fi
 
+# The budget running out between timed repetitions (no warm-up) is a timeout
+# row too, not an abort of the statistics.
+rm -f timeout_reps.h5
+"$bench" sweep --forms softmax/full --seq 64 --heads 1 --dk 16 --warmup 0 --reps 3 --backend host \
+  --point-timeout 0.000001 --out timeout_reps.h5 >timeout_reps.out 2>&1; rc=$?
+if [ "$rc" != 0 ] || [ "$(points_of timeout_reps.h5 | tr '\n' ';')" != "softmax/full 64 0 timeout;" ]; then
+  fail "--point-timeout between repetitions: exit $rc, rows $(points_of timeout_reps.h5 | tr '\n' ';'); $(tail -2 timeout_reps.out)"
+else pass "--point-timeout between repetitions: a timeout row"
+fi
+
 # Out of memory: inputs far beyond any machine are refused up front; larger L are skipped.
 rm -f oom.h5
 "$bench" sweep --forms linear/chunk --batch 4096 --heads 64 --dk 128 --seq 32k..64k --backend host --out oom.h5 \
