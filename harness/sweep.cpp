@@ -106,42 +106,45 @@ class LengthCeilings {
 
 // --- ETA ----------------------------------------------------------------------
 
-// Expected seconds of the points left. A point's time grows with its cost
-// model's flops, but small points are dominated by fixed costs (drawing inputs,
-// launches, the reference check). Per form, the ok points measured so far are
-// fitted as seconds = a + b * flops (least squares, a, b >= 0); a form with one
-// point, none, or no usable fit takes its average point (or all forms'): with
-// one point the fixed and the per-flop parts cannot be told apart, and scaling
-// a small point's fixed costs by flops overestimates by orders of magnitude.
+// Expected seconds of the points left. A point's wall time is its kernel calls
+// (warm-up and timed), which grow with the cost model's flops, plus fixed work
+// that does not: drawing inputs, launches, and the reference check, whose cost
+// --check-flops caps. The two are kept apart, so that the check of a small
+// point is not scaled up by flops: per form, the calls of the next point take
+// the measured seconds per flop of the form's last ok point (the nearest in
+// size), and its fixed work the mean of the form's fixed work so far; a form
+// not measured yet takes the mean wall time of all points so far.
 class EtaModel {
  public:
-  void add(const ResultRow& planned, double seconds) {
-    by_form_[planned.form].add(planned.flops, seconds);
-    all_.add(planned.flops, seconds);
+  explicit EtaModel(int calls_per_point) : calls_(calls_per_point) {}
+  void add(const ResultRow& measured, double wall_s) {
+    const double kernel_s = calls_ * measured.time_median_s;
+    const double fixed_s = wall_s > kernel_s ? wall_s - kernel_s : 0;
+    Form& form = by_form_[measured.form];
+    if (measured.flops > 0) form.seconds_per_flop = measured.time_median_s / measured.flops;
+    form.fixed.add(fixed_s);
+    wall_.add(wall_s);
   }
   // NaN while nothing has been measured.
   double estimate(const ResultRow& planned) const {
     const auto it = by_form_.find(planned.form);
-    if (it == by_form_.end()) return all_.mean();
-    return it->second.predict(planned.flops);
+    if (it == by_form_.end() || !(it->second.seconds_per_flop > 0)) return wall_.mean();
+    return calls_ * it->second.seconds_per_flop * planned.flops + it->second.fixed.mean();
   }
 
  private:
-  struct Fit {
-    double n = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
-    void add(double x, double y) { n += 1; sx += x; sy += y; sxx += x * x; sxy += x * y; }
-    double mean() const { return n > 0 ? sy / n : std::nan(""); }
-    double predict(double x) const {
-      const double det = n * sxx - sx * sx;
-      if (!(det > 1e-9 * n * sxx)) return mean();  // all at one flop count
-      double b = (n * sxy - sx * sy) / det, a = (sy - b * sx) / n;
-      if (b < 0) return mean();
-      if (a < 0) a = 0, b = sxy / sxx;
-      return a + b * x;
-    }
+  struct Mean {
+    double n = 0, sum = 0;
+    void add(double x) { n += 1; sum += x; }
+    double mean() const { return n > 0 ? sum / n : std::nan(""); }
   };
-  std::map<std::string, Fit> by_form_;
-  Fit all_;
+  struct Form {
+    double seconds_per_flop = 0;
+    Mean fixed;
+  };
+  int calls_;
+  std::map<std::string, Form> by_form_;
+  Mean wall_;
 };
 
 std::string duration_text(double seconds) {
@@ -460,8 +463,9 @@ Todo points_to_measure(const std::vector<Point>& points, const ResultFile& file)
 // order, writing each row at once, until done or interrupted; returns how many.
 class Measurement {
  public:
-  Measurement(const std::vector<const Point*>& todo, ResultFile& file, const MeasureFn& measure)
-      : todo_(todo), file_(file), measure_(measure), row_of_(index_rows(file.rows())) {
+  Measurement(const std::vector<const Point*>& todo, ResultFile& file, const MeasureFn& measure,
+              int calls_per_point)
+      : todo_(todo), file_(file), measure_(measure), row_of_(index_rows(file.rows())), eta_(calls_per_point) {
     for (const auto& row : file.rows()) ceilings_.note(row);  // kept timeouts and oom bound their series too
   }
 
@@ -488,7 +492,7 @@ class Measurement {
     }
     const auto start = std::chrono::steady_clock::now();
     const ResultRow row = measure_(point);
-    if (row.status == "ok") eta_.add(point.planned, seconds_since(start));
+    if (row.status == "ok") eta_.add(row, seconds_since(start));
     ceilings_.note(row);
     return row;
   }
@@ -557,7 +561,7 @@ int measure_sweep(const Sweep& sweep, const Backend& backend) {
              todo.points.size());
   Console console;
   console.line(table_header());
-  Measurement measurement(todo.points, file, backend.measure);
+  Measurement measurement(todo.points, file, backend.measure, sweep.measure.warmup + sweep.measure.reps);
   const std::size_t done = measurement.run(console);
   print_summary(rows_of_points(points, file));
 
