@@ -44,7 +44,10 @@ current point, closes the file and exits 130 (Ctrl-C twice: abandon the point).
 Statuses: ok; oom (the inputs cannot fit, or an allocation failed); timeout (the
 point's calls ran past --point-timeout); error (anything else, see the note).
 After a timeout or oom, the larger L of the same form and shape are recorded with
-that status without running ("skipped: a shorter L ...").
+that status without running ("skipped: a shorter L ..."). With --point-timeout, a
+point whose calls are predicted to run past it (the form's largest L measured ok,
+its time per call scaled by the cost model's flops) is recorded as timeout without
+running ("skipped: ... calls predicted to take ...").
 )";
 
 po::options_description sweep_options() {
@@ -73,7 +76,8 @@ po::options_description sweep_options() {
     ("point-timeout", po::value<double>(), "seconds a point's warm-up and timed calls may take (default: no limit); "
                                            "read after each call, as a running kernel cannot be stopped, so a point "
                                            "overruns it by at most one call; the point is then recorded as timeout "
-                                           "and its larger L are skipped (input drawing and the error check do not count)")
+                                           "and its larger L are skipped (input drawing and the error check do not count); "
+                                           "a point predicted to run past it is not run")
     ("out", po::value<std::string>(), "output HDF5 file (required); an existing one is resumed")
     ("fresh", po::bool_switch(), "start --out over instead of resuming it");
   return o;

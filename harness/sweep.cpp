@@ -73,25 +73,51 @@ void print_unswept_axis_notes(const Sweep& sweep) {
 // are often fixed by a rebuild or were transient, so they are measured again.
 bool is_final(const ResultRow& row) { return row.status == "ok" || row.status == "oom" || row.status == "timeout"; }
 
-// --- skipping larger L after a timeout or out-of-memory -----------------------
+// --- skipping points that would fail -----------------------------------------
 
 // Cost and memory grow with L: once a point of a series (the same point key but
 // for L) times out or runs out of memory, its larger L are recorded with the
-// same status, unmeasured, instead of spending the limit on each of them.
-class LengthCeilings {
+// same status, unmeasured, instead of spending the limit on each of them. And
+// with --point-timeout, a point whose calls would run past it, predicted from
+// the series' largest L measured ok (seconds per call scaled by the cost
+// model's flops), is recorded as timeout without running: on a GPU the
+// quadratic forms are compute-bound at such sizes, so the prediction is close,
+// and measuring it would spend the whole limit to learn the same.
+class SeriesLimits {
  public:
+  SeriesLimits(double point_timeout_s, int calls_per_point)
+      : point_timeout_s_(point_timeout_s), calls_(calls_per_point) {}
+
   void note(const ResultRow& row) {
+    if (row.status == "ok") {
+      auto [it, inserted] = largest_ok_.try_emplace(series_of(row), row);
+      if (!inserted && row.seq > it->second.seq) it->second = row;
+    }
     if (row.status != "timeout" && row.status != "oom") return;
-    auto [it, inserted] = lowest_.try_emplace(series_of(row), row);
+    auto [it, inserted] = lowest_failed_.try_emplace(series_of(row), row);
     if (!inserted && row.seq < it->second.seq) it->second = row;
   }
-  // The row to record instead of measuring `planned`, when a shorter L of its series failed.
+
+  // The row to record instead of measuring `planned`: when a shorter L of its
+  // series failed, or when its calls are predicted to run past the limit.
   std::optional<ResultRow> skip(const ResultRow& planned) const {
-    const auto it = lowest_.find(series_of(planned));
-    if (it == lowest_.end() || planned.seq <= it->second.seq) return std::nullopt;
     ResultRow row = planned;
-    row.status = it->second.status;
-    row.note = row.status == "timeout" ? "skipped: a shorter L timed out" : "skipped: a shorter L ran out of memory";
+    const auto failed = lowest_failed_.find(series_of(planned));
+    if (failed != lowest_failed_.end() && planned.seq > failed->second.seq) {
+      row.status = failed->second.status;
+      row.note = row.status == "timeout" ? "skipped: a shorter L timed out" : "skipped: a shorter L ran out of memory";
+      return row;
+    }
+    const auto ok = largest_ok_.find(series_of(planned));
+    if (point_timeout_s_ <= 0 || ok == largest_ok_.end() || planned.seq <= ok->second.seq ||
+        !(ok->second.flops > 0) || !(ok->second.time_median_s > 0))
+      return std::nullopt;
+    const double per_call_s = ok->second.time_median_s * planned.flops / ok->second.flops;
+    if (calls_ * per_call_s <= point_timeout_s_) return std::nullopt;
+    row.status = "timeout";
+    row.note = fmt::format("skipped: {} calls predicted to take {:.3g} s (L={} took {:.3g} s a call; scaled by flops), "
+                           "past --point-timeout {:g} s",
+                           calls_, calls_ * per_call_s, ok->second.seq, ok->second.time_median_s, point_timeout_s_);
     return row;
   }
 
@@ -101,7 +127,9 @@ class LengthCeilings {
     key.seq = 0;
     return key;
   }
-  std::map<PointKey, ResultRow> lowest_;
+  double point_timeout_s_;
+  int calls_;
+  std::map<PointKey, ResultRow> lowest_failed_, largest_ok_;
 };
 
 // --- ETA ----------------------------------------------------------------------
@@ -464,9 +492,10 @@ Todo points_to_measure(const std::vector<Point>& points, const ResultFile& file)
 class Measurement {
  public:
   Measurement(const std::vector<const Point*>& todo, ResultFile& file, const MeasureFn& measure,
-              int calls_per_point)
-      : todo_(todo), file_(file), measure_(measure), row_of_(index_rows(file.rows())), eta_(calls_per_point) {
-    for (const auto& row : file.rows()) ceilings_.note(row);  // kept timeouts and oom bound their series too
+              const MeasureOptions& options)
+      : todo_(todo), file_(file), measure_(measure), row_of_(index_rows(file.rows())),
+        limits_(options.point_timeout_s, options.warmup + options.reps), eta_(options.warmup + options.reps) {
+    for (const auto& row : file.rows()) limits_.note(row);  // kept rows bound and predict their series too
   }
 
   std::size_t run(Console& console) {
@@ -486,14 +515,15 @@ class Measurement {
 
  private:
   ResultRow measure_or_skip(const Point& point) {
-    if (auto skipped = ceilings_.skip(point.planned)) {
+    if (auto skipped = limits_.skip(point.planned)) {
       ++not_run_;
+      limits_.note(*skipped);
       return *skipped;
     }
     const auto start = std::chrono::steady_clock::now();
     const ResultRow row = measure_(point);
     if (row.status == "ok") eta_.add(row, seconds_since(start));
-    ceilings_.note(row);
+    limits_.note(row);
     return row;
   }
 
@@ -507,7 +537,7 @@ class Measurement {
   std::string progress(std::size_t done) const {
     double left_s = 0;
     for (std::size_t i = done; i < todo_.size(); ++i)
-      if (!ceilings_.skip(todo_[i]->planned)) left_s += eta_.estimate(todo_[i]->planned);
+      if (!limits_.skip(todo_[i]->planned)) left_s += eta_.estimate(todo_[i]->planned);
     return fmt::format("[{}/{}] {} left, {} elapsed, ETA {}", done, todo_.size(), todo_.size() - done,
                        duration_text(seconds_since(start_)), duration_text(left_s));
   }
@@ -520,7 +550,7 @@ class Measurement {
   ResultFile& file_;
   const MeasureFn& measure_;
   std::map<PointKey, std::size_t> row_of_;
-  LengthCeilings ceilings_;
+  SeriesLimits limits_;
   EtaModel eta_;
   std::size_t not_run_ = 0;
   const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
@@ -561,7 +591,7 @@ int measure_sweep(const Sweep& sweep, const Backend& backend) {
              todo.points.size());
   Console console;
   console.line(table_header());
-  Measurement measurement(todo.points, file, backend.measure, sweep.measure.warmup + sweep.measure.reps);
+  Measurement measurement(todo.points, file, backend.measure, sweep.measure);
   const std::size_t done = measurement.run(console);
   print_summary(rows_of_points(points, file));
 
@@ -573,7 +603,7 @@ int measure_sweep(const Sweep& sweep, const Backend& backend) {
     return 128 + interruption::signal_number;
   }
   fmt::print("{} points done this run{}, {} kept from before; written to {}\n", done,
-             measurement.not_run() ? fmt::format(" ({} not run: a shorter L failed)", measurement.not_run()) : "",
+             measurement.not_run() ? fmt::format(" ({} not run: a shorter L failed, or predicted past --point-timeout)", measurement.not_run()) : "",
              kept, sweep.out);
   return 0;
 }

@@ -102,6 +102,20 @@ if [ "$rc" != 0 ] || [ "$(points_of timeout_reps.h5 | tr '\n' ';')" != "softmax/
 else pass "--point-timeout between repetitions: a timeout row"
 fi
 
+# A point predicted to run past --point-timeout, from the series' largest L
+# measured ok, is recorded as timeout without running: L=64 measured first
+# (no limit), then resumed with L=2k under a limit no call can meet.
+rm -f predicted.h5
+"$bench" sweep --forms softmax/full --seq 64 --heads 1 --dk 16 --reps 2 --backend host --out predicted.h5 \
+  >predicted_first.out 2>&1 &&
+"$bench" sweep --forms softmax/full --seq 64,2k --heads 1 --dk 16 --reps 2 --backend host \
+  --point-timeout 0.000001 --out predicted.h5 >predicted.out 2>&1; rc=$?
+if [ "$rc" != 0 ] || [ "$(points_of predicted.h5 | tr '\n' ';')" != "softmax/full 64 0 ok;softmax/full 2048 0 timeout;" ] ||
+   ! h5dump -d points predicted.h5 | grep -q 'skipped: 3 calls predicted to take .* (L=64 took'; then
+  fail "predicted timeout: exit $rc, rows $(points_of predicted.h5 | tr '\n' ';'); $(tail -2 predicted.out)"
+else pass "predicted timeout: L=2k recorded from L=64's time, not run"
+fi
+
 # Out of memory: inputs far beyond any machine are refused up front; larger L are skipped.
 rm -f oom.h5
 "$bench" sweep --forms linear/chunk --batch 4096 --heads 64 --dk 128 --seq 32k..64k --backend host --out oom.h5 \
