@@ -131,7 +131,61 @@ bool time_point(const Exec& exec, const Form& form, const Inputs<Exec, T>& x, co
   return true;
 }
 
+// Everything random_problem draws from: the shape, the form's input kinds, the
+// seed, the options, and the slot count of gated forms.
+std::string problem_key(const Shape& s, const Form& form, std::uint64_t seed, const InputOptions& options,
+                        const FormParams& params) {
+  return fmt::format("{} {} {} {} {} | {} {} {} | {} | {} {} {} | {}", s.batch, s.heads, s.seq, s.dk, s.dv,
+                     int(form.inputs), int(form.decay), form.backward, seed, options.decay_schedule,
+                     options.decay_floor, options.gate_temperature,
+                     form.decay == DecayKind::per_slot_gate ? params.slots : 0);
+}
+
 }  // namespace
+
+const HostProblem& PointCache::problem(const Shape& shape, const Form& form, std::uint64_t seed,
+                                       const InputOptions& options, const FormParams& params) {
+  const std::string key = problem_key(shape, form, seed, options, params);
+  if (key != problem_key_) {
+    keep_only(shape, form, seed, options, params);
+    problem_ = random_problem(shape, form, seed, options, params);
+    problem_key_ = key;
+  }
+  return problem_;
+}
+
+const ref::Outputs& PointCache::reference(const Form& form, const FormParams& params, const ref::HeadList& heads) {
+  // Every parameter but the chunk size, which no reference reads.
+  std::string key = fmt::format("{} {} {} {} {} |", problem_key_, form.name, params.mask_convention, params.scaled,
+                                params.slots);
+  for (auto [b, h] : heads) key += fmt::format(" {},{}", b, h);
+  if (key != reference_key_) {
+    reference_ = {};
+    reference_key_.clear();
+    reference_ = form.reference(problem_, params, heads);
+    reference_key_ = key;
+  }
+  return reference_;
+}
+
+void PointCache::keep_only(const Shape& shape, const Form& form, std::uint64_t seed, const InputOptions& options,
+                           const FormParams& params) {
+  if (problem_key(shape, form, seed, options, params) == problem_key_) return;
+  problem_ = {};
+  reference_ = {};
+  problem_key_.clear();
+  reference_key_.clear();
+}
+
+double PointCache::reusable_bytes(const Shape& shape, const Form& form, std::uint64_t seed,
+                                  const InputOptions& options, const FormParams& params) const {
+  if (problem_key(shape, form, seed, options, params) != problem_key_) return 0;
+  double elements = 0;
+  for (const ref::Tensor* t : {&problem_.q, &problem_.k, &problem_.v, &problem_.log_decay, &problem_.log_gate,
+                               &problem_.d_o})
+    elements += double(t->data.size());
+  return elements * sizeof(double);
+}
 
 ResultRow point_row(const Form& form, const Shape& shape, const FormParams& params, const InputOptions& inputs,
                     const std::string& backend, const std::string& precision) {
@@ -151,7 +205,10 @@ ResultRow point_row(const Form& form, const Shape& shape, const FormParams& para
 
 template <class Exec, class T>
 ResultRow measure_point(const Form& form, const Shape& shape, const FormParams& params,
-                        const MeasureOptions& options) {
+                        const MeasureOptions& options, PointCache* cache) {
+  PointCache uncached;
+  PointCache& kept = cache ? *cache : uncached;
+  kept.keep_only(shape, form, options.seed, options.inputs, params);
   ResultRow row = point_row(form, shape, params, options.inputs, backend_name<Exec>(), precision_name<T>());
   const Cost cost = form.cost(shape, params, sizeof(T));
   const std::string space = Exec::memory_space::name();
@@ -168,7 +225,13 @@ ResultRow measure_point(const Form& form, const Shape& shape, const FormParams& 
   const double host_need = (inputs + (heads.empty() ? 0 : outputs)) * sizeof(double);
   const double backend_need = (inputs + outputs) * sizeof(T) + (is_host_space<Exec>() ? host_need : 0);
   for (const auto& [where, need] : {std::pair{space, backend_need}, std::pair{std::string("HostSpace"), host_need}}) {
-    const double free_bytes = double(memory::available(where));
+    // Inputs kept from the previous point count as free: they are reused, not drawn again.
+    const double available = double(memory::available(where));  // 0: unknown
+    const bool holds_inputs = where == "HostSpace" || is_host_space<Exec>();
+    const double free_bytes =
+        available > 0 && holds_inputs
+            ? available + kept.reusable_bytes(shape, form, options.seed, options.inputs, params)
+            : available;
     if (free_bytes > 0 && need > 0.9 * free_bytes) {
       row.status = "oom";
       row.note = "inputs and outputs need " + std::to_string(std::uint64_t(need)) + " bytes in " + where + ", " +
@@ -178,7 +241,7 @@ ResultRow measure_point(const Form& form, const Shape& shape, const FormParams& 
   }
 
   try {
-    const HostProblem problem = random_problem(shape, form, options.seed, options.inputs, params);
+    const HostProblem& problem = kept.problem(shape, form, options.seed, options.inputs, params);
     memory::reset_peak(space);
     const Exec exec;
     ref::Outputs output;
@@ -206,7 +269,7 @@ ResultRow measure_point(const Form& form, const Shape& shape, const FormParams& 
     row.gbps = row.bytes / row.time_median_s / 1e9;
 
     if (!heads.empty()) {
-      const ErrorStats e = compare(output, form.reference(problem, params, heads), heads);
+      const ErrorStats e = compare(output, kept.reference(form, params, heads), heads);
       row.err_heads = int(heads.size());
       row.max_abs_err = e.max_abs;
       row.rel_l2_err = e.rel_l2;
@@ -224,7 +287,7 @@ ResultRow measure_point(const Form& form, const Shape& shape, const FormParams& 
 
 #define ATTN_DEFINE_MEASURE(Exec, T)                                                     \
   template ResultRow measure_point<Exec, T>(const Form&, const Shape&, const FormParams&, \
-                                            const MeasureOptions&);
+                                            const MeasureOptions&, PointCache*);
 ATTN_DEFINE_MEASURE(HostBackend, float)
 ATTN_DEFINE_MEASURE(HostBackend, double)
 #ifdef KOKKOS_ENABLE_CUDA

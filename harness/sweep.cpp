@@ -48,8 +48,8 @@ std::vector<Point> plan_points(const Sweep& sweep, const std::string& backend) {
     for (const Form* form : sweep.forms)
       for (long long B : sweep.batch.values) for (long long H : sweep.heads.values)
       for (long long dk : sweep.dk.values) for (long long dv : sweep.dv.values)
-      for (long long L : sweep.seq.values) for (long long C : sweep.chunk.values)
-      for (long long m : sweep.slots.values) {
+      for (long long L : sweep.seq.values) for (long long m : sweep.slots.values)
+      for (long long C : sweep.chunk.values) {  // chunk innermost: its points share inputs and reference
         const Shape shape{int(B), int(H), int(L), int(dk), int(sweep.dv_follows_dk ? dk : dv)};
         FormParams params = sweep.params;
         params.chunk = form->takes(Param::chunk) ? int(C) : 0;
@@ -360,9 +360,10 @@ using MeasureFn = std::function<ResultRow(const Point&)>;
 
 template <class Exec>
 MeasureFn measurer_for(const MeasureOptions& options) {
-  return [options](const Point& p) {
-    return p.precision == "float" ? measure_point<Exec, float>(*p.form, p.shape, p.params, options)
-                                  : measure_point<Exec, double>(*p.form, p.shape, p.params, options);
+  auto cache = std::make_shared<PointCache>();
+  return [options, cache](const Point& p) {
+    return p.precision == "float" ? measure_point<Exec, float>(*p.form, p.shape, p.params, options, cache.get())
+                                  : measure_point<Exec, double>(*p.form, p.shape, p.params, options, cache.get());
   };
 }
 

@@ -1,0 +1,58 @@
+// PointCache: consecutive sweep points that differ only in the chunk size
+// share their drawn inputs and reference outputs; anything else draws anew.
+#include "measure.hpp"
+
+#include <catch2/catch.hpp>
+
+#include "forms/check.hpp"
+
+namespace {
+
+using namespace attn;
+using namespace attn::test;
+
+bool same_values(const ref::Tensor& a, const ref::Tensor& b) { return a.data == b.data; }
+
+TEST_CASE("the point cache reuses inputs and references across chunk sizes only", "[harness][measure]") {
+  const Shape s{1, 2, 37, 8, 5};
+  const InputOptions options;
+  const std::uint64_t seed = fresh_seed();
+  const Form& gsa = *find_form("gsa/chunk");
+  FormParams p16 = params_for(gsa, 16, 4), p32 = p16;
+  p32.chunk = 32;
+  const ref::HeadList heads{{0, 1}};
+
+  PointCache cache;
+  const HostProblem& first = cache.problem(s, gsa, seed, options, p16);
+  const HostProblem drawn = random_problem(s, gsa, seed, options, p16);
+  CHECK(same_values(first.q, drawn.q));
+  CHECK(same_values(first.log_gate, drawn.log_gate));
+  const ref::Outputs& want = cache.reference(gsa, p16, heads);
+  CHECK(same_values(want.o, gsa.reference(drawn, p16, heads).o));
+
+  // Another chunk size: the same objects, not drawn or computed again.
+  CHECK(cache.reusable_bytes(s, gsa, seed, options, p32) > 0);
+  CHECK(&cache.problem(s, gsa, seed, options, p32) == &first);
+  CHECK(&cache.reference(gsa, p32, heads) == &want);
+
+  // Another slot count: gates of another width, and their own reference.
+  FormParams p_slots = p16;
+  p_slots.slots = 7;
+  CHECK(cache.reusable_bytes(s, gsa, seed, options, p_slots) == 0);
+  const HostProblem& redrawn = cache.problem(s, gsa, seed, options, p_slots);
+  CHECK(redrawn.log_gate.dim == 7);
+  CHECK(same_values(redrawn.log_gate, random_problem(s, gsa, seed, options, p_slots).log_gate));
+  CHECK(same_values(cache.reference(gsa, p_slots, heads).o,
+                    gsa.reference(random_problem(s, gsa, seed, options, p_slots), p_slots, heads).o));
+
+  // Another seed or another form's inputs: dropped.
+  CHECK(cache.reusable_bytes(s, gsa, seed + 1, options, p_slots) == 0);
+  const Form& lion = *find_form("lion-s/chunk");
+  cache.keep_only(s, lion, seed, options, params_for(lion, 16, 4));
+  CHECK(cache.reusable_bytes(s, gsa, seed, options, p_slots) == 0);
+  const FormParams lion_params = params_for(lion, 16, 4);
+  CHECK(same_values(cache.problem(s, lion, seed, options, lion_params).log_decay,
+                    random_problem(s, lion, seed, options, lion_params).log_decay));
+}
+
+}  // namespace
