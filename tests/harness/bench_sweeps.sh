@@ -70,11 +70,25 @@ rm -f abandon.h5
   >abandon.out 2>abandon.err &
 pid=$!
 for _ in $(seq 1 3000); do grep -q '^\[1/' abandon.out && break; sleep 0.01; done
-kill -INT "$pid"; sleep 0.2; kill -INT "$pid" 2>/dev/null
+kill -INT "$pid"; sleep 0.8; kill -INT "$pid" 2>/dev/null
 wait "$pid"; rc=$?
 rows=$(rows_of abandon.h5)
 if [ "$rc" != 130 ] || [ -z "$rows" ] || [ "$rows" -lt 1 ]; then fail "Ctrl-C twice: exit $rc, rows '$rows'"
 else pass "Ctrl-C twice: exit 130, abandon.h5 readable with $rows rows"
+fi
+
+# One interruption delivered twice at once (as `timeout -s INT` does: to its
+# child, then to the child's process group) finishes the point, not abandons it.
+rm -f twice.h5
+"$bench" sweep --forms softmax/full --seq 1k..16k --heads 1 --dk 16 --reps 1 --backend host --out twice.h5 \
+  >twice.out 2>twice.err &
+pid=$!
+for _ in $(seq 1 3000); do grep -q '^\[1/' twice.out && break; sleep 0.01; done
+kill -INT "$pid"; kill -INT "$pid" 2>/dev/null
+wait "$pid"; rc=$?
+if [ "$rc" != 130 ] || grep -q abandoned twice.err || ! grep -q 'To resume, run the same command again' twice.out; then
+  fail "a doubled interruption: exit $rc; $(tail -1 twice.err)"
+else pass "a doubled interruption: the point finished, resume hint, exit 130"
 fi
 
 # --- (b) --point-timeout: the first L runs past it, the larger L are skipped ---

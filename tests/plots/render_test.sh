@@ -47,6 +47,36 @@ expect_exit_2 "not an HDF5 result file" "$tmp/text.h5" --out "$tmp"
 expect_exit_2 "no /points" "$tmp/other.h5" --out "$tmp"
 expect_exit_2 "invalid choice" "$repo/results/lion_fig3.h5" --x bogus --out "$tmp"
 "$render" --help | grep -q -- "--device-memory-gib" || fail "--help"
+expect_exit_2 "expected COLUMN=VALUE" "$repo/results/all_forms.h5" --where bogus=1 --out "$tmp"
+expect_exit_2 "not a whole number" "$repo/results/all_forms.h5" --where slots=many --out "$tmp"
+expect_exit_2 "no row of the file" "$repo/results/all_forms.h5" --where seq=3 --out "$tmp"
+
+# --where and --fastest: the all-forms sweep as one line per form, the fastest chunk at each L.
+if ! "$render" "$repo/results/all_forms.h5" --where slots=64 --fastest chunk --merge picked --out "$tmp/figures" \
+     >"$tmp/out.txt" 2>&1 || [ ! -s "$tmp/figures/picked-time.png" ]; then
+  fail "render --where slots=64 --fastest chunk: $(cat "$tmp/out.txt")"
+fi
+# The selection itself, on rows made up here: the fastest ok chunk per (form, L); a form without
+# chunks kept as it is; where no chunk is ok, the smallest chunk's failure.
+/usr/bin/python3 - "$render" <<'PY' || fail "select_rows / fastest_over"
+import importlib.machinery, sys
+render = importlib.machinery.SourceFileLoader("render", sys.argv[1]).load_module()
+def row(form, seq, chunk, status, t, slots=0):
+    r = {c: 0 for c in render.LINE_COLUMNS}
+    r.update(form=form, family=form.split("/")[0], variant="", precision="float", backend="cuda",
+             seq=seq, chunk=chunk, slots=slots, status=status, time_median_s=t)
+    return r
+rows = [row("a/chunk", 1024, 16, "ok", 3.0), row("a/chunk", 1024, 64, "ok", 1.0), row("a/chunk", 1024, 256, "ok", 2.0),
+        row("a/chunk", 2048, 16, "timeout", 0), row("a/chunk", 2048, 64, "oom", 0),
+        row("b/full", 1024, 0, "ok", 5.0), row("g/chunk", 1024, 64, "ok", 1.0, slots=16),
+        row("g/chunk", 1024, 64, "ok", 2.0, slots=64)]
+picked = render.fastest_over(render.select_rows(rows, ["slots=64"], None), "chunk", "seq")
+got = sorted((r["form"], r["seq"], r["status"], r["time_median_s"], r["chunk"]) for r in picked)
+want = sorted([("a/chunk (fastest chunk)", 1024, "ok", 1.0, 0), ("a/chunk (fastest chunk)", 2048, "timeout", 0, 0),
+               ("b/full", 1024, "ok", 5.0, 0), ("g/chunk (fastest chunk)", 1024, "ok", 2.0, 0)])
+assert got == want, got
+assert [r["form"] for r in render.select_rows(rows, [], "b,g/chunk")] == ["b/full", "g/chunk", "g/chunk"]
+PY
 
 echo "$failures failed"
 [ "$failures" = 0 ]
