@@ -17,6 +17,7 @@
 // memory; rows of a chunk are processed in sub-tiles that fit the budget.
 #pragma once
 #include "common/math.hpp"
+#include "common/team_tiles.hpp"
 #include "common/value_blocks.hpp"
 
 #include <algorithm>
@@ -80,7 +81,7 @@ void chunked_causal_attention(const Exec& exec, const char* label, const Tensor4
     Scratch Qs(team.team_scratch(0), R, dk + 1), Ks(team.team_scratch(0), R, dk + 1);
     Scratch Vs(team.team_scratch(0), R, cols + extra), acc(team.team_scratch(0), R, cols + extra);
     Scratch P(team.team_scratch(0), R, R + 1);
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, dk * W), [&](int i) { S(i / W, i % W) = T(0); });
+    zero(team, S, dk, W);
 
     int loaded = -1;  // first step of the key/value sub-tile now in Ks, Vs
     auto load_keys = [&](int k0, int nk) {
@@ -132,12 +133,7 @@ void chunked_causal_attention(const Exec& exec, const char* label, const Tensor4
             P(r, j) = dot;
           });
           team.team_barrier();
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nr * W), [&](int i) {
-            const int r = i / W, c = i % W;
-            T sum = 0;
-            for (int j = 0; j < nk; ++j) sum += P(r, j) * Vs(j, c);
-            acc(r, c) += sum;
-          });
+          add_product(team, acc, P, Vs, nr, nk, W);
         }
         team.team_barrier();
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nr * w), [&](int i) {

@@ -5,6 +5,7 @@
 // (masked quadratic form, normalised through an extra column of ones in V).
 #pragma once
 #include "common/math.hpp"
+#include "common/team_tiles.hpp"
 #include "common/views.hpp"
 
 #include <algorithm>
@@ -64,23 +65,16 @@ void tiled_attention(const Exec& exec, const char* label, const Tensor4<Exec, T>
   const T scale = T(weights.scale);
 
   Kokkos::parallel_for(label, policy, KOKKOS_LAMBDA(const Member& team) {
-    const int tile = team.league_rank() % tiles;
-    const int bh = team.league_rank() / tiles;
-    const int b = bh / H, h = bh % H;
-    const int r0 = tile * R;
-    const int nr = (L - r0 < R) ? L - r0 : R;
+    const TeamTile t = team_tile(team.league_rank(), tiles, H, R, L);
+    const int tile = t.tile, b = t.b, h = t.h, r0 = t.first, nr = t.count;
 
     Scratch Qs(team.team_scratch(0), R, dk + 1), Ks(team.team_scratch(0), R, dk + 1);
     Scratch Vs(team.team_scratch(0), R, width), acc(team.team_scratch(0), R, width);
     Scratch P(team.team_scratch(0), R, R + 1);
     Scratch stats(team.team_scratch(0), R, 3);  // per row: running max m, sum l, rescale alpha
 
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nr * dk), [&](int i) {
-      Qs(i / dk, i % dk) = q(b, h, r0 + i / dk, i % dk);
-    });
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nr * width), [&](int i) {
-      acc(i / width, i % width) = T(0);
-    });
+    load_rows(team, Qs, q, b, h, r0, nr, dk);
+    zero(team, acc, nr, width);
     Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nr), [&](int r) {
       stats(r, 0) = Kokkos::reduction_identity<T>::max();  // lowest finite value, not -inf
       stats(r, 1) = T(0);
@@ -95,13 +89,8 @@ void tiled_attention(const Exec& exec, const char* label, const Tensor4<Exec, T>
       const int k0 = kt * R;
       const int nk = (L - k0 < R) ? L - k0 : R;
       team.team_barrier();  // previous tile's V and P are no longer read
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nk * dk), [&](int i) {
-        Ks(i / dk, i % dk) = k(b, h, k0 + i / dk, i % dk);
-      });
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nk * width), [&](int i) {
-        const int j = i / width, c = i % width;
-        Vs(j, c) = c < dv ? v(b, h, k0 + j, c) : T(1);
-      });
+      load_rows(team, Ks, k, b, h, k0, nk, dk);
+      load_values_and_ones(team, Vs, v, b, h, k0, nk, dv, width);
       team.team_barrier();
       Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nr * nk), [&](int i) {
         const int r = i / nk, j = i % nk;

@@ -53,40 +53,25 @@ void lion_attention_forward(const Exec& exec, const Tensor4<Exec, T>& q, const T
       team_policy(exec, s.batch * H * tiles, 128).set_scratch_size(0, Kokkos::PerTeam(bytes(R)));
   using Member = typename Kokkos::TeamPolicy<Exec>::member_type;
   Kokkos::parallel_for("lion_attention", policy, KOKKOS_LAMBDA(const Member& team) {
-    const int tile = team.league_rank() % tiles;
-    const int bh = team.league_rank() / tiles;
-    const int b = bh / H, h = bh % H;
-    const int r0 = tile * R;
-    const int nr = (L - r0 < R) ? L - r0 : R;
+    const detail::TeamTile t = detail::team_tile(team.league_rank(), tiles, H, R, L);
+    const int b = t.b, h = t.h, r0 = t.first, nr = t.count;
 
     Scratch Qs(team.team_scratch(0), R, dk + 1), Ks(team.team_scratch(0), R, dk + 1);
     Scratch Vs(team.team_scratch(0), R, width), acc(team.team_scratch(0), R, width);
     Scratch P(team.team_scratch(0), R, R + 1);
     Coordinates query_coords(team.team_scratch(0), R, 2), key_coords(team.team_scratch(0), R, 2);
 
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nr * dk),
-                         [&](int i) { Qs(i / dk, i % dk) = q(b, h, r0 + i / dk, i % dk); });
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nr * width),
-                         [&](int i) { acc(i / width, i % width) = T(0); });
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nr), [&](int r) {
-      query_coords(r, 0) = mask.forward(b, h, r0 + r);
-      query_coords(r, 1) = mask.backward(b, h, r0 + r);
-    });
+    detail::load_rows(team, Qs, q, b, h, r0, nr, dk);
+    detail::zero(team, acc, nr, width);
+    detail::load_mask_coordinates(team, query_coords, mask, b, h, r0, nr);
 
     for (int kt = 0; kt < tiles; ++kt) {
       const int k0 = kt * R;
       const int nk = (L - k0 < R) ? L - k0 : R;
       team.team_barrier();  // the previous tile's V and P are no longer read
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nk * dk),
-                           [&](int i) { Ks(i / dk, i % dk) = k(b, h, k0 + i / dk, i % dk); });
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nk * width), [&](int i) {
-        const int j = i / width, c = i % width;
-        Vs(j, c) = c < dv ? v(b, h, k0 + j, c) : T(1);
-      });
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nk), [&](int j) {
-        key_coords(j, 0) = mask.forward(b, h, k0 + j);
-        key_coords(j, 1) = mask.backward(b, h, k0 + j);
-      });
+      detail::load_rows(team, Ks, k, b, h, k0, nk, dk);
+      detail::load_values_and_ones(team, Vs, v, b, h, k0, nk, dv, width);
+      detail::load_mask_coordinates(team, key_coords, mask, b, h, k0, nk);
       team.team_barrier();
       // Weights (q_i . k_j) M_ij, the mask built in log space (spec §3.4).
       Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nr * nk), [&](int i) {
@@ -99,18 +84,10 @@ void lion_attention_forward(const Exec& exec, const Tensor4<Exec, T>& q, const T
                          : dot;
       });
       team.team_barrier();
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nr * width), [&](int i) {
-        const int r = i / width, c = i % width;
-        T sum = 0;
-        for (int j = 0; j < nk; ++j) sum += P(r, j) * Vs(j, c);
-        acc(r, c) += sum;
-      });
+      detail::add_product(team, acc, P, Vs, nr, nk, width);
     }
     team.team_barrier();
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nr * dv), [&](int i) {
-      const int r = i / dv, c = i % dv;
-      o(b, h, r0 + r, c) = scaled ? acc(r, c) / acc(r, dv) : acc(r, c);
-    });
+    detail::store_lion_rows(team, o, acc, b, h, r0, nr, dv, scaled);
   });
 }
 

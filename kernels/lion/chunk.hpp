@@ -90,10 +90,8 @@ void lion_chunk_forward(const Exec& exec, const Tensor4<Exec, T>& q, const Tenso
     Coordinates query_coords(team.team_scratch(0), R, 2), key_coords(team.team_scratch(0), R, 2);
     Scratch query_factors(team.team_scratch(0), R, 2), key_factors(team.team_scratch(0), R, 1);
 
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nr * dk),
-                         [&](int x) { Qs(x / dk, x % dk) = q(b, h, r0 + x / dk, x % dk); });
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nr * width),
-                         [&](int x) { acc(x / width, x % width) = T(0); });
+    detail::load_rows(team, Qs, q, b, h, r0, nr, dk);
+    detail::zero(team, acc, nr, width);
     // Query-row factors of the rank-1 blocks: exp(F_r - F_first) for j < i,
     // exp(G_last - G_r) for j > i.
     const detail::MaskCoordinate first_forward = mask.forward(b, h, chunk_start);
@@ -110,12 +108,8 @@ void lion_chunk_forward(const Exec& exec, const Tensor4<Exec, T>& q, const Tenso
       for (int k0 = j * C; k0 < key_end; k0 += R) {
         const int nk = (key_end - k0 < R) ? key_end - k0 : R;
         team.team_barrier();  // the previous key sub-tile's V and P are no longer read
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nk * dk),
-                             [&](int x) { Ks(x / dk, x % dk) = k(b, h, k0 + x / dk, x % dk); });
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nk * width), [&](int x) {
-          const int c = x % width;
-          Vs(x / width, c) = c < dv ? v(b, h, k0 + x / width, c) : T(1);
-        });
+        detail::load_rows(team, Ks, k, b, h, k0, nk, dk);
+        detail::load_values_and_ones(team, Vs, v, b, h, k0, nk, dv, width);
         // Key-row mask data: coordinates for the diagonal block (Gamma), else
         // the key factor exp(F_first - F_c) (j < i) or exp(G_c - G_last) (j > i).
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nk), [&](int c) {
@@ -141,19 +135,11 @@ void lion_chunk_forward(const Exec& exec, const Tensor4<Exec, T>& q, const Tenso
           P(r, c) = weight;
         });
         team.team_barrier();
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nr * width), [&](int x) {
-          const int r = x / width, c = x % width;
-          T sum = 0;
-          for (int e = 0; e < nk; ++e) sum += P(r, e) * Vs(e, c);
-          acc(r, c) += sum;
-        });
+        detail::add_product(team, acc, P, Vs, nr, nk, width);
       }
     }
     team.team_barrier();
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nr * dv), [&](int x) {
-      const int r = x / dv, c = x % dv;
-      o(b, h, r0 + r, c) = scaled ? acc(r, c) / acc(r, dv) : acc(r, c);
-    });
+    detail::store_lion_rows(team, o, acc, b, h, r0, nr, dv, scaled);
   });
 }
 

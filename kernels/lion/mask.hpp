@@ -4,6 +4,7 @@
 // coordinates of the tokens (attention, materialised, chunk).
 #pragma once
 #include "common/math.hpp"
+#include "common/team_tiles.hpp"
 #include "common/views.hpp"
 
 #include <stdexcept>
@@ -151,6 +152,28 @@ KOKKOS_INLINE_FUNCTION T lion_mask_entry(int i, const MaskCoordinate& forward_i,
                                          const MaskCoordinate& forward_j,
                                          const MaskCoordinate& backward_j) {
   return attn::exp(T(i >= j ? forward_i - forward_j : backward_j - backward_i));
+}
+
+// coords(r, 0), coords(r, 1) = the forward and backward coordinates of token
+// first + r, for r < count (the per-row data lion_mask_entry reads).
+template <class Member, class Coordinates, class Mask>
+KOKKOS_INLINE_FUNCTION void load_mask_coordinates(const Member& team, const Coordinates& coords, const Mask& mask,
+                                                  int b, int h, int first, int count) {
+  Kokkos::parallel_for(Kokkos::TeamThreadRange(team, count), [&](int r) {
+    coords(r, 0) = mask.forward(b, h, first + r);
+    coords(r, 1) = mask.backward(b, h, first + r);
+  });
+}
+
+// o(b, h, first + r, c) from the accumulated weights x [V | 1]: Scale(.)
+// divides by the row sum in column dv, the non-scaled form (spec §2.4) does not.
+template <class Member, class Acc, class Out>
+KOKKOS_INLINE_FUNCTION void store_lion_rows(const Member& team, const Out& o, const Acc& acc, int b, int h,
+                                            int first, int count, int dv, bool scaled) {
+  Kokkos::parallel_for(Kokkos::TeamThreadRange(team, count * dv), [&](int i) {
+    const int r = i / dv, c = i % dv;
+    o(b, h, first + r, c) = scaled ? acc(r, c) / acc(r, dv) : acc(r, c);
+  });
 }
 
 // Builds the log mask; for Lion-s this computes the prefix sums of the

@@ -50,26 +50,16 @@ struct SoftmaxTilePair {
   template <class Member>
   KOKKOS_INLINE_FUNCTION void load_queries(const Member& team, const Tensor4<Exec, T>& q,
                                            const Tensor4<Exec, T>& d_o, int b, int h, int r0, int nr) const {
-    const int qk_dim = int(Q.extent(1)), v_dim = int(dO.extent(1));
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nr * qk_dim), [&](int i) {
-      Q(i / qk_dim, i % qk_dim) = q(b, h, r0 + i / qk_dim, i % qk_dim);
-    });
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nr * v_dim), [&](int i) {
-      dO(i / v_dim, i % v_dim) = d_o(b, h, r0 + i / v_dim, i % v_dim);
-    });
+    load_rows(team, Q, q, b, h, r0, nr, int(Q.extent(1)));
+    load_rows(team, dO, d_o, b, h, r0, nr, int(dO.extent(1)));
   }
 
   // K_j and V_j: rows k0 .. k0 + nk - 1 of k and v.
   template <class Member>
   KOKKOS_INLINE_FUNCTION void load_keys(const Member& team, const Tensor4<Exec, T>& k,
                                         const Tensor4<Exec, T>& v, int b, int h, int k0, int nk) const {
-    const int qk_dim = int(Q.extent(1)), v_dim = int(dO.extent(1));
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nk * qk_dim), [&](int i) {
-      K(i / qk_dim, i % qk_dim) = k(b, h, k0 + i / qk_dim, i % qk_dim);
-    });
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nk * v_dim), [&](int i) {
-      V(i / v_dim, i % v_dim) = v(b, h, k0 + i / v_dim, i % v_dim);
-    });
+    load_rows(team, K, k, b, h, k0, nk, int(Q.extent(1)));
+    load_rows(team, V, v, b, h, k0, nk, int(dO.extent(1)));
   }
 
   // Alg. 2 lines 11-14: P_ij = exp(scale Q_i K_j^T - lse_i) and
@@ -119,18 +109,13 @@ void softmax_backward_dq(const Exec& exec, const Shape& s, const Tensor4<Exec, T
   auto policy = team_policy(exec, s.batch * H * tiles, 128).set_scratch_size(0, Kokkos::PerTeam(bytes(R)));
   using Member = typename Kokkos::TeamPolicy<Exec>::member_type;
   Kokkos::parallel_for(label, policy, KOKKOS_LAMBDA(const Member& team) {
-    const int tile = team.league_rank() % tiles;
-    const int bh = team.league_rank() / tiles;
-    const int b = bh / H, h = bh % H;
-    const int r0 = tile * R;
-    const int nr = (L - r0 < R) ? L - r0 : R;
+    const detail::TeamTile owned = detail::team_tile(team.league_rank(), tiles, H, R, L);
+    const int tile = owned.tile, b = owned.b, h = owned.h, r0 = owned.first, nr = owned.count;
     const Pair t(team, R, qk_dim, v_dim);
     const Scratch acc(team.team_scratch(0), R, qk_dim);
 
     t.load_queries(team, q, d_o, b, h, r0, nr);
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nr * qk_dim), [&](int i) {
-      acc(i / qk_dim, i % qk_dim) = T(0);
-    });
+    detail::zero(team, acc, nr, qk_dim);
     team.team_barrier();
     Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nr), [&](int r) {
       T dot = 0;
@@ -188,21 +173,14 @@ void softmax_backward_dk_dv(const Exec& exec, const Shape& s, const Tensor4<Exec
   auto policy = team_policy(exec, s.batch * H * tiles, 128).set_scratch_size(0, Kokkos::PerTeam(bytes(R)));
   using Member = typename Kokkos::TeamPolicy<Exec>::member_type;
   Kokkos::parallel_for(label, policy, KOKKOS_LAMBDA(const Member& team) {
-    const int tile = team.league_rank() % tiles;
-    const int bh = team.league_rank() / tiles;
-    const int b = bh / H, h = bh % H;
-    const int k0 = tile * R;
-    const int nk = (L - k0 < R) ? L - k0 : R;
+    const detail::TeamTile owned = detail::team_tile(team.league_rank(), tiles, H, R, L);
+    const int tile = owned.tile, b = owned.b, h = owned.h, k0 = owned.first, nk = owned.count;
     const Pair t(team, R, qk_dim, v_dim);
     const Scratch dk_acc(team.team_scratch(0), R, qk_dim), dv_acc(team.team_scratch(0), R, v_dim);
 
     t.load_keys(team, k, v, b, h, k0, nk);
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nk * qk_dim), [&](int i) {
-      dk_acc(i / qk_dim, i % qk_dim) = T(0);
-    });
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nk * v_dim), [&](int i) {
-      dv_acc(i / v_dim, i % v_dim) = T(0);
-    });
+    detail::zero(team, dk_acc, nk, qk_dim);
+    detail::zero(team, dv_acc, nk, v_dim);
 
     for (int qt = causal ? tile : 0; qt < tiles; ++qt) {
       const int r0 = qt * R;
