@@ -64,31 +64,33 @@ if [ "$rc" != 0 ] || ! grep -q "^$total points: $total already in resume.h5 (ski
 else pass "a complete file: nothing measured"
 fi
 
+# Interrupts a sweep while its second point (softmax/full at 16k, seconds on
+# the host) runs: SIGINT, then after GAP seconds a second SIGINT; the third
+# point (32k) is left for a resume. Sets rc.
+interrupt_second_point() {  # interrupt_second_point NAME GAP
+  rm -f "$1.h5"
+  "$bench" sweep --forms softmax/full --seq 64,16k,32k --heads 1 --dk 16 --reps 1 --check-flops 0 --backend host \
+    --out "$1.h5" >"$1.out" 2>"$1.err" &
+  local pid=$!
+  for _ in $(seq 1 3000); do grep -q '^\[1/' "$1.out" && break; sleep 0.01; done
+  kill -INT "$pid"; sleep "$2"; kill -INT "$pid" 2>/dev/null
+  wait "$pid"; rc=$?
+}
+
 # Ctrl-C twice abandons the point being measured; the rows before it stay readable.
-rm -f abandon.h5
-"$bench" sweep --forms softmax/full --seq 1k..16k --heads 1 --dk 16 --reps 1 --backend host --out abandon.h5 \
-  >abandon.out 2>abandon.err &
-pid=$!
-for _ in $(seq 1 3000); do grep -q '^\[1/' abandon.out && break; sleep 0.01; done
-kill -INT "$pid"; sleep 0.8; kill -INT "$pid" 2>/dev/null
-wait "$pid"; rc=$?
-rows=$(rows_of abandon.h5)
-if [ "$rc" != 130 ] || [ -z "$rows" ] || [ "$rows" -lt 1 ]; then fail "Ctrl-C twice: exit $rc, rows '$rows'"
-else pass "Ctrl-C twice: exit 130, abandon.h5 readable with $rows rows"
+interrupt_second_point abandon 0.8
+if [ "$rc" != 130 ] || ! grep -q abandoned abandon.err || [ "$(rows_of abandon.h5)" != 1 ]; then
+  fail "Ctrl-C twice: exit $rc, rows '$(rows_of abandon.h5)'; $(tail -1 abandon.err)"
+else pass "Ctrl-C twice: the point abandoned, exit 130, abandon.h5 readable with its 1 row"
 fi
 
 # One interruption delivered twice at once (as `timeout -s INT` does: to its
 # child, then to the child's process group) finishes the point, not abandons it.
-rm -f twice.h5
-"$bench" sweep --forms softmax/full --seq 1k..16k --heads 1 --dk 16 --reps 1 --backend host --out twice.h5 \
-  >twice.out 2>twice.err &
-pid=$!
-for _ in $(seq 1 3000); do grep -q '^\[1/' twice.out && break; sleep 0.01; done
-kill -INT "$pid"; kill -INT "$pid" 2>/dev/null
-wait "$pid"; rc=$?
-if [ "$rc" != 130 ] || grep -q abandoned twice.err || ! grep -q 'To resume, run the same command again' twice.out; then
-  fail "a doubled interruption: exit $rc; $(tail -1 twice.err)"
-else pass "a doubled interruption: the point finished, resume hint, exit 130"
+interrupt_second_point twice 0
+if [ "$rc" != 130 ] || grep -q abandoned twice.err || ! grep -q 'To resume, run the same command again' twice.out ||
+   [ "$(rows_of twice.h5)" != 2 ]; then
+  fail "a doubled interruption: exit $rc, rows '$(rows_of twice.h5)'; $(tail -1 twice.err)"
+else pass "a doubled interruption: the point finished (2 rows), resume hint, exit 130"
 fi
 
 # --- (b) --point-timeout: the first L runs past it, the larger L are skipped ---
