@@ -143,18 +143,41 @@ std::string problem_key(const Shape& s, const Form& form, std::uint64_t seed, co
 
 }  // namespace
 
-const HostProblem& PointCache::problem(const Shape& shape, const Form& form, std::uint64_t seed,
-                                       const InputOptions& options, const FormParams& params) {
-  const std::string key = problem_key(shape, form, seed, options, params);
-  if (key != problem_key_) {
-    keep_only(shape, form, seed, options, params);
-    problem_ = random_problem(shape, form, seed, options, params);
-    problem_key_ = key;
+void PointCache::select(const Shape& shape, const Form& form, std::uint64_t seed, const InputOptions& options,
+                        const FormParams& params) {
+  shape_ = shape;
+  form_ = &form;
+  seed_ = seed;
+  options_ = options;
+  params_ = params;
+  selected_key_ = problem_key(shape, form, seed, options, params);
+  if (selected_key_ == problem_key_) return;
+  problem_ = {};
+  reference_ = {};
+  problem_key_.clear();
+  reference_key_.clear();
+}
+
+double PointCache::reusable_bytes() const {
+  if (problem_key_.empty() || problem_key_ != selected_key_) return 0;
+  double elements = 0;
+  for (const ref::Tensor* t : {&problem_.q, &problem_.k, &problem_.v, &problem_.log_decay, &problem_.log_gate,
+                               &problem_.d_o})
+    elements += double(t->data.size());
+  return elements * sizeof(double);
+}
+
+const HostProblem& PointCache::problem() {
+  if (!form_) throw std::logic_error("PointCache::problem before select");
+  if (problem_key_ != selected_key_) {
+    problem_ = random_problem(shape_, *form_, seed_, options_, params_);
+    problem_key_ = selected_key_;
   }
   return problem_;
 }
 
 const ref::Outputs& PointCache::reference(const Form& form, const FormParams& params, const ref::HeadList& heads) {
+  const HostProblem& inputs = problem();
   // Every parameter but the chunk size, which no reference reads.
   std::string key = fmt::format("{} {} {} {} {} |", problem_key_, form.name, params.mask_convention, params.scaled,
                                 params.slots);
@@ -162,29 +185,10 @@ const ref::Outputs& PointCache::reference(const Form& form, const FormParams& pa
   if (key != reference_key_) {
     reference_ = {};
     reference_key_.clear();
-    reference_ = form.reference(problem_, params, heads);
+    reference_ = form.reference(inputs, params, heads);
     reference_key_ = key;
   }
   return reference_;
-}
-
-void PointCache::keep_only(const Shape& shape, const Form& form, std::uint64_t seed, const InputOptions& options,
-                           const FormParams& params) {
-  if (problem_key(shape, form, seed, options, params) == problem_key_) return;
-  problem_ = {};
-  reference_ = {};
-  problem_key_.clear();
-  reference_key_.clear();
-}
-
-double PointCache::reusable_bytes(const Shape& shape, const Form& form, std::uint64_t seed,
-                                  const InputOptions& options, const FormParams& params) const {
-  if (problem_key(shape, form, seed, options, params) != problem_key_) return 0;
-  double elements = 0;
-  for (const ref::Tensor* t : {&problem_.q, &problem_.k, &problem_.v, &problem_.log_decay, &problem_.log_gate,
-                               &problem_.d_o})
-    elements += double(t->data.size());
-  return elements * sizeof(double);
 }
 
 ResultRow point_row(const Form& form, const Shape& shape, const FormParams& params, const InputOptions& inputs,
@@ -208,7 +212,7 @@ ResultRow measure_point(const Form& form, const Shape& shape, const FormParams& 
                         const MeasureOptions& options, PointCache* cache) {
   PointCache uncached;
   PointCache& kept = cache ? *cache : uncached;
-  kept.keep_only(shape, form, options.seed, options.inputs, params);
+  kept.select(shape, form, options.seed, options.inputs, params);
   ResultRow row = point_row(form, shape, params, options.inputs, backend_name<Exec>(), precision_name<T>());
   const Cost cost = form.cost(shape, params, sizeof(T));
   const std::string space = Exec::memory_space::name();
@@ -230,7 +234,7 @@ ResultRow measure_point(const Form& form, const Shape& shape, const FormParams& 
     const bool holds_inputs = where == "HostSpace" || is_host_space<Exec>();
     const double free_bytes =
         available > 0 && holds_inputs
-            ? available + kept.reusable_bytes(shape, form, options.seed, options.inputs, params)
+            ? available + kept.reusable_bytes()
             : available;
     if (free_bytes > 0 && need > 0.9 * free_bytes) {
       row.status = "oom";
@@ -241,7 +245,7 @@ ResultRow measure_point(const Form& form, const Shape& shape, const FormParams& 
   }
 
   try {
-    const HostProblem& problem = kept.problem(shape, form, options.seed, options.inputs, params);
+    const HostProblem& problem = kept.problem();
     memory::reset_peak(space);
     const Exec exec;
     ref::Outputs output;

@@ -26,21 +26,25 @@ struct MeasureOptions {
 // innermost, so these are drawn and computed once per chunk series.
 class PointCache {
  public:
-  // The problem random_problem would draw for these arguments.
-  const HostProblem& problem(const Shape& shape, const Form& form, std::uint64_t seed, const InputOptions& options,
-                             const FormParams& params);
-  // The reference outputs of `form` on the problem last returned.
+  // Makes these the current point's arguments: what the previous point drew
+  // for the same arguments is kept, anything else freed (so that free memory
+  // can be measured before drawing).
+  void select(const Shape& shape, const Form& form, std::uint64_t seed, const InputOptions& options,
+              const FormParams& params);
+  // Host bytes already held for the current point (0 when it draws anew).
+  double reusable_bytes() const;
+  // The current point's inputs, as random_problem draws them.
+  const HostProblem& problem();
+  // The reference outputs of `form` on the current point's inputs.
   const ref::Outputs& reference(const Form& form, const FormParams& params, const ref::HeadList& heads);
-  // Frees what a point with these arguments would not reuse (before it
-  // measures free memory).
-  void keep_only(const Shape& shape, const Form& form, std::uint64_t seed, const InputOptions& options,
-                 const FormParams& params);
-  // Host bytes held for a point with these arguments (0 if it would draw anew).
-  double reusable_bytes(const Shape& shape, const Form& form, std::uint64_t seed, const InputOptions& options,
-                        const FormParams& params) const;
 
  private:
-  std::string problem_key_, reference_key_;
+  Shape shape_{};
+  const Form* form_ = nullptr;
+  std::uint64_t seed_ = 0;
+  InputOptions options_;
+  FormParams params_;
+  std::string selected_key_, problem_key_, reference_key_;
   HostProblem problem_;
   ref::Outputs reference_;
 };

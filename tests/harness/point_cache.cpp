@@ -23,7 +23,9 @@ TEST_CASE("the point cache reuses inputs and references across chunk sizes only"
   const ref::HeadList heads{{0, 1}};
 
   PointCache cache;
-  const HostProblem& first = cache.problem(s, gsa, seed, options, p16);
+  cache.select(s, gsa, seed, options, p16);
+  CHECK(cache.reusable_bytes() == 0);
+  const HostProblem& first = cache.problem();
   const HostProblem drawn = random_problem(s, gsa, seed, options, p16);
   CHECK(same_values(first.q, drawn.q));
   CHECK(same_values(first.log_gate, drawn.log_gate));
@@ -31,28 +33,30 @@ TEST_CASE("the point cache reuses inputs and references across chunk sizes only"
   CHECK(same_values(want.o, gsa.reference(drawn, p16, heads).o));
 
   // Another chunk size: the same objects, not drawn or computed again.
-  CHECK(cache.reusable_bytes(s, gsa, seed, options, p32) > 0);
-  CHECK(&cache.problem(s, gsa, seed, options, p32) == &first);
+  cache.select(s, gsa, seed, options, p32);
+  CHECK(cache.reusable_bytes() > 0);
+  CHECK(&cache.problem() == &first);
   CHECK(&cache.reference(gsa, p32, heads) == &want);
 
   // Another slot count: gates of another width, and their own reference.
   FormParams p_slots = p16;
   p_slots.slots = 7;
-  CHECK(cache.reusable_bytes(s, gsa, seed, options, p_slots) == 0);
-  const HostProblem& redrawn = cache.problem(s, gsa, seed, options, p_slots);
-  CHECK(redrawn.log_gate.dim == 7);
-  CHECK(same_values(redrawn.log_gate, random_problem(s, gsa, seed, options, p_slots).log_gate));
+  cache.select(s, gsa, seed, options, p_slots);
+  CHECK(cache.reusable_bytes() == 0);
+  CHECK(cache.problem().log_gate.dim == 7);
+  CHECK(same_values(cache.problem().log_gate, random_problem(s, gsa, seed, options, p_slots).log_gate));
   CHECK(same_values(cache.reference(gsa, p_slots, heads).o,
                     gsa.reference(random_problem(s, gsa, seed, options, p_slots), p_slots, heads).o));
 
-  // Another seed or another form's inputs: dropped.
-  CHECK(cache.reusable_bytes(s, gsa, seed + 1, options, p_slots) == 0);
+  // Another seed or another form's inputs: drawn anew.
+  cache.select(s, gsa, seed + 1, options, p_slots);
+  CHECK(cache.reusable_bytes() == 0);
+  CHECK(!same_values(cache.problem().q, drawn.q));
   const Form& lion = *find_form("lion-s/chunk");
-  cache.keep_only(s, lion, seed, options, params_for(lion, 16, 4));
-  CHECK(cache.reusable_bytes(s, gsa, seed, options, p_slots) == 0);
   const FormParams lion_params = params_for(lion, 16, 4);
-  CHECK(same_values(cache.problem(s, lion, seed, options, lion_params).log_decay,
-                    random_problem(s, lion, seed, options, lion_params).log_decay));
+  cache.select(s, lion, seed, options, lion_params);
+  CHECK(cache.reusable_bytes() == 0);
+  CHECK(same_values(cache.problem().log_decay, random_problem(s, lion, seed, options, lion_params).log_decay));
 }
 
 }  // namespace
