@@ -70,7 +70,7 @@ rows = [row("a/chunk", 1024, 16, "ok", 3.0), row("a/chunk", 1024, 64, "ok", 1.0)
         row("a/chunk", 2048, 16, "timeout", 0), row("a/chunk", 2048, 64, "oom", 0),
         row("b/full", 1024, 0, "ok", 5.0), row("g/chunk", 1024, 64, "ok", 1.0, slots=16),
         row("g/chunk", 1024, 64, "ok", 2.0, slots=64)]
-picked = render.fastest_over(render.select_rows(rows, ["slots=64"], None), "chunk", "seq")
+picked = render.fastest_over(render.select_rows(rows, ["slots=64"], None), "chunk")
 got = sorted((r["form"], r["seq"], r["status"], r["time_median_s"], r["chunk"]) for r in picked)
 want = sorted([("a/chunk (fastest chunk)", 1024, "ok", 1.0, 0), ("a/chunk (fastest chunk)", 2048, "timeout", 0, 0),
                ("b/full", 1024, "ok", 5.0, 0), ("g/chunk (fastest chunk)", 1024, "ok", 2.0, 0)])
