@@ -1,0 +1,80 @@
+// The precisions a form may run in, as compile-time tags:
+//   float   fp32 storage, fp32-accurate products (on tensor cores: 3xTF32)
+//   tf32    fp32 storage, products with TF32 inputs (one tensor-core product)
+//   bf16    bf16 storage, fp32 accumulation and softmax statistics
+//   double  fp64 storage and arithmetic
+// A tag says how a tensor is stored (storage_t) and in what type a kernel
+// accumulates (accum_t). float and double are their own tags, so a kernel
+// written for a scalar type T is already written for those two precisions.
+#pragma once
+#include <Kokkos_Core.hpp>
+
+#include <cstdint>
+#include <cstring>
+#include <tuple>
+
+namespace attn {
+
+// bfloat16 storage: the top 16 bits of an IEEE float. Arithmetic happens in
+// float; conversion rounds to nearest even (NaN stays NaN).
+struct bf16 {
+  std::uint16_t bits;
+
+  bf16() = default;
+  KOKKOS_INLINE_FUNCTION explicit bf16(float x) : bits(round(x)) {}
+  KOKKOS_INLINE_FUNCTION explicit bf16(double x) : bits(round(float(x))) {}
+  KOKKOS_INLINE_FUNCTION operator float() const {
+    const std::uint32_t u = std::uint32_t(bits) << 16;
+    float x;
+    std::memcpy(&x, &u, sizeof x);
+    return x;
+  }
+
+ private:
+  KOKKOS_INLINE_FUNCTION static std::uint16_t round(float x) {
+    std::uint32_t u;
+    std::memcpy(&u, &x, sizeof u);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return std::uint16_t((u >> 16) | 0x40u);  // quiet NaN
+    return std::uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+  }
+};
+
+// Tag: fp32 storage, products with TF32 (10-bit mantissa) inputs.
+struct tf32 {};
+
+template <class P>
+struct precision_traits;
+template <>
+struct precision_traits<float> {
+  using storage = float;
+  using accum = float;
+  static constexpr const char* name = "float";
+};
+template <>
+struct precision_traits<double> {
+  using storage = double;
+  using accum = double;
+  static constexpr const char* name = "double";
+};
+template <>
+struct precision_traits<tf32> {
+  using storage = float;
+  using accum = float;
+  static constexpr const char* name = "tf32";
+};
+template <>
+struct precision_traits<bf16> {
+  using storage = bf16;
+  using accum = float;
+  static constexpr const char* name = "bf16";
+};
+
+template <class P>
+using storage_t = typename precision_traits<P>::storage;
+template <class P>
+using accum_t = typename precision_traits<P>::accum;
+
+// Every precision, in the order bench and the tests list them.
+using Precisions = std::tuple<float, double, tf32, bf16>;
+
+}  // namespace attn
