@@ -9,16 +9,16 @@ namespace {
 
 template <bool Causal>
 struct SoftmaxTiled {
-  template <class Exec, class T>
-  static void run(const Exec& exec, const Inputs<Exec, T>& x, const FormParams&) {
-    softmax_tiled_forward(exec, x.q, x.k, x.v, x.o, Causal);
+  template <class Exec, class P>
+  static void run(const Exec& exec, const Inputs<Exec, storage_t<P>>& x, const FormParams&) {
+    softmax_tiled_forward<P>(exec, x.q, x.k, x.v, x.o, Causal);
   }
 };
 template <bool Causal>
 struct SoftmaxTiledForwardBackward {
-  template <class Exec, class T>
-  static void run(const Exec& exec, const Inputs<Exec, T>& x, const FormParams&) {
-    softmax_tiled_forward_backward(exec, x.q, x.k, x.v, x.o, x.d_o, x.dq, x.dk, x.dv, Causal);
+  template <class Exec, class P>
+  static void run(const Exec& exec, const Inputs<Exec, storage_t<P>>& x, const FormParams&) {
+    softmax_tiled_forward_backward<P>(exec, x.q, x.k, x.v, x.o, x.d_o, x.dq, x.dk, x.dv, Causal);
   }
 };
 

@@ -1,7 +1,9 @@
-// Team-level steps shared by the tiled kernels (softmax, LION, chunked causal):
-// which tile a team owns, loading rows into scratch, and the scratch product
-// that accumulates weights x values. Each is one TeamThreadRange over the
-// tile's entries; callers place the team barriers.
+// Team-level steps shared by the portable tiled kernels (softmax, LION,
+// chunked causal): which tile a team owns, loading rows into scratch, and the
+// register-tiled scratch products (scores Q K^T, weights x values, and the
+// transposed products of the backward). Each is one TeamThreadRange; callers
+// place the team barriers. The CUDA tensor-core counterparts are in
+// common/mma_tiles.hpp.
 #pragma once
 #include "common/views.hpp"
 
@@ -50,17 +52,67 @@ KOKKOS_INLINE_FUNCTION void zero(const Member& team, const Scratch& m, int rows,
   Kokkos::parallel_for(Kokkos::TeamThreadRange(team, rows * cols), [&](int i) { m(i / cols, i % cols) = T(0); });
 }
 
+// The portable tile product: out(r, c) = sum_{j < inner} a(r, j) b(j, c) for
+// r < rows, c < cols, handed to store(r, c, value). Register-tiled: each thread
+// owns a micro x micro block of the result and keeps its sums in registers,
+// so every operand it reads serves `micro` products (a scalar dot product per
+// output reads two per product). Edge blocks read clamped (valid) entries and
+// store only their valid ones, so the inner loop has no branches.
+constexpr int micro = 4;
+
+template <class Member, class A, class B, class Store>
+KOKKOS_INLINE_FUNCTION void team_product(const Member& team, int rows, int cols, int inner, const A& a, const B& b,
+                                         const Store& store) {
+  using T = decltype(a(0, 0) * b(0, 0));
+  const int block_cols = (cols + micro - 1) / micro;
+  Kokkos::parallel_for(Kokkos::TeamThreadRange(team, ((rows + micro - 1) / micro) * block_cols), [&](int i) {
+    const int r0 = (i / block_cols) * micro, c0 = (i % block_cols) * micro;
+    int row[micro], col[micro];
+    for (int x = 0; x < micro; ++x) {
+      row[x] = r0 + x < rows ? r0 + x : rows - 1;
+      col[x] = c0 + x < cols ? c0 + x : cols - 1;
+    }
+    T sum[micro][micro] = {};
+    for (int j = 0; j < inner; ++j) {
+      T left[micro], right[micro];
+      for (int x = 0; x < micro; ++x) {
+        left[x] = a(row[x], j);
+        right[x] = b(j, col[x]);
+      }
+      for (int x = 0; x < micro; ++x)
+        for (int y = 0; y < micro; ++y) sum[x][y] += left[x] * right[y];
+    }
+    for (int x = 0; x < micro && r0 + x < rows; ++x)
+      for (int y = 0; y < micro && c0 + y < cols; ++y) store(r0 + x, c0 + y, sum[x][y]);
+  });
+}
+
 // acc(r, c) += sum_{j < inner} P(r, j) V(j, c) for r < rows, c < cols.
 template <class Member, class Acc, class Weights, class Values>
 KOKKOS_INLINE_FUNCTION void add_product(const Member& team, const Acc& acc, const Weights& P, const Values& V,
                                         int rows, int inner, int cols) {
-  using T = typename Acc::non_const_value_type;
-  Kokkos::parallel_for(Kokkos::TeamThreadRange(team, rows * cols), [&](int i) {
-    const int r = i / cols, c = i % cols;
-    T sum = 0;
-    for (int j = 0; j < inner; ++j) sum += P(r, j) * V(j, c);
-    acc(r, c) += sum;
-  });
+  team_product(
+      team, rows, cols, inner, [&](int r, int j) { return P(r, j); }, [&](int j, int c) { return V(j, c); },
+      [&](int r, int c, auto sum) { acc(r, c) += sum; });
+}
+
+// acc(r, c) += sum_{j < inner} A(j, r) B(j, c): the transposed product of the
+// backward passes (dV += P^T dO, dK += dS^T Q).
+template <class Member, class Acc, class Left, class Right>
+KOKKOS_INLINE_FUNCTION void add_transposed_product(const Member& team, const Acc& acc, const Left& A,
+                                                   const Right& B, int rows, int inner, int cols) {
+  team_product(
+      team, rows, cols, inner, [&](int r, int j) { return A(j, r); }, [&](int j, int c) { return B(j, c); },
+      [&](int r, int c, auto sum) { acc(r, c) += sum; });
+}
+
+// store(r, c, sum_{j < inner} A(r, j) B(c, j)): the scores of a query tile A
+// against a key tile B (both rows of length `inner`).
+template <class Member, class Left, class Right, class Store>
+KOKKOS_INLINE_FUNCTION void scores(const Member& team, const Left& A, const Right& B, int rows, int cols, int inner,
+                                   const Store& store) {
+  team_product(
+      team, rows, cols, inner, [&](int r, int j) { return A(r, j); }, [&](int j, int c) { return B(c, j); }, store);
 }
 
 }  // namespace attn::detail

@@ -33,14 +33,17 @@ struct LinearWeights {
 
 // `logsumexp` [B, H, L], softmax only and optional (an empty view): receives
 // each row's m + log l, all the backward pass needs to recompute the weights
-// (FlashAttention-2, Alg. 1 line 13).
-template <class Exec, class T, class Weights>
-void tiled_attention(const Exec& exec, const char* label, const Tensor4<Exec, T>& q,
-                     const Tensor4<Exec, T>& k, const Tensor4<Exec, T>& v,
-                     const Tensor4<Exec, T>& o, bool causal, Weights weights,
-                     const Tensor3<Exec, T>& logsumexp = {}) {
+// (FlashAttention-2, Alg. 1 line 13). Precision: tensors stored as
+// storage_t<Precision>, tiles and sums in accum_t<Precision> (on this portable path tf32
+// products are plain fp32 ones).
+template <class Precision, class Exec, class Weights>
+void tiled_attention(const Exec& exec, const char* label, const Tensor4<Exec, storage_t<Precision>>& q,
+                     const Tensor4<Exec, storage_t<Precision>>& k, const Tensor4<Exec, storage_t<Precision>>& v,
+                     const Tensor4<Exec, storage_t<Precision>>& o, bool causal, Weights weights,
+                     const Tensor3<Exec, accum_t<Precision>>& logsumexp = {}) {
+  using T = accum_t<Precision>;
   using Scratch = ScratchMatrix<Exec, T>;
-  const Shape s = checked_shape<Exec, T>(q, k, v, o);
+  const Shape s = checked_shape<Exec, storage_t<Precision>>(q, k, v, o);
   const bool keep_logsumexp = logsumexp.data() != nullptr;
   if (keep_logsumexp && (!Weights::online_rescale || int(logsumexp.extent(0)) != s.batch ||
                          int(logsumexp.extent(1)) != s.heads || int(logsumexp.extent(2)) != s.seq))
@@ -82,8 +85,8 @@ void tiled_attention(const Exec& exec, const char* label, const Tensor4<Exec, T>
     });
 
     // Causal: key tile t only for t <= query tile; inside the diagonal tile
-    // key j is visible to row r only when j <= r. Masked scores are skipped,
-    // never computed and then masked.
+    // key j is visible to row r only when j <= r (masked scores are set to 0,
+    // and the softmax never exponentiates them).
     const int last_tile = causal ? tile : tiles - 1;
     for (int kt = 0; kt <= last_tile; ++kt) {
       const int k0 = kt * R;
@@ -92,13 +95,8 @@ void tiled_attention(const Exec& exec, const char* label, const Tensor4<Exec, T>
       load_rows(team, Ks, k, b, h, k0, nk, dk);
       load_values_and_ones(team, Vs, v, b, h, k0, nk, dv, width);
       team.team_barrier();
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nr * nk), [&](int i) {
-        const int r = i / nk, j = i % nk;
-        T dot = 0;
-        if (!causal || k0 + j <= r0 + r)
-          for (int c = 0; c < dk; ++c) dot += Qs(r, c) * Ks(j, c);
-        P(r, j) = dot * scale;
-      });
+      scores(team, Qs, Ks, nr, nk, dk,
+             [&](int r, int j, T dot) { P(r, j) = !causal || k0 + j <= r0 + r ? dot * scale : T(0); });
       team.team_barrier();
       if (Weights::online_rescale) {
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nr), [&](int r) {
@@ -118,18 +116,17 @@ void tiled_attention(const Exec& exec, const char* label, const Tensor4<Exec, T>
         });
         team.team_barrier();
       }
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nr * width), [&](int i) {
-        const int r = i / width, c = i % width;
-        T sum = 0;
-        for (int j = 0; j < nk; ++j) sum += P(r, j) * Vs(j, c);
-        acc(r, c) = Weights::online_rescale ? acc(r, c) * stats(r, 2) + sum : acc(r, c) + sum;
-      });
+      team_product(
+          team, nr, width, nk, [&](int r, int j) { return P(r, j); }, [&](int j, int c) { return Vs(j, c); },
+          [&](int r, int c, T sum) {
+            acc(r, c) = Weights::online_rescale ? acc(r, c) * stats(r, 2) + sum : acc(r, c) + sum;
+          });
     }
     team.team_barrier();
     Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nr * dv), [&](int i) {
       const int r = i / dv, c = i % dv;
       const T den = Weights::ones_column ? acc(r, dv) : stats(r, 1);
-      o(b, h, r0 + r, c) = acc(r, c) / den;
+      o(b, h, r0 + r, c) = storage_t<Precision>(acc(r, c) / den);
     });
     if (keep_logsumexp)
       Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nr), [&](int r) {

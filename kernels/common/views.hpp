@@ -3,6 +3,8 @@
 #pragma once
 #include <Kokkos_Core.hpp>
 
+#include "common/precision.hpp"
+
 #include <cstddef>
 #include <stdexcept>
 #include <string>

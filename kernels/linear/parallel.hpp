@@ -11,7 +11,7 @@ template <class Exec, class T>
 void linear_parallel_forward(const Exec& exec, const Tensor4<Exec, T>& q,
                              const Tensor4<Exec, T>& k, const Tensor4<Exec, T>& v,
                              const Tensor4<Exec, T>& o) {
-  detail::tiled_attention(exec, "linear_parallel", q, k, v, o, /*causal=*/true,
+  detail::tiled_attention<T>(exec, "linear_parallel", q, k, v, o, /*causal=*/true,
                           detail::LinearWeights{});
 }
 

@@ -1,22 +1,40 @@
 // Softmax attention, full (bidirectional) and causal: softmax(scale Q K^T) V
 // with scale = 1/sqrt(dk), tiled with an online softmax so that memory stays
 // O(L d) (FlashAttention-2). The baseline every linear form is measured against.
+// On CUDA, float, tf32 and bf16 with head sizes up to 128 run on tensor cores
+// (softmax/tensor_core.hpp); everything else on the portable register-tiled
+// path (common/tiled_attention.hpp).
 #pragma once
 #include "common/tiled_attention.hpp"
+#include "softmax/tensor_core.hpp"
 
 #include <cmath>
+#include <type_traits>
 
 namespace attn {
 
+#if defined(KOKKOS_ENABLE_CUDA)
+// Whether (Exec, P) has a tensor-core kernel at all (head sizes decide the rest).
+template <class Exec, class P>
+constexpr bool has_tensor_cores() {
+  return std::is_same_v<Exec, Kokkos::Cuda> && !std::is_same_v<P, double>;
+}
+#endif
+
 // `logsumexp` [B, H, L], optional: each row's log sum_j exp(scale q.k_j), kept
 // for the backward pass (softmax/tiled_backward.hpp).
-template <class Exec, class T>
-void softmax_tiled_forward(const Exec& exec, const Tensor4<Exec, T>& q, const Tensor4<Exec, T>& k,
-                           const Tensor4<Exec, T>& v, const Tensor4<Exec, T>& o, bool causal,
-                           const Tensor3<Exec, T>& logsumexp = {}) {
+template <class P, class Exec>
+void softmax_tiled_forward(const Exec& exec, const Tensor4<Exec, storage_t<P>>& q,
+                           const Tensor4<Exec, storage_t<P>>& k, const Tensor4<Exec, storage_t<P>>& v,
+                           const Tensor4<Exec, storage_t<P>>& o, bool causal,
+                           const Tensor3<Exec, accum_t<P>>& logsumexp = {}) {
+  const char* label = causal ? "softmax_causal_tiled" : "softmax_full_tiled";
+#if defined(KOKKOS_ENABLE_CUDA)
+  if constexpr (has_tensor_cores<Exec, P>())
+    if (detail::tensor_core_forward<P>(exec, label, q, k, v, o, causal, logsumexp)) return;
+#endif
   const double scale = 1.0 / std::sqrt(double(q.extent(3)));
-  detail::tiled_attention(exec, causal ? "softmax_causal_tiled" : "softmax_full_tiled", q, k, v, o,
-                          causal, detail::SoftmaxWeights{scale}, logsumexp);
+  detail::tiled_attention<P>(exec, label, q, k, v, o, causal, detail::SoftmaxWeights{scale}, logsumexp);
 }
 
 }  // namespace attn

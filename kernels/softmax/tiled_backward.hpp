@@ -12,6 +12,8 @@
 // FLOPs per visible (query, key) pair: the dQ pass 2dk (S) + 2dv (dP) + 2dk
 // (dS K); the dK, dV pass S and dP again + 2dv (P^T dO) + 2dk (dS^T Q); in
 // all 8dk + 6dv, and 2dv per row for D.
+// On CUDA, float, tf32 and bf16 with head sizes up to 128 run both passes on
+// tensor cores (softmax/tensor_core.hpp); this file holds the portable ones.
 #pragma once
 #include "softmax/tiled.hpp"
 
@@ -46,55 +48,73 @@ struct SoftmaxTilePair {
         P(team.team_scratch(0), rows, rows + 1),
         dS(team.team_scratch(0), rows, rows + 1) {}
 
-  // Q_i and dO_i: rows r0 .. r0 + nr - 1 of q and d_o.
-  template <class Member>
-  KOKKOS_INLINE_FUNCTION void load_queries(const Member& team, const Tensor4<Exec, T>& q,
-                                           const Tensor4<Exec, T>& d_o, int b, int h, int r0, int nr) const {
+  // Q_i, dO_i and their rows' lse and D: rows r0 .. r0 + nr - 1.
+  template <class Member, class Tensor, class Rows>
+  KOKKOS_INLINE_FUNCTION void load_queries(const Member& team, const Tensor& q, const Tensor& d_o,
+                                           const Rows& logsumexp, const Rows& delta, int b, int h, int r0,
+                                           int nr) const {
     load_rows(team, Q, q, b, h, r0, nr, int(Q.extent(1)));
     load_rows(team, dO, d_o, b, h, r0, nr, int(dO.extent(1)));
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nr), [&](int r) {
+      row_stats(r, 0) = logsumexp(b, h, r0 + r);
+      row_stats(r, 1) = delta(b, h, r0 + r);
+    });
   }
 
   // K_j and V_j: rows k0 .. k0 + nk - 1 of k and v.
-  template <class Member>
-  KOKKOS_INLINE_FUNCTION void load_keys(const Member& team, const Tensor4<Exec, T>& k,
-                                        const Tensor4<Exec, T>& v, int b, int h, int k0, int nk) const {
+  template <class Member, class Tensor>
+  KOKKOS_INLINE_FUNCTION void load_keys(const Member& team, const Tensor& k, const Tensor& v, int b, int h, int k0,
+                                        int nk) const {
     load_rows(team, K, k, b, h, k0, nk, int(Q.extent(1)));
     load_rows(team, V, v, b, h, k0, nk, int(dO.extent(1)));
   }
 
-  // Alg. 2 lines 11-14: P_ij = exp(scale Q_i K_j^T - lse_i) and
-  // dS_ij = P_ij . (dO_i V_j^T - D_i), with S computed exactly as the forward
-  // did. A masked pair (key after query) is an exact zero whose exponent is
-  // never evaluated.
+  // Alg. 2 lines 11-14: S_ij = Q_i K_j^T into P and dP_ij = dO_i V_j^T into
+  // dS, then P_ij = exp(scale S_ij - lse_i) and dS_ij = P_ij . (dP_ij - D_i),
+  // with S computed exactly as the forward did. A masked pair (key after
+  // query) is an exact zero whose exponent is never evaluated.
   template <class Member>
   KOKKOS_INLINE_FUNCTION void recompute_scores(const Member& team, int r0, int nr, int k0, int nk, bool causal,
                                                T scale) const {
     const int qk_dim = int(Q.extent(1)), v_dim = int(dO.extent(1));
+    scores(team, Q, K, nr, nk, qk_dim, [&](int r, int j, T s) { P(r, j) = s; });
+    scores(team, dO, V, nr, nk, v_dim, [&](int r, int j, T dp) { dS(r, j) = dp; });
+    team.team_barrier();
     Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nr * nk), [&](int i) {
       const int r = i / nk, j = i % nk;
-      T p = 0, ds = 0;
-      if (!causal || k0 + j <= r0 + r) {
-        T s = 0, dp = 0;
-        for (int c = 0; c < qk_dim; ++c) s += Q(r, c) * K(j, c);
-        for (int c = 0; c < v_dim; ++c) dp += dO(r, c) * V(j, c);
-        p = attn::exp(s * scale - row_stats(r, 0));
-        ds = p * (dp - row_stats(r, 1));
-      }
+      const bool visible = !causal || k0 + j <= r0 + r;
+      const T p = visible ? attn::exp(P(r, j) * scale - row_stats(r, 0)) : T(0);
       P(r, j) = p;
-      dS(r, j) = ds;
+      dS(r, j) = p * (dS(r, j) - row_stats(r, 1));
     });
   }
 };
 
-// Pass 1, one team per (batch, head, query tile i): D_i = rowsum(dO_i . O_i)
-// (Alg. 2 line 4), kept in `delta` for pass 2, then dQ_i = scale sum_j dS_ij K_j
+// Alg. 2 line 4: D_i = rowsum(dO_i . O_i), in the accumulation precision.
+template <class P, class Exec>
+void softmax_backward_delta(const Exec& exec, const Shape& s, const Tensor4<Exec, storage_t<P>>& o,
+                            const Tensor4<Exec, storage_t<P>>& d_o, const Tensor3<Exec, accum_t<P>>& delta) {
+  using T = accum_t<P>;
+  const int L = s.seq, H = s.heads, dv = s.dv;
+  Kokkos::parallel_for("softmax_bwd_delta", Kokkos::RangePolicy<Exec>(exec, 0, std::size_t(s.batch) * H * L),
+                       KOKKOS_LAMBDA(std::size_t i) {
+                         const int b = int(i / (std::size_t(H) * L)), h = int(i / L % H), r = int(i % L);
+                         T dot = 0;
+                         for (int c = 0; c < dv; ++c) dot += T(d_o(b, h, r, c)) * T(o(b, h, r, c));
+                         delta(b, h, r) = dot;
+                       });
+}
+
+// Pass 1, one team per (batch, head, query tile i): dQ_i = scale sum_j dS_ij K_j
 // over the key tiles j it sees (j <= i when causal). Alg. 2 accumulates dQ
 // inside the key-tile loop; a pass of its own gives each dQ row one owner.
-template <class Exec, class T>
-void softmax_backward_dq(const Exec& exec, const Shape& s, const Tensor4<Exec, T>& q, const Tensor4<Exec, T>& k,
-                         const Tensor4<Exec, T>& v, const Tensor4<Exec, T>& o, const Tensor4<Exec, T>& d_o,
-                         const Tensor3<Exec, T>& logsumexp, const Tensor3<Exec, T>& delta,
-                         const Tensor4<Exec, T>& dq, bool causal) {
+template <class P, class Exec>
+void softmax_backward_dq(const Exec& exec, const Shape& s, const Tensor4<Exec, storage_t<P>>& q,
+                         const Tensor4<Exec, storage_t<P>>& k, const Tensor4<Exec, storage_t<P>>& v,
+                         const Tensor4<Exec, storage_t<P>>& d_o, const Tensor3<Exec, accum_t<P>>& logsumexp,
+                         const Tensor3<Exec, accum_t<P>>& delta, const Tensor4<Exec, storage_t<P>>& dq,
+                         bool causal) {
+  using T = accum_t<P>;
   using Pair = SoftmaxTilePair<Exec, T>;
   using Scratch = ScratchMatrix<Exec, T>;
   const char* label = causal ? "softmax_causal_bwd_dq" : "softmax_full_bwd_dq";
@@ -114,16 +134,8 @@ void softmax_backward_dq(const Exec& exec, const Shape& s, const Tensor4<Exec, T
     const Pair t(team, R, qk_dim, v_dim);
     const Scratch acc(team.team_scratch(0), R, qk_dim);
 
-    t.load_queries(team, q, d_o, b, h, r0, nr);
+    t.load_queries(team, q, d_o, logsumexp, delta, b, h, r0, nr);
     detail::zero(team, acc, nr, qk_dim);
-    team.team_barrier();
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nr), [&](int r) {
-      T dot = 0;
-      for (int c = 0; c < v_dim; ++c) dot += t.dO(r, c) * o(b, h, r0 + r, c);
-      t.row_stats(r, 0) = logsumexp(b, h, r0 + r);
-      t.row_stats(r, 1) = dot;
-      delta(b, h, r0 + r) = dot;
-    });
 
     const int last_tile = causal ? tile : tiles - 1;
     for (int kt = 0; kt <= last_tile; ++kt) {
@@ -134,16 +146,11 @@ void softmax_backward_dq(const Exec& exec, const Shape& s, const Tensor4<Exec, T
       team.team_barrier();
       t.recompute_scores(team, r0, nr, k0, nk, causal, scale);
       team.team_barrier();
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nr * qk_dim), [&](int i) {
-        const int r = i / qk_dim, c = i % qk_dim;
-        T sum = 0;
-        for (int j = 0; j < nk; ++j) sum += t.dS(r, j) * t.K(j, c);
-        acc(r, c) += sum;
-      });
+      add_product(team, acc, t.dS, t.K, nr, nk, qk_dim);
     }
     team.team_barrier();
     Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nr * qk_dim), [&](int i) {
-      dq(b, h, r0 + i / qk_dim, i % qk_dim) = scale * acc(i / qk_dim, i % qk_dim);
+      dq(b, h, r0 + i / qk_dim, i % qk_dim) = storage_t<P>(scale * acc(i / qk_dim, i % qk_dim));
     });
   });
 }
@@ -152,11 +159,13 @@ void softmax_backward_dq(const Exec& exec, const Shape& s, const Tensor4<Exec, T
 // V_j stay in scratch while the query tiles i that see them (i >= j when
 // causal) stream past, accumulating dV_j += P_ij^T dO_i and dK_j += dS_ij^T Q_i
 // (scaled once at the end).
-template <class Exec, class T>
-void softmax_backward_dk_dv(const Exec& exec, const Shape& s, const Tensor4<Exec, T>& q,
-                            const Tensor4<Exec, T>& k, const Tensor4<Exec, T>& v, const Tensor4<Exec, T>& d_o,
-                            const Tensor3<Exec, T>& logsumexp, const Tensor3<Exec, T>& delta,
-                            const Tensor4<Exec, T>& dk, const Tensor4<Exec, T>& dv, bool causal) {
+template <class P, class Exec>
+void softmax_backward_dk_dv(const Exec& exec, const Shape& s, const Tensor4<Exec, storage_t<P>>& q,
+                            const Tensor4<Exec, storage_t<P>>& k, const Tensor4<Exec, storage_t<P>>& v,
+                            const Tensor4<Exec, storage_t<P>>& d_o, const Tensor3<Exec, accum_t<P>>& logsumexp,
+                            const Tensor3<Exec, accum_t<P>>& delta, const Tensor4<Exec, storage_t<P>>& dk,
+                            const Tensor4<Exec, storage_t<P>>& dv, bool causal) {
+  using T = accum_t<P>;
   using Pair = SoftmaxTilePair<Exec, T>;
   using Scratch = ScratchMatrix<Exec, T>;
   const char* label = causal ? "softmax_causal_bwd_dk_dv" : "softmax_full_bwd_dk_dv";
@@ -186,33 +195,19 @@ void softmax_backward_dk_dv(const Exec& exec, const Shape& s, const Tensor4<Exec
       const int r0 = qt * R;
       const int nr = (L - r0 < R) ? L - r0 : R;
       team.team_barrier();  // the previous query tile's Q, dO, P and dS are no longer read
-      t.load_queries(team, q, d_o, b, h, r0, nr);
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nr), [&](int r) {
-        t.row_stats(r, 0) = logsumexp(b, h, r0 + r);
-        t.row_stats(r, 1) = delta(b, h, r0 + r);
-      });
+      t.load_queries(team, q, d_o, logsumexp, delta, b, h, r0, nr);
       team.team_barrier();
       t.recompute_scores(team, r0, nr, k0, nk, causal, scale);
       team.team_barrier();
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nk * v_dim), [&](int i) {
-        const int j = i / v_dim, c = i % v_dim;
-        T sum = 0;
-        for (int r = 0; r < nr; ++r) sum += t.P(r, j) * t.dO(r, c);
-        dv_acc(j, c) += sum;
-      });
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nk * qk_dim), [&](int i) {
-        const int j = i / qk_dim, c = i % qk_dim;
-        T sum = 0;
-        for (int r = 0; r < nr; ++r) sum += t.dS(r, j) * t.Q(r, c);
-        dk_acc(j, c) += sum;
-      });
+      add_transposed_product(team, dv_acc, t.P, t.dO, nk, nr, v_dim);
+      add_transposed_product(team, dk_acc, t.dS, t.Q, nk, nr, qk_dim);
     }
     team.team_barrier();
     Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nk * qk_dim), [&](int i) {
-      dk(b, h, k0 + i / qk_dim, i % qk_dim) = scale * dk_acc(i / qk_dim, i % qk_dim);
+      dk(b, h, k0 + i / qk_dim, i % qk_dim) = storage_t<P>(scale * dk_acc(i / qk_dim, i % qk_dim));
     });
     Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nk * v_dim), [&](int i) {
-      dv(b, h, k0 + i / v_dim, i % v_dim) = dv_acc(i / v_dim, i % v_dim);
+      dv(b, h, k0 + i / v_dim, i % v_dim) = storage_t<P>(dv_acc(i / v_dim, i % v_dim));
     });
   });
 }
@@ -221,37 +216,45 @@ void softmax_backward_dk_dv(const Exec& exec, const Shape& s, const Tensor4<Exec
 
 // Gradients dq, dk, dv of <o, d_o>, where o = softmax_tiled_forward(q, k, v,
 // causal) and `logsumexp` is the per-row logsumexp that forward kept.
-template <class Exec, class T>
-void softmax_tiled_backward(const Exec& exec, const Tensor4<Exec, T>& q, const Tensor4<Exec, T>& k,
-                            const Tensor4<Exec, T>& v, const Tensor4<Exec, T>& o,
-                            const Tensor3<Exec, T>& logsumexp, const Tensor4<Exec, T>& d_o,
-                            const Tensor4<Exec, T>& dq, const Tensor4<Exec, T>& dk,
-                            const Tensor4<Exec, T>& dv, bool causal) {
-  const Shape s = checked_shape<Exec, T>(q, k, v, o);
-  const Shape g = checked_shape<Exec, T>(dq, dk, d_o, dv);
+template <class P, class Exec>
+void softmax_tiled_backward(const Exec& exec, const Tensor4<Exec, storage_t<P>>& q,
+                            const Tensor4<Exec, storage_t<P>>& k, const Tensor4<Exec, storage_t<P>>& v,
+                            const Tensor4<Exec, storage_t<P>>& o, const Tensor3<Exec, accum_t<P>>& logsumexp,
+                            const Tensor4<Exec, storage_t<P>>& d_o, const Tensor4<Exec, storage_t<P>>& dq,
+                            const Tensor4<Exec, storage_t<P>>& dk, const Tensor4<Exec, storage_t<P>>& dv,
+                            bool causal) {
+  using S = storage_t<P>;
+  const Shape s = checked_shape<Exec, S>(q, k, v, o);
+  const Shape g = checked_shape<Exec, S>(dq, dk, d_o, dv);
   if (g.batch != s.batch || g.heads != s.heads || g.seq != s.seq || g.dk != s.dk || g.dv != s.dv)
     throw std::invalid_argument("softmax backward: dq, dk, d_o and dv must have the shapes of q, k, o and v");
   if (int(logsumexp.extent(0)) != s.batch || int(logsumexp.extent(1)) != s.heads ||
       int(logsumexp.extent(2)) != s.seq)
     throw std::invalid_argument("softmax backward: logsumexp must be [batch, heads, seq]");
   if (s.seq == 0 || s.batch == 0 || s.heads == 0) return;
-  const Tensor3<Exec, T> delta(Kokkos::view_alloc(std::string("softmax_bwd_delta"), Kokkos::WithoutInitializing),
-                               s.batch, s.heads, s.seq);
-  detail::softmax_backward_dq(exec, s, q, k, v, o, d_o, logsumexp, delta, dq, causal);
-  detail::softmax_backward_dk_dv(exec, s, q, k, v, d_o, logsumexp, delta, dk, dv, causal);
+  const Tensor3<Exec, accum_t<P>> delta(
+      Kokkos::view_alloc(std::string("softmax_bwd_delta"), Kokkos::WithoutInitializing), s.batch, s.heads, s.seq);
+  detail::softmax_backward_delta<P>(exec, s, o, d_o, delta);
+#if defined(KOKKOS_ENABLE_CUDA)
+  if constexpr (has_tensor_cores<Exec, P>())
+    if (detail::tensor_core_backward<P>(exec, s, q, k, v, d_o, logsumexp, delta, dq, dk, dv, causal)) return;
+#endif
+  detail::softmax_backward_dq<P>(exec, s, q, k, v, d_o, logsumexp, delta, dq, causal);
+  detail::softmax_backward_dk_dv<P>(exec, s, q, k, v, d_o, logsumexp, delta, dk, dv, causal);
 }
 
 // The forward, keeping the per-row logsumexp, then the backward.
-template <class Exec, class T>
-void softmax_tiled_forward_backward(const Exec& exec, const Tensor4<Exec, T>& q, const Tensor4<Exec, T>& k,
-                                    const Tensor4<Exec, T>& v, const Tensor4<Exec, T>& o,
-                                    const Tensor4<Exec, T>& d_o, const Tensor4<Exec, T>& dq,
-                                    const Tensor4<Exec, T>& dk, const Tensor4<Exec, T>& dv, bool causal) {
-  const Tensor3<Exec, T> logsumexp(
+template <class P, class Exec>
+void softmax_tiled_forward_backward(const Exec& exec, const Tensor4<Exec, storage_t<P>>& q,
+                                    const Tensor4<Exec, storage_t<P>>& k, const Tensor4<Exec, storage_t<P>>& v,
+                                    const Tensor4<Exec, storage_t<P>>& o, const Tensor4<Exec, storage_t<P>>& d_o,
+                                    const Tensor4<Exec, storage_t<P>>& dq, const Tensor4<Exec, storage_t<P>>& dk,
+                                    const Tensor4<Exec, storage_t<P>>& dv, bool causal) {
+  const Tensor3<Exec, accum_t<P>> logsumexp(
       Kokkos::view_alloc(std::string("softmax_logsumexp"), Kokkos::WithoutInitializing), q.extent(0),
       q.extent(1), q.extent(2));
-  softmax_tiled_forward(exec, q, k, v, o, causal, logsumexp);
-  softmax_tiled_backward(exec, q, k, v, o, logsumexp, d_o, dq, dk, dv, causal);
+  softmax_tiled_forward<P>(exec, q, k, v, o, causal, logsumexp);
+  softmax_tiled_backward<P>(exec, q, k, v, o, logsumexp, d_o, dq, dk, dv, causal);
 }
 
 }  // namespace attn

@@ -1,0 +1,343 @@
+// Warp-level tile products on tensor cores (CUDA, sm_80 and later), the fast
+// path behind the tiled kernels. A warp owns a 16-row tile; its products are
+// sequences of `mma.sync` instructions (PTX ISA, "Warp-level matrix multiply-
+// accumulate instructions"):
+//   float : m16n8k8 TF32 with each operand split as x = big + small (both TF32),
+//           a*b ~ big_a*big_b + big_a*small_b + small_a*big_b ("3xTF32", the
+//           fp32-accurate product CUTLASS calls fast fp32; small*small, ~2^-22
+//           relative, is dropped)
+//   tf32  : m16n8k8 TF32, one product
+//   bf16  : m16n8k16 BF16
+// always accumulating in fp32. The named operations:
+//   RowTile<P, K>              A operand: 16 rows x K columns in registers
+//   Accumulator<N>             C: 16 x N fp32 in registers (the mma C layout)
+//   add_abt(C, A, B)           C += A B^T, B rows in shared memory ([n][k])
+//   add_ab(C, P, B)            C += P B, P an Accumulator (e.g. softmax weights)
+//                              used as the A operand, B rows in shared memory ([k][n])
+//   for_each_entry(C, f)       f(row, col, value&) over the warp's entries
+//   row_max / row_sum          over a row of C: a thread's share, then its quad
+// Fragment layouts (g = lane / 4, t = lane % 4), from the PTX ISA:
+//   m16n8k8 tf32   A: (g, t) (g+8, t) (g, t+4) (g+8, t+4)   B: (k=t, n=g) (k=t+4, n=g)
+//   m16n8k16 bf16  A: (g, 2t..2t+1) (g+8, 2t..) (g, 2t+8..) (g+8, 2t+8..)
+//                  B: (k=2t..2t+1, n=g) (k=2t+8..2t+9, n=g)
+//   C (both)       (g, 2t) (g, 2t+1) (g+8, 2t) (g+8, 2t+1)
+// In bf16 the C layout of two neighbouring n-tiles is exactly the A layout of
+// one k-step (FlashAttention-2 keeps P in registers this way). In TF32 it is
+// not, so add_ab permutes the k index inside each 8-wide step instead: A slot
+// t holds key 2t and slot t+4 key 2t+1, and B is read with the same
+// permutation. The sum over k does not depend on its order.
+#pragma once
+#include "common/precision.hpp"
+
+#include <cstdint>
+
+#if defined(KOKKOS_ENABLE_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#define ATTN_MMA_DEVICE_PASS 1
+#endif
+
+namespace attn::mma {
+
+// Element type of the operands in shared memory and the k of one instruction.
+template <class P>
+struct OperandOf {
+  using type = float;  // float and tf32: fp32 operands
+  static constexpr int k_step = 8;
+};
+template <>
+struct OperandOf<bf16> {
+  using type = std::uint16_t;  // raw bf16 bits
+  static constexpr int k_step = 16;
+};
+template <class P>
+using operand_t = typename OperandOf<P>::type;
+template <class P>
+constexpr int k_step = OperandOf<P>::k_step;
+
+// Row stride of a shared-memory tile of `cols` operand columns: padded so that
+// the lanes of a fragment load fall on 32 different banks (stride = 4 words
+// mod 32).
+template <class P>
+constexpr int padded_stride(int cols) {
+  return std::is_same_v<P, bf16> ? cols + 8 : cols + 4;
+}
+
+template <int N>
+struct Accumulator {
+  static_assert(N % 8 == 0, "an accumulator is a whole number of 8-column MMA tiles");
+  float c[N / 8][4];
+};
+
+template <class P, int K>
+struct RowTile {
+  static_assert(K % OperandOf<P>::k_step == 0, "a row tile is a whole number of k-steps");
+  std::uint32_t a[K / OperandOf<P>::k_step][4];
+};
+
+#if defined(ATTN_MMA_DEVICE_PASS)
+
+// Kokkos launches a team of n threads (vector length 1) as a block of 1 x n:
+// the lane is the team rank's position in its warp.
+__device__ __forceinline__ int lane_id() { return (threadIdx.x + threadIdx.y * blockDim.x) & 31; }
+
+__device__ __forceinline__ std::uint32_t to_tf32(float x) {
+  std::uint32_t r;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+  return r;
+}
+
+__device__ __forceinline__ std::uint32_t pack_bf16(float lo, float hi) {
+  return std::uint32_t(bf16(lo).bits) | (std::uint32_t(bf16(hi).bits) << 16);
+}
+
+__device__ __forceinline__ std::uint32_t pack_bits(std::uint16_t lo, std::uint16_t hi) {
+  return std::uint32_t(lo) | (std::uint32_t(hi) << 16);
+}
+
+__device__ __forceinline__ void mma_tf32(float (&c)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
+                                         std::uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ void mma_bf16(float (&c)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
+                                         std::uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// c += a b for one instruction's fragments, in precision P. The A and B
+// fragments hold fp32 bits (float, tf32) or packed bf16 pairs (bf16).
+template <class P>
+__device__ __forceinline__ void mma(float (&c)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
+                                    std::uint32_t b1) {
+  if constexpr (std::is_same_v<P, bf16>) {
+    mma_bf16(c, a, b0, b1);
+  } else if constexpr (std::is_same_v<P, tf32>) {
+    const std::uint32_t a_tf[4] = {to_tf32(__uint_as_float(a[0])), to_tf32(__uint_as_float(a[1])),
+                                   to_tf32(__uint_as_float(a[2])), to_tf32(__uint_as_float(a[3]))};
+    mma_tf32(c, a_tf, to_tf32(__uint_as_float(b0)), to_tf32(__uint_as_float(b1)));
+  } else {  // float: 3xTF32, the two small cross terms first
+    std::uint32_t big[4], small[4];
+    for (int i = 0; i < 4; ++i) {
+      const float x = __uint_as_float(a[i]);
+      big[i] = to_tf32(x);
+      small[i] = to_tf32(x - __uint_as_float(big[i]));
+    }
+    const float y0 = __uint_as_float(b0), y1 = __uint_as_float(b1);
+    const std::uint32_t big0 = to_tf32(y0), big1 = to_tf32(y1);
+    const std::uint32_t small0 = to_tf32(y0 - __uint_as_float(big0)), small1 = to_tf32(y1 - __uint_as_float(big1));
+    mma_tf32(c, small, big0, big1);
+    mma_tf32(c, big, small0, small1);
+    mma_tf32(c, big, big0, big1);
+  }
+}
+
+// One operand element of row `row`, column `col` of a [rows, cols] slice of
+// x(b, h, ., .), zero outside it (padding rows and columns contribute nothing).
+template <class P, class View>
+__device__ __forceinline__ operand_t<P> element(const View& x, int b, int h, int row, int rows, int col, int cols) {
+  if (row >= rows || col >= cols) return operand_t<P>(0);
+  if constexpr (std::is_same_v<P, bf16>)
+    return x(b, h, row, col).bits;
+  else
+    return x(b, h, row, col);
+}
+
+// A operand, rows first_row .. first_row + 15 of x(b, h, ., .) straight from
+// global memory (read once per kernel: the query tile FlashAttention-2 keeps
+// in registers); rows >= rows and columns >= cols are zero.
+template <class P, int K, class View>
+__device__ __forceinline__ void load_rows(RowTile<P, K>& A, const View& x, int b, int h, int first_row, int rows,
+                                          int cols) {
+  const int g = lane_id() >> 2, t = lane_id() & 3;
+  const int r0 = first_row + g, r1 = first_row + g + 8;
+  constexpr int ks = k_step<P>;
+  for (int kk = 0; kk < K / ks; ++kk) {
+    const int c0 = kk * ks;
+    if constexpr (std::is_same_v<P, bf16>) {
+      auto e = [&](int r, int c) { return element<P>(x, b, h, r, rows, c, cols); };
+      A.a[kk][0] = pack_bits(e(r0, c0 + 2 * t), e(r0, c0 + 2 * t + 1));
+      A.a[kk][1] = pack_bits(e(r1, c0 + 2 * t), e(r1, c0 + 2 * t + 1));
+      A.a[kk][2] = pack_bits(e(r0, c0 + 2 * t + 8), e(r0, c0 + 2 * t + 9));
+      A.a[kk][3] = pack_bits(e(r1, c0 + 2 * t + 8), e(r1, c0 + 2 * t + 9));
+    } else {
+      auto e = [&](int r, int c) { return __float_as_uint(element<P>(x, b, h, r, rows, c, cols)); };
+      A.a[kk][0] = e(r0, c0 + t);
+      A.a[kk][1] = e(r1, c0 + t);
+      A.a[kk][2] = e(r0, c0 + t + 4);
+      A.a[kk][3] = e(r1, c0 + t + 4);
+    }
+  }
+}
+
+// The A fragment of k-step kk of 16 rows held in shared memory ([row][k],
+// stride ld), starting at `rows`.
+template <class P>
+__device__ __forceinline__ void fragment_from_shared(std::uint32_t (&a)[4], const operand_t<P>* rows, int ld, int kk) {
+  const int g = lane_id() >> 2, t = lane_id() & 3;
+  if constexpr (std::is_same_v<P, bf16>) {
+    const operand_t<P>* p = rows + kk * 16 + 2 * t;
+    a[0] = *reinterpret_cast<const std::uint32_t*>(p + g * ld);
+    a[1] = *reinterpret_cast<const std::uint32_t*>(p + (g + 8) * ld);
+    a[2] = *reinterpret_cast<const std::uint32_t*>(p + g * ld + 8);
+    a[3] = *reinterpret_cast<const std::uint32_t*>(p + (g + 8) * ld + 8);
+  } else {
+    const float* p = rows + kk * 8 + t;
+    a[0] = __float_as_uint(p[g * ld]);
+    a[1] = __float_as_uint(p[(g + 8) * ld]);
+    a[2] = __float_as_uint(p[g * ld + 4]);
+    a[3] = __float_as_uint(p[(g + 8) * ld + 4]);
+  }
+}
+
+// B fragment of C += A B^T: rows n0 .. n0+7 of B ([n][k] in shared memory, stride ld), k-step kk.
+template <class P>
+__device__ __forceinline__ void transposed_fragment(std::uint32_t& b0, std::uint32_t& b1, const operand_t<P>* B, int ld,
+                                                    int n0, int kk) {
+  const int g = lane_id() >> 2, t = lane_id() & 3;
+  if constexpr (std::is_same_v<P, bf16>) {
+    const operand_t<P>* p = B + (n0 + g) * ld + kk * 16 + 2 * t;
+    b0 = *reinterpret_cast<const std::uint32_t*>(p);
+    b1 = *reinterpret_cast<const std::uint32_t*>(p + 8);
+  } else {
+    const float* p = B + (n0 + g) * ld + kk * 8 + t;
+    b0 = __float_as_uint(p[0]);
+    b1 = __float_as_uint(p[4]);
+  }
+}
+
+// C (16 x N) += A (16 x K) B^T, B = rows 0 .. N-1 of a [n][k] shared tile.
+// A is a RowTile in registers, or rows of a shared tile (`const operand_t<P>*`).
+template <class P, int N, int K>
+__device__ __forceinline__ void add_abt(Accumulator<N>& C, const RowTile<P, K>& A, const operand_t<P>* B, int ld) {
+  for (int kk = 0; kk < K / k_step<P>; ++kk)
+    for (int j = 0; j < N / 8; ++j) {
+      std::uint32_t b0, b1;
+      transposed_fragment<P>(b0, b1, B, ld, 8 * j, kk);
+      mma<P>(C.c[j], A.a[kk], b0, b1);
+    }
+}
+template <class P, int N, int K>
+__device__ __forceinline__ void add_abt(Accumulator<N>& C, const operand_t<P>* A, int lda, const operand_t<P>* B,
+                                        int ldb) {
+  for (int kk = 0; kk < K / k_step<P>; ++kk) {
+    std::uint32_t a[4];
+    fragment_from_shared<P>(a, A, lda, kk);
+    for (int j = 0; j < N / 8; ++j) {
+      std::uint32_t b0, b1;
+      transposed_fragment<P>(b0, b1, B, ldb, 8 * j, kk);
+      mma<P>(C.c[j], a, b0, b1);
+    }
+  }
+}
+
+// C (16 x N) += W (16 x K) B, W an accumulator (K keys wide), B = rows 0 .. K-1
+// of a [k][n] shared tile (e.g. values). See the header for the TF32 k order.
+template <class P, int N, int K>
+__device__ __forceinline__ void add_ab(Accumulator<N>& C, const Accumulator<K>& W, const operand_t<P>* B, int ld) {
+  const int g = lane_id() >> 2, t = lane_id() & 3;
+  if constexpr (std::is_same_v<P, bf16>) {
+    static_assert(K % 16 == 0, "bf16 products take 16 keys per step");
+    for (int kk = 0; kk < K / 16; ++kk) {
+      const float(&lo)[4] = W.c[2 * kk];
+      const float(&hi)[4] = W.c[2 * kk + 1];
+      const std::uint32_t a[4] = {pack_bf16(lo[0], lo[1]), pack_bf16(lo[2], lo[3]), pack_bf16(hi[0], hi[1]),
+                                  pack_bf16(hi[2], hi[3])};
+      const operand_t<P>* rows = B + (kk * 16 + 2 * t) * ld + g;
+      for (int j = 0; j < N / 8; ++j) {
+        const operand_t<P>* p = rows + 8 * j;
+        mma<P>(C.c[j], a, pack_bits(p[0], p[ld]), pack_bits(p[8 * ld], p[9 * ld]));
+      }
+    }
+  } else {
+    for (int kk = 0; kk < K / 8; ++kk) {
+      const float(&w)[4] = W.c[kk];
+      const std::uint32_t a[4] = {__float_as_uint(w[0]), __float_as_uint(w[2]), __float_as_uint(w[1]),
+                                  __float_as_uint(w[3])};
+      const float* rows = B + (kk * 8 + 2 * t) * ld + g;
+      for (int j = 0; j < N / 8; ++j) {
+        const float* p = rows + 8 * j;
+        mma<P>(C.c[j], a, __float_as_uint(p[0]), __float_as_uint(p[ld]));
+      }
+    }
+  }
+}
+
+// Team operation: rows first .. first + count - 1, columns 0 .. cols - 1 of
+// x(b, h, ., .) into a shared tile of `rows` x `width` operands (stride ld),
+// zero beyond them, so that padding rows and columns add nothing to a product.
+// 16-byte copies when a row is a whole number of them. `rank` of `size` threads.
+template <class P, class View>
+__device__ __forceinline__ void load_tile(operand_t<P>* dst, int ld, int rows, int width, const View& x, int b, int h,
+                                          int first, int count, int cols, int rank, int size) {
+  using E = operand_t<P>;
+  constexpr int per_copy = 16 / sizeof(E);
+  if (cols % per_copy == 0) {
+    const int copies = width / per_copy;
+    for (int i = rank; i < rows * copies; i += size) {
+      const int r = i / copies, c = (i % copies) * per_copy;
+      uint4 value = make_uint4(0, 0, 0, 0);
+      if (r < count && c < cols) value = *reinterpret_cast<const uint4*>(&x(b, h, first + r, c));
+      *reinterpret_cast<uint4*>(dst + r * ld + c) = value;
+    }
+  } else {
+    for (int i = rank; i < rows * width; i += size) {
+      const int r = i / width, c = i % width;
+      dst[r * ld + c] = element<P>(x, b, h, first + r, first + count, c, cols);
+    }
+  }
+}
+
+template <int N>
+__device__ __forceinline__ void zero(Accumulator<N>& C) {
+  for (int j = 0; j < N / 8; ++j)
+    for (int e = 0; e < 4; ++e) C.c[j][e] = 0.f;
+}
+
+// f(row, col, value&) for each of the thread's entries of C; row in 0..15
+// (half = row / 8 is 0 or 1), col in 0..N-1.
+template <int N, class F>
+__device__ __forceinline__ void for_each_entry(Accumulator<N>& C, F f) {
+  const int g = lane_id() >> 2, t = lane_id() & 3;
+  for (int j = 0; j < N / 8; ++j)
+    for (int e = 0; e < 4; ++e) f(g + 8 * (e >> 1), 8 * j + 2 * t + (e & 1), C.c[j][e]);
+}
+
+// Reductions over the four threads (a quad) that share a row of C.
+__device__ __forceinline__ float quad_max(float x) {
+  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+}
+__device__ __forceinline__ float quad_sum(float x) {
+  x += __shfl_xor_sync(0xffffffffu, x, 1);
+  return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+
+// The thread's rows of C are g (half 0) and g + 8 (half 1).
+template <int N>
+__device__ __forceinline__ void row_max(const Accumulator<N>& C, float (&m)[2]) {
+  for (int j = 0; j < N / 8; ++j) {
+    m[0] = fmaxf(m[0], fmaxf(C.c[j][0], C.c[j][1]));
+    m[1] = fmaxf(m[1], fmaxf(C.c[j][2], C.c[j][3]));
+  }
+  m[0] = quad_max(m[0]);
+  m[1] = quad_max(m[1]);
+}
+// The thread's share of each row sum (reduce with quad_sum when needed).
+template <int N>
+__device__ __forceinline__ void add_row_sums(const Accumulator<N>& C, float (&s)[2]) {
+  for (int j = 0; j < N / 8; ++j) {
+    s[0] += C.c[j][0] + C.c[j][1];
+    s[1] += C.c[j][2] + C.c[j][3];
+  }
+}
+
+#endif  // ATTN_MMA_DEVICE_PASS
+
+}  // namespace attn::mma

@@ -1,0 +1,277 @@
+// Softmax attention on tensor cores (CUDA, sm_80+; float, tf32, bf16): the
+// FlashAttention-2 forward (Dao 2023, Alg. 1) and backward (Alg. 2) written as
+// warp tile operations (common/mma_tiles.hpp). Launched as Kokkos teams of
+// 4 x 32 or 2 x 32 threads, each warp owning 16 rows; tiles live in static
+// shared memory sized to stay under the 48 KB a block gets without opting in
+// (Kokkos 3.4 never opts in; see softmax/README.md for the budget).
+// Scores are kept in base-2 units, s2 = log2(e) scale q.k, so that every
+// weight is exp2(s2 - m) with m >= s2: no exponent is ever positive, and a
+// masked pair is never exponentiated.
+#pragma once
+#include "common/mma_tiles.hpp"
+#include "common/team_tiles.hpp"
+#include "common/views.hpp"
+
+#include <cfloat>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+namespace attn::detail {
+
+#if defined(KOKKOS_ENABLE_CUDA)
+
+// The largest head size the tensor-core kernels take; larger ones run on the
+// portable path. Head sizes are padded to the next of 32, 64, 128.
+constexpr int tensor_core_max_head = 128;
+inline int tensor_core_head(int dk, int dv) {
+  const int d = dk > dv ? dk : dv;
+  return d <= 32 ? 32 : d <= 64 ? 64 : d <= 128 ? 128 : 0;
+}
+
+constexpr float log2_e = 1.4426950408889634f;
+constexpr float ln_2 = 0.6931471805599453f;
+
+template <class P>
+using CudaTensor = Tensor4<Kokkos::Cuda, storage_t<P>>;
+using CudaRows = Tensor3<Kokkos::Cuda, float>;
+using CudaMember = Kokkos::TeamPolicy<Kokkos::Cuda>::member_type;
+
+// Forward, one team per (batch, head, 64 query rows): Q in registers, key and
+// value tiles streamed through shared memory, the running row max m, sum l and
+// output O in registers (online softmax, Alg. 1 lines 8-10).
+template <class P, int D>
+struct FlashForward {
+  static constexpr int warps = 4, rows = 16 * warps;
+  static constexpr int keys = std::is_same_v<P, bf16> ? 64 : 32;  // streamed tile: 2 x keys x D operands
+  static constexpr int ld = mma::padded_stride<P>(D);
+
+  CudaTensor<P> q, k, v, o;
+  CudaRows logsumexp;  // optional: natural-log row logsumexp for the backward
+  int L, H, tiles, dk, dv;
+  float scale_log2;
+  bool causal;
+
+  KOKKOS_INLINE_FUNCTION void operator()(const CudaMember& team) const {
+#if defined(ATTN_MMA_DEVICE_PASS)
+    using E = mma::operand_t<P>;
+    __shared__ __align__(16) E Ks[keys * ld];
+    __shared__ __align__(16) E Vs[keys * ld];
+    // Causal: the last query tiles see the most keys; start them first.
+    const int rank = causal ? team.league_size() - 1 - team.league_rank() : team.league_rank();
+    const TeamTile tile = team_tile(rank, tiles, H, rows, L);
+    const int b = tile.b, h = tile.h;
+    const int row0 = tile.first + 16 * (team.team_rank() / 32);  // the warp's first query
+
+    mma::RowTile<P, D> Q;
+    mma::load_rows(Q, q, b, h, row0, L, dk);
+    mma::Accumulator<D> O;
+    mma::zero(O);
+    float m[2] = {-FLT_MAX, -FLT_MAX}, l[2] = {0.f, 0.f};  // per thread: rows g and g + 8
+
+    const int end = causal ? (tile.first + tile.count < L ? tile.first + tile.count : L) : L;  // tiles past the diagonal are skipped
+    for (int k0 = 0; k0 < end; k0 += keys) {
+      team.team_barrier();  // the previous tile is no longer read
+      const int nk = (L - k0 < keys ? L - k0 : keys);
+      mma::load_tile<P>(Ks, ld, keys, D, k, b, h, k0, nk, dk, team.team_rank(), team.team_size());
+      mma::load_tile<P>(Vs, ld, keys, D, v, b, h, k0, nk, dv, team.team_rank(), team.team_size());
+      team.team_barrier();
+      if (causal && k0 > row0 + 15) continue;  // none of the warp's queries sees these keys
+
+      mma::Accumulator<keys> S;
+      mma::zero(S);
+      mma::add_abt(S, Q, Ks, ld);
+      mma::for_each_entry(S, [&](int r, int c, float& s) {
+        const bool visible = c < nk && (!causal || k0 + c <= row0 + r);
+        s = visible ? s * scale_log2 : -INFINITY;
+      });
+      float m_new[2] = {m[0], m[1]};
+      mma::row_max(S, m_new);
+      mma::for_each_entry(S, [&](int r, int, float& s) { s = s == -INFINITY ? 0.f : exp2f(s - m_new[r >> 3]); });
+      const float alpha[2] = {exp2f(m[0] - m_new[0]), exp2f(m[1] - m_new[1])};  // <= 1
+      mma::for_each_entry(O, [&](int r, int, float& x) { x *= alpha[r >> 3]; });
+      for (int i = 0; i < 2; ++i) {
+        l[i] *= alpha[i];
+        m[i] = m_new[i];
+      }
+      mma::add_row_sums(S, l);
+      mma::add_ab<P>(O, S, Vs, ld);
+    }
+    const float sum[2] = {mma::quad_sum(l[0]), mma::quad_sum(l[1])};
+    mma::for_each_entry(O, [&](int r, int c, float& x) {
+      if (row0 + r < L && c < dv) o(b, h, row0 + r, c) = storage_t<P>(x / sum[r >> 3]);
+    });
+    if (logsumexp.data() && (mma::lane_id() & 3) == 0)
+      for (int half = 0; half < 2; ++half) {
+        const int row = row0 + (mma::lane_id() >> 2) + 8 * half;
+        if (row < L) logsumexp(b, h, row) = (m[half] + log2f(sum[half])) * ln_2;
+      }
+#endif
+  }
+};
+
+// Backward, Alg. 2, as two passes that give every gradient row one owner (no
+// atomics): a team owns 16 x warps rows of X and streams tiles of Y:
+//   dq pass:     X = (Q, dO), Y = (K, V):  dQ += dS K
+//   dk, dv pass: X = (K, V), Y = (Q, dO):  dV += P^T dO,  dK += dS^T Q
+// Both compute S = X1 Y1^T and dP = X2 Y2^T over the (owned, streamed) pairs,
+// P = exp2(log2e scale S - log2e lse) and dS = P (dP - D), D = rowsum(dO O),
+// with the logsumexp and D indexed by the query (rows in the dq pass, columns
+// in the dk, dv pass). Owned rows stay in shared memory, read as A operands,
+// so that the registers hold only the accumulators.
+template <class P, int D, bool OwnsKeys>
+struct FlashBackwardPass {
+  static constexpr bool bf = std::is_same_v<P, bf16>;
+  static constexpr int warps = bf ? 4 : 2, owned = 16 * warps;
+  static constexpr int streamed = bf ? 16 : 8;  // one k-step of the dS Y1 product
+  static constexpr int ld = mma::padded_stride<P>(D);
+
+  CudaTensor<P> x1, x2, y1, y2;  // dq pass: q, d_o, k, v; dk, dv pass: k, v, q, d_o
+  CudaTensor<P> out1, out2;      // dq pass: dq; dk, dv pass: dk, dv
+  CudaRows logsumexp, delta;
+  int L, H, tiles, d1, d2;  // d1: columns of x1, y1 (dk); d2: of x2, y2 (dv)
+  float scale, scale_log2;
+  bool causal;
+
+  KOKKOS_INLINE_FUNCTION void operator()(const CudaMember& team) const {
+#if defined(ATTN_MMA_DEVICE_PASS)
+    using E = mma::operand_t<P>;
+    __shared__ __align__(16) E X1[owned * ld];
+    __shared__ __align__(16) E X2[owned * ld];
+    __shared__ __align__(16) E Y1[streamed * ld];
+    __shared__ __align__(16) E Y2[streamed * ld];
+    __shared__ float query_stats[2][streamed];  // dk, dv pass: log2e lse and D of the streamed queries
+    const int rank = causal && !OwnsKeys ? team.league_size() - 1 - team.league_rank() : team.league_rank();
+    const TeamTile tile = team_tile(rank, tiles, H, owned, L);
+    const int b = tile.b, h = tile.h, tid = team.team_rank(), size = team.team_size();
+    const int warp_row0 = 16 * (tid / 32), row0 = tile.first + warp_row0;
+    const int g = mma::lane_id() >> 2;
+
+    mma::load_tile<P>(X1, ld, owned, D, x1, b, h, tile.first, tile.count, d1, tid, size);
+    mma::load_tile<P>(X2, ld, owned, D, x2, b, h, tile.first, tile.count, d2, tid, size);
+    float row_lse[2] = {0.f, 0.f}, row_delta[2] = {0.f, 0.f};  // dq pass: of the thread's rows g, g + 8
+    if (!OwnsKeys)
+      for (int half = 0; half < 2; ++half)
+        if (row0 + g + 8 * half < L) {
+          row_lse[half] = logsumexp(b, h, row0 + g + 8 * half) * log2_e;
+          row_delta[half] = delta(b, h, row0 + g + 8 * half);
+        }
+    mma::Accumulator<D> acc1, acc2;
+    mma::zero(acc1);
+    if (OwnsKeys) mma::zero(acc2);
+
+    // Causal: a key j is seen by queries i >= j only.
+    const int begin = causal && OwnsKeys ? tile.first / streamed * streamed : 0;
+    const int end = causal && !OwnsKeys ? (tile.first + tile.count < L ? tile.first + tile.count : L) : L;
+    for (int y0 = begin; y0 < end; y0 += streamed) {
+      team.team_barrier();  // the previous tile is no longer read
+      const int ny = (L - y0 < streamed ? L - y0 : streamed);
+      mma::load_tile<P>(Y1, ld, streamed, D, y1, b, h, y0, ny, d1, tid, size);
+      mma::load_tile<P>(Y2, ld, streamed, D, y2, b, h, y0, ny, d2, tid, size);
+      if (OwnsKeys && tid < streamed) {
+        query_stats[0][tid] = tid < ny ? logsumexp(b, h, y0 + tid) * log2_e : 0.f;
+        query_stats[1][tid] = tid < ny ? delta(b, h, y0 + tid) : 0.f;
+      }
+      team.team_barrier();
+      if (causal && (OwnsKeys ? y0 + streamed - 1 < row0 : y0 > row0 + 15)) continue;  // no visible pair
+
+      mma::Accumulator<streamed> S, dP;
+      mma::zero(S);
+      mma::zero(dP);
+      mma::add_abt<P, streamed, D>(S, X1 + warp_row0 * ld, ld, Y1, ld);
+      mma::add_abt<P, streamed, D>(dP, X2 + warp_row0 * ld, ld, Y2, ld);
+      // S becomes P, dP becomes dS.
+      for (int j = 0; j < streamed / 8; ++j)
+        for (int e = 0; e < 4; ++e) {
+          const int r = g + 8 * (e >> 1), c = 8 * j + 2 * (mma::lane_id() & 3) + (e & 1);
+          const int query = OwnsKeys ? y0 + c : row0 + r, key = OwnsKeys ? row0 + r : y0 + c;
+          const bool visible = c < ny && (!causal || key <= query);
+          const float lse2 = OwnsKeys ? query_stats[0][c] : row_lse[e >> 1];
+          const float d = OwnsKeys ? query_stats[1][c] : row_delta[e >> 1];
+          const float p = visible ? exp2f(S.c[j][e] * scale_log2 - lse2) : 0.f;
+          S.c[j][e] = p;
+          dP.c[j][e] = p * (dP.c[j][e] - d);
+        }
+      if (OwnsKeys) {
+        mma::add_ab<P>(acc2, S, Y2, ld);   // dV += P^T dO
+        mma::add_ab<P>(acc1, dP, Y1, ld);  // dK += dS^T Q
+      } else {
+        mma::add_ab<P>(acc1, dP, Y1, ld);  // dQ += dS K
+      }
+    }
+    mma::for_each_entry(acc1, [&](int r, int c, float& x) {
+      if (row0 + r < L && c < d1) out1(b, h, row0 + r, c) = storage_t<P>(scale * x);
+    });
+    if (OwnsKeys)
+      mma::for_each_entry(acc2, [&](int r, int c, float& x) {
+        if (row0 + r < L && c < d2) out2(b, h, row0 + r, c) = storage_t<P>(x);
+      });
+#endif
+  }
+};
+
+template <class Functor>
+void launch_tiles(const char* label, const Kokkos::Cuda& exec, int league, int threads, const Functor& f) {
+  Kokkos::parallel_for(label, Kokkos::TeamPolicy<Kokkos::Cuda>(exec, league, threads), f);
+}
+
+// The tensor-core forward (shapes checked); false, with nothing run, when the
+// head sizes exceed tensor_core_max_head.
+template <class P>
+bool tensor_core_forward(const Kokkos::Cuda& exec, const char* label, const CudaTensor<P>& q,
+                         const CudaTensor<P>& k, const CudaTensor<P>& v, const CudaTensor<P>& o, bool causal,
+                         const CudaRows& logsumexp) {
+  const Shape s = checked_shape<Kokkos::Cuda, storage_t<P>>(q, k, v, o);
+  if (logsumexp.data() && (int(logsumexp.extent(0)) != s.batch || int(logsumexp.extent(1)) != s.heads ||
+                           int(logsumexp.extent(2)) != s.seq))
+    throw std::invalid_argument(std::string(label) + ": logsumexp must be [batch, heads, seq]");
+  if (s.batch == 0 || s.heads == 0 || s.seq == 0) return true;
+  const float scale_log2 = float(log2_e / std::sqrt(double(s.dk)));
+  auto run = [&](auto head) {
+    constexpr int Dh = decltype(head)::value;
+    using F = FlashForward<P, Dh>;
+    const int tiles = ceil_div(s.seq, F::rows);
+    launch_tiles(label, exec, s.batch * s.heads * tiles, 32 * F::warps,
+                 F{q, k, v, o, logsumexp, s.seq, s.heads, tiles, s.dk, s.dv, scale_log2, causal});
+  };
+  switch (tensor_core_head(s.dk, s.dv)) {
+    case 32: run(std::integral_constant<int, 32>{}); return true;
+    case 64: run(std::integral_constant<int, 64>{}); return true;
+    case 128: run(std::integral_constant<int, 128>{}); return true;
+    default: return false;
+  }
+}
+
+// The tensor-core backward passes (delta = rowsum(dO O) already computed);
+// false when the head sizes exceed tensor_core_max_head.
+template <class P>
+bool tensor_core_backward(const Kokkos::Cuda& exec, const Shape& s, const CudaTensor<P>& q, const CudaTensor<P>& k,
+                          const CudaTensor<P>& v, const CudaTensor<P>& d_o, const CudaRows& logsumexp,
+                          const CudaRows& delta, const CudaTensor<P>& dq, const CudaTensor<P>& dk,
+                          const CudaTensor<P>& dv, bool causal) {
+  const float scale = float(1 / std::sqrt(double(s.dk)));
+  auto run = [&](auto head) {
+    constexpr int Dh = decltype(head)::value;
+    using Dq = FlashBackwardPass<P, Dh, false>;
+    using DkDv = FlashBackwardPass<P, Dh, true>;
+    const int tiles = ceil_div(s.seq, Dq::owned);
+    launch_tiles(causal ? "softmax_causal_bwd_dq_tc" : "softmax_full_bwd_dq_tc", exec, s.batch * s.heads * tiles,
+                 32 * Dq::warps,
+                 Dq{q, d_o, k, v, dq, {}, logsumexp, delta, s.seq, s.heads, tiles, s.dk, s.dv, scale,
+                    scale * log2_e, causal});
+    launch_tiles(causal ? "softmax_causal_bwd_dk_dv_tc" : "softmax_full_bwd_dk_dv_tc", exec,
+                 s.batch * s.heads * tiles, 32 * DkDv::warps,
+                 DkDv{k, v, q, d_o, dk, dv, logsumexp, delta, s.seq, s.heads, tiles, s.dk, s.dv, scale,
+                      scale * log2_e, causal});
+  };
+  switch (tensor_core_head(s.dk, s.dv)) {
+    case 32: run(std::integral_constant<int, 32>{}); return true;
+    case 64: run(std::integral_constant<int, 64>{}); return true;
+    case 128: run(std::integral_constant<int, 128>{}); return true;
+    default: return false;
+  }
+}
+
+#endif  // KOKKOS_ENABLE_CUDA
+
+}  // namespace attn::detail
