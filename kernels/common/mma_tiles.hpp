@@ -35,6 +35,18 @@
 #define ATTN_MMA_DEVICE_PASS 1
 #endif
 
+namespace attn {
+
+// Whether kernels that have a tensor-core path take it (the default) or run
+// their portable path instead: the tests check both on CUDA, and
+// `bench --tiles portable` times the portable one.
+inline bool& tensor_cores_enabled() {
+  static bool enabled = true;
+  return enabled;
+}
+
+}  // namespace attn
+
 namespace attn::mma {
 
 // Element type of the operands in shared memory and the k of one instruction.
@@ -124,6 +136,7 @@ __device__ __forceinline__ void mma(float (&c)[4], const std::uint32_t (&a)[4], 
     mma_tf32(c, a_tf, to_tf32(__uint_as_float(b0)), to_tf32(__uint_as_float(b1)));
   } else {  // float: 3xTF32, the two small cross terms first
     std::uint32_t big[4], small[4];
+    #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const float x = __uint_as_float(a[i]);
       big[i] = to_tf32(x);
@@ -158,6 +171,7 @@ __device__ __forceinline__ void load_rows(RowTile<P, K>& A, const View& x, int b
   const int g = lane_id() >> 2, t = lane_id() & 3;
   const int r0 = first_row + g, r1 = first_row + g + 8;
   constexpr int ks = k_step<P>;
+  #pragma unroll
   for (int kk = 0; kk < K / ks; ++kk) {
     const int c0 = kk * ks;
     if constexpr (std::is_same_v<P, bf16>) {
@@ -216,7 +230,9 @@ __device__ __forceinline__ void transposed_fragment(std::uint32_t& b0, std::uint
 // A is a RowTile in registers, or rows of a shared tile (`const operand_t<P>*`).
 template <class P, int N, int K>
 __device__ __forceinline__ void add_abt(Accumulator<N>& C, const RowTile<P, K>& A, const operand_t<P>* B, int ld) {
+  #pragma unroll
   for (int kk = 0; kk < K / k_step<P>; ++kk)
+    #pragma unroll
     for (int j = 0; j < N / 8; ++j) {
       std::uint32_t b0, b1;
       transposed_fragment<P>(b0, b1, B, ld, 8 * j, kk);
@@ -226,9 +242,11 @@ __device__ __forceinline__ void add_abt(Accumulator<N>& C, const RowTile<P, K>& 
 template <class P, int N, int K>
 __device__ __forceinline__ void add_abt(Accumulator<N>& C, const operand_t<P>* A, int lda, const operand_t<P>* B,
                                         int ldb) {
+  #pragma unroll
   for (int kk = 0; kk < K / k_step<P>; ++kk) {
     std::uint32_t a[4];
     fragment_from_shared<P>(a, A, lda, kk);
+    #pragma unroll
     for (int j = 0; j < N / 8; ++j) {
       std::uint32_t b0, b1;
       transposed_fragment<P>(b0, b1, B, ldb, 8 * j, kk);
@@ -244,23 +262,27 @@ __device__ __forceinline__ void add_ab(Accumulator<N>& C, const Accumulator<K>& 
   const int g = lane_id() >> 2, t = lane_id() & 3;
   if constexpr (std::is_same_v<P, bf16>) {
     static_assert(K % 16 == 0, "bf16 products take 16 keys per step");
+    #pragma unroll
     for (int kk = 0; kk < K / 16; ++kk) {
       const float(&lo)[4] = W.c[2 * kk];
       const float(&hi)[4] = W.c[2 * kk + 1];
       const std::uint32_t a[4] = {pack_bf16(lo[0], lo[1]), pack_bf16(lo[2], lo[3]), pack_bf16(hi[0], hi[1]),
                                   pack_bf16(hi[2], hi[3])};
       const operand_t<P>* rows = B + (kk * 16 + 2 * t) * ld + g;
+      #pragma unroll
       for (int j = 0; j < N / 8; ++j) {
         const operand_t<P>* p = rows + 8 * j;
         mma<P>(C.c[j], a, pack_bits(p[0], p[ld]), pack_bits(p[8 * ld], p[9 * ld]));
       }
     }
   } else {
+    #pragma unroll
     for (int kk = 0; kk < K / 8; ++kk) {
       const float(&w)[4] = W.c[kk];
       const std::uint32_t a[4] = {__float_as_uint(w[0]), __float_as_uint(w[2]), __float_as_uint(w[1]),
                                   __float_as_uint(w[3])};
       const float* rows = B + (kk * 8 + 2 * t) * ld + g;
+      #pragma unroll
       for (int j = 0; j < N / 8; ++j) {
         const float* p = rows + 8 * j;
         mma<P>(C.c[j], a, __float_as_uint(p[0]), __float_as_uint(p[ld]));
@@ -296,7 +318,9 @@ __device__ __forceinline__ void load_tile(operand_t<P>* dst, int ld, int rows, i
 
 template <int N>
 __device__ __forceinline__ void zero(Accumulator<N>& C) {
+  #pragma unroll
   for (int j = 0; j < N / 8; ++j)
+    #pragma unroll
     for (int e = 0; e < 4; ++e) C.c[j][e] = 0.f;
 }
 
@@ -305,7 +329,9 @@ __device__ __forceinline__ void zero(Accumulator<N>& C) {
 template <int N, class F>
 __device__ __forceinline__ void for_each_entry(Accumulator<N>& C, F f) {
   const int g = lane_id() >> 2, t = lane_id() & 3;
+  #pragma unroll
   for (int j = 0; j < N / 8; ++j)
+    #pragma unroll
     for (int e = 0; e < 4; ++e) f(g + 8 * (e >> 1), 8 * j + 2 * t + (e & 1), C.c[j][e]);
 }
 
@@ -322,6 +348,7 @@ __device__ __forceinline__ float quad_sum(float x) {
 // The thread's rows of C are g (half 0) and g + 8 (half 1).
 template <int N>
 __device__ __forceinline__ void row_max(const Accumulator<N>& C, float (&m)[2]) {
+  #pragma unroll
   for (int j = 0; j < N / 8; ++j) {
     m[0] = fmaxf(m[0], fmaxf(C.c[j][0], C.c[j][1]));
     m[1] = fmaxf(m[1], fmaxf(C.c[j][2], C.c[j][3]));
@@ -332,6 +359,7 @@ __device__ __forceinline__ void row_max(const Accumulator<N>& C, float (&m)[2]) 
 // The thread's share of each row sum (reduce with quad_sum when needed).
 template <int N>
 __device__ __forceinline__ void add_row_sums(const Accumulator<N>& C, float (&s)[2]) {
+  #pragma unroll
   for (int j = 0; j < N / 8; ++j) {
     s[0] += C.c[j][0] + C.c[j][1];
     s[1] += C.c[j][2] + C.c[j][3];

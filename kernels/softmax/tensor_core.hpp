@@ -181,7 +181,9 @@ struct FlashBackwardPass {
       mma::add_abt<P, streamed, D>(S, X1 + warp_row0 * ld, ld, Y1, ld);
       mma::add_abt<P, streamed, D>(dP, X2 + warp_row0 * ld, ld, Y2, ld);
       // S becomes P, dP becomes dS.
+#pragma unroll
       for (int j = 0; j < streamed / 8; ++j)
+#pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int r = g + 8 * (e >> 1), c = 8 * j + 2 * (mma::lane_id() & 3) + (e & 1);
           const int query = OwnsKeys ? y0 + c : row0 + r, key = OwnsKeys ? row0 + r : y0 + c;

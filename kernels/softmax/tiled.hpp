@@ -31,7 +31,7 @@ void softmax_tiled_forward(const Exec& exec, const Tensor4<Exec, storage_t<P>>& 
   const char* label = causal ? "softmax_causal_tiled" : "softmax_full_tiled";
 #if defined(KOKKOS_ENABLE_CUDA)
   if constexpr (has_tensor_cores<Exec, P>())
-    if (detail::tensor_core_forward<P>(exec, label, q, k, v, o, causal, logsumexp)) return;
+    if (tensor_cores_enabled() && detail::tensor_core_forward<P>(exec, label, q, k, v, o, causal, logsumexp)) return;
 #endif
   const double scale = 1.0 / std::sqrt(double(q.extent(3)));
   detail::tiled_attention<P>(exec, label, q, k, v, o, causal, detail::SoftmaxWeights{scale}, logsumexp);

@@ -237,7 +237,9 @@ void softmax_tiled_backward(const Exec& exec, const Tensor4<Exec, storage_t<P>>&
   detail::softmax_backward_delta<P>(exec, s, o, d_o, delta);
 #if defined(KOKKOS_ENABLE_CUDA)
   if constexpr (has_tensor_cores<Exec, P>())
-    if (detail::tensor_core_backward<P>(exec, s, q, k, v, d_o, logsumexp, delta, dq, dk, dv, causal)) return;
+    if (tensor_cores_enabled() &&
+        detail::tensor_core_backward<P>(exec, s, q, k, v, d_o, logsumexp, delta, dq, dk, dv, causal))
+      return;
 #endif
   detail::softmax_backward_dq<P>(exec, s, q, k, v, d_o, logsumexp, delta, dq, causal);
   detail::softmax_backward_dk_dv<P>(exec, s, q, k, v, d_o, logsumexp, delta, dk, dv, causal);

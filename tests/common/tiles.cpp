@@ -1,0 +1,205 @@
+// The tile operations alone, against plain fp64 loops: the portable
+// register-tiled team products on every backend, and (CUDA builds) the warp
+// tensor-core products in float (3xTF32), tf32 and bf16. Shapes that are not
+// multiples of the micro-tile or of the MMA tile, head sizes 32 .. 256,
+// different inner and outer sizes, and every transpose the kernels use.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "backends.hpp"
+#include "common/mma_tiles.hpp"
+#include "common/team_tiles.hpp"
+
+namespace {
+
+using Matrix = Kokkos::View<double**, Kokkos::LayoutRight, Kokkos::HostSpace>;
+
+Matrix random_matrix(int rows, int cols, std::mt19937_64& rng) {
+  Matrix m("m", rows, cols);
+  std::normal_distribution<double> normal;
+  for (int i = 0; i < rows; ++i)
+    for (int j = 0; j < cols; ++j) m(i, j) = normal(rng);
+  return m;
+}
+
+double max_abs_difference(const Matrix& a, const Matrix& b) {
+  double worst = 0;
+  for (std::size_t i = 0; i < a.extent(0); ++i)
+    for (std::size_t j = 0; j < a.extent(1); ++j) worst = std::max(worst, std::abs(a(i, j) - b(i, j)));
+  return worst;
+}
+
+struct ProductShape {
+  int rows, cols, inner;
+};
+// Micro-tile edges (1, 5, 33), the head sizes, a long inner dimension.
+const ProductShape product_shapes[] = {{1, 1, 1},    {5, 3, 7},    {33, 17, 32}, {32, 32, 64},
+                                       {16, 48, 128}, {7, 64, 256}, {64, 9, 300}};
+
+std::uint64_t seed_of(const char* name) { return std::hash<std::string>{}(name); }
+
+}  // namespace
+
+TEMPLATE_LIST_TEST_CASE("tile products: the portable register-tiled products match plain loops", "[tiles]",
+                        attn::Backends) {
+  using Exec = TestType;
+  using DeviceMatrix = Kokkos::View<double**, Kokkos::LayoutRight, typename Exec::memory_space>;
+  std::mt19937_64 rng(seed_of("portable tiles"));
+  for (const ProductShape& s : product_shapes) {
+    INFO("rows " << s.rows << ", cols " << s.cols << ", inner " << s.inner << " on " << attn::backend_name<Exec>());
+    const Matrix a = random_matrix(s.rows, s.inner, rng), b = random_matrix(s.inner, s.cols, rng);
+    const Matrix at = random_matrix(s.inner, s.rows, rng), bt = random_matrix(s.cols, s.inner, rng);
+    const Matrix start = random_matrix(s.rows, s.cols, rng);
+    Matrix want_ab("ab", s.rows, s.cols), want_atb("atb", s.rows, s.cols), want_abt("abt", s.rows, s.cols);
+    for (int i = 0; i < s.rows; ++i)
+      for (int j = 0; j < s.cols; ++j) {
+        double ab = start(i, j), atb = start(i, j), abt = 0;
+        for (int p = 0; p < s.inner; ++p) {
+          ab += a(i, p) * b(p, j);
+          atb += at(p, i) * b(p, j);
+          abt += a(i, p) * bt(j, p);
+        }
+        want_ab(i, j) = ab;
+        want_atb(i, j) = atb;
+        want_abt(i, j) = abt;
+      }
+    auto on_device = [](const Matrix& m) {  // a copy of its own, also where the backend is the host
+      DeviceMatrix copy("copy", m.extent(0), m.extent(1));
+      Kokkos::deep_copy(copy, m);
+      return copy;
+    };
+    const DeviceMatrix A = on_device(a), B = on_device(b), At = on_device(at), Bt = on_device(bt);
+    const DeviceMatrix AB = on_device(start), AtB = on_device(start), ABt("abt", s.rows, s.cols);
+    const ProductShape shape = s;
+    using Member = typename Kokkos::TeamPolicy<Exec>::member_type;
+    Kokkos::parallel_for(
+        "tile products", attn::team_policy(Exec(), 1, 128), KOKKOS_LAMBDA(const Member& team) {
+          attn::detail::add_product(team, AB, A, B, shape.rows, shape.inner, shape.cols);
+          attn::detail::add_transposed_product(team, AtB, At, B, shape.rows, shape.inner, shape.cols);
+          attn::detail::scores(team, A, Bt, shape.rows, shape.cols, shape.inner,
+                               [&](int r, int c, double x) { ABt(r, c) = x; });
+        });
+    Exec().fence();
+    auto to_host = [](const DeviceMatrix& m) { return Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), m); };
+    // Sums of up to 300 products of N(0, 1) numbers: rounding ~1e-13.
+    CHECK(max_abs_difference(to_host(AB), want_ab) < 1e-11);
+    CHECK(max_abs_difference(to_host(AtB), want_atb) < 1e-11);
+    CHECK(max_abs_difference(to_host(ABt), want_abt) < 1e-11);
+  }
+}
+
+#if defined(KOKKOS_ENABLE_CUDA)
+
+namespace {
+
+// One warp: C = A B^T with A (16 x K, `k_cols` valid columns) in registers and
+// B (N x K) in shared memory, then E = C F with the accumulator C as the A
+// operand and F (N x D) in shared memory; the A-from-shared overload gives
+// C2 = A B^T again. Rows of A beyond `a_rows` are zero-padded.
+template <class P, int K, int N, int D>
+struct WarpProducts {
+  using S = attn::storage_t<P>;
+  using Tensor = Kokkos::View<S****, Kokkos::LayoutRight, Kokkos::CudaSpace>;
+  Tensor a, b, f;                                  // [1, 1, rows, cols]
+  using Result = Kokkos::View<float**, Kokkos::LayoutRight, Kokkos::CudaSpace>;
+  Result c, c2, e;  // 16 x N, 16 x N, 16 x D
+  int a_rows, k_cols;
+
+  KOKKOS_INLINE_FUNCTION void operator()(const Kokkos::TeamPolicy<Kokkos::Cuda>::member_type& team) const {
+#if defined(ATTN_MMA_DEVICE_PASS)
+    using E = attn::mma::operand_t<P>;
+    constexpr int ldk = attn::mma::padded_stride<P>(K), ldd = attn::mma::padded_stride<P>(D);
+    __shared__ __align__(16) E As[16 * ldk];
+    __shared__ __align__(16) E Bs[N * ldk];
+    __shared__ __align__(16) E Fs[N * ldd];
+    const int rank = team.team_rank(), size = team.team_size();
+    attn::mma::load_tile<P>(As, ldk, 16, K, a, 0, 0, 0, a_rows, k_cols, rank, size);
+    attn::mma::load_tile<P>(Bs, ldk, N, K, b, 0, 0, 0, N, k_cols, rank, size);
+    attn::mma::load_tile<P>(Fs, ldd, N, D, f, 0, 0, 0, N, D, rank, size);
+    team.team_barrier();
+    attn::mma::RowTile<P, K> A;
+    attn::mma::load_rows(A, a, 0, 0, 0, a_rows, k_cols);
+    attn::mma::Accumulator<N> C, C2;
+    attn::mma::zero(C);
+    attn::mma::zero(C2);
+    attn::mma::add_abt(C, A, Bs, ldk);
+    attn::mma::add_abt<P, N, K>(C2, As, ldk, Bs, ldk);
+    attn::mma::Accumulator<D> Eacc;
+    attn::mma::zero(Eacc);
+    attn::mma::add_ab<P>(Eacc, C, Fs, ldd);
+    attn::mma::for_each_entry(C, [&](int r, int col, float& x) { c(r, col) = x; });
+    attn::mma::for_each_entry(C2, [&](int r, int col, float& x) { c2(r, col) = x; });
+    attn::mma::for_each_entry(Eacc, [&](int r, int col, float& x) { e(r, col) = x; });
+#endif
+  }
+};
+
+template <class P, int K, int N, int D>
+void check_warp_products(std::mt19937_64& rng, int a_rows, int k_cols, double tolerance) {
+  using F = WarpProducts<P, K, N, D>;
+  using S = attn::storage_t<P>;
+  INFO(attn::precision_traits<P>::name << ": K " << K << " (" << k_cols << " used), N " << N << ", D " << D
+                                       << ", rows " << a_rows);
+  auto upload = [&](int rows, int cols, Matrix& rounded) {
+    const Matrix m = random_matrix(rows, cols, rng);
+    typename F::Tensor t("t", 1, 1, rows, cols);
+    auto mirror = Kokkos::create_mirror_view(t);
+    rounded = Matrix("rounded", rows, cols);
+    for (int i = 0; i < rows; ++i)
+      for (int j = 0; j < cols; ++j) {
+        mirror(0, 0, i, j) = S(m(i, j));
+        rounded(i, j) = double(float(mirror(0, 0, i, j)));  // the stored inputs, exactly
+      }
+    Kokkos::deep_copy(t, mirror);
+    return t;
+  };
+  Matrix a, b, f;
+  using Result = typename F::Result;
+  F functor{upload(a_rows, k_cols, a), upload(N, k_cols, b), upload(N, D, f), Result("c", 16, N),
+            Result("c2", 16, N), Result("e", 16, D), a_rows, k_cols};
+  Kokkos::parallel_for("warp products", Kokkos::TeamPolicy<Kokkos::Cuda>(1, 32), functor);
+  Kokkos::fence();
+  auto c = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), functor.c);
+  auto c2 = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), functor.c2);
+  auto e = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), functor.e);
+  Matrix want_c("c", 16, N);
+  for (int i = 0; i < a_rows; ++i)
+    for (int j = 0; j < N; ++j)
+      for (int p = 0; p < k_cols; ++p) want_c(i, j) += a(i, p) * b(j, p);
+  double worst_c = 0, worst_c2 = 0, worst_e = 0, scale_c = 1, scale_e = 1;
+  for (int i = 0; i < 16; ++i)
+    for (int j = 0; j < N; ++j) {
+      worst_c = std::max(worst_c, std::abs(c(i, j) - want_c(i, j)));
+      worst_c2 = std::max(worst_c2, std::abs(c2(i, j) - want_c(i, j)));
+      scale_c = std::max(scale_c, std::abs(want_c(i, j)));
+    }
+  // E from the kernel's own C (as the A operand rounds it), so that only the product is judged.
+  for (int i = 0; i < 16; ++i)
+    for (int j = 0; j < D; ++j) {
+      double want = 0;
+      for (int p = 0; p < N; ++p) want += double(c(i, p)) * f(p, j);
+      worst_e = std::max(worst_e, std::abs(e(i, j) - want));
+      scale_e = std::max(scale_e, std::abs(want));
+    }
+  CHECK(worst_c <= tolerance * scale_c);
+  CHECK(worst_c2 <= tolerance * scale_c);
+  CHECK(worst_e <= tolerance * scale_e * std::sqrt(double(N)));
+}
+
+}  // namespace
+
+TEST_CASE("tile products: warp tensor-core products match fp64 on the stored inputs", "[tiles][cuda]") {
+  std::mt19937_64 rng(seed_of("warp tiles"));
+  // Tolerances relative to the largest result: 3xTF32 ~ fp32 rounding of the
+  // sums; one TF32 product: 2^-11 per operand; bf16: 2^-8 per operand.
+  check_warp_products<float, 32, 8, 32>(rng, 16, 32, 1e-5);
+  check_warp_products<float, 128, 32, 128>(rng, 11, 125, 1e-5);
+  check_warp_products<attn::tf32, 64, 16, 64>(rng, 16, 61, 4e-3);
+  check_warp_products<attn::bf16, 64, 16, 64>(rng, 16, 64, 3e-2);
+  check_warp_products<attn::bf16, 128, 32, 128>(rng, 9, 120, 3e-2);
+}
+
+#endif  // KOKKOS_ENABLE_CUDA
