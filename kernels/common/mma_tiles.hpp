@@ -69,7 +69,7 @@ constexpr int k_step = OperandOf<P>::k_step;
 // the lanes of a fragment load fall on 32 different banks (stride = 4 words
 // mod 32).
 template <class P>
-constexpr int padded_stride(int cols) {
+KOKKOS_INLINE_FUNCTION constexpr int padded_stride(int cols) {
   return std::is_same_v<P, bf16> ? cols + 8 : cols + 4;
 }
 
