@@ -21,6 +21,7 @@
 #include <set>
 #include <sstream>
 #include <stdexcept>
+#include <utility>
 
 #include "backends.hpp"
 #include "git_revision.hpp"
@@ -151,24 +152,25 @@ class SeriesLimits {
 // (warm-up and timed), which grow with the cost model's flops, plus fixed work
 // that does not: drawing inputs, launches, and the reference check, whose cost
 // --check-flops caps. The two are kept apart, so that the check of a small
-// point is not scaled up by flops: per form, the calls of the next point take
-// the measured seconds per flop of the form's last ok point (the nearest in
-// size), and its fixed work the mean of the form's fixed work so far; a form
-// not measured yet takes the mean wall time of all points so far.
+// point is not scaled up by flops: per form and precision (tf32 and bf16 run
+// at other rates), the calls of the next point take the measured seconds per
+// flop of the last ok point (the nearest in size), and its fixed work the mean
+// fixed work so far; a pair not measured yet takes the mean wall time of all
+// points so far.
 class EtaModel {
  public:
   explicit EtaModel(int calls_per_point) : calls_(calls_per_point) {}
   void add(const ResultRow& measured, double wall_s) {
     const double kernel_s = calls_ * measured.time_median_s;
     const double fixed_s = wall_s > kernel_s ? wall_s - kernel_s : 0;
-    Form& form = by_form_[measured.form];
+    Form& form = by_form_[{measured.form, measured.precision}];
     if (measured.flops > 0) form.seconds_per_flop = measured.time_median_s / measured.flops;
     form.fixed.add(fixed_s);
     wall_.add(wall_s);
   }
   // NaN while nothing has been measured.
   double estimate(const ResultRow& planned) const {
-    const auto it = by_form_.find(planned.form);
+    const auto it = by_form_.find({planned.form, planned.precision});
     if (it == by_form_.end() || !(it->second.seconds_per_flop > 0)) return wall_.mean();
     return calls_ * it->second.seconds_per_flop * planned.flops + it->second.fixed.mean();
   }
@@ -184,7 +186,7 @@ class EtaModel {
     Mean fixed;
   };
   int calls_;
-  std::map<std::string, Form> by_form_;
+  std::map<std::pair<std::string, std::string>, Form> by_form_;  // by (form, precision)
   Mean wall_;
 };
 
