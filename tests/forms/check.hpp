@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <string>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 
 #include "inputs.hpp"
