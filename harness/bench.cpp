@@ -2,9 +2,11 @@
 // measuring its peak memory and its error against the fp64 reference) into an
 // HDF5 table, and compare two such tables. `bench --help` explains.
 #include <fmt/core.h>
+#include <fmt/ranges.h>
 
 #include <boost/program_options.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -23,7 +25,7 @@ using namespace attn;
 namespace {
 
 constexpr const char* usage = R"(usage:
-  bench list                      every form, its family, parameters and description
+  bench list                      every form, its family, parameters, precisions and description
   bench sweep [options]           measure forms over a grid of shapes into an HDF5 file
   bench run FILE.cfg [options]    a sweep whose options are read from FILE (key = value
                                   lines, same names as below); the command line wins
@@ -67,7 +69,11 @@ po::options_description sweep_options() {
     ("unscaled", po::bool_switch(), "LION: the non-scaled form (QK^T . M)V instead of Scale(QK^T . M)V")
     ("decay-schedule", po::value<std::string>()->default_value("alibi"), "Lightning's per-head decay: alibi (released code, s_h = 2^(-8h/H)) or paper (Eq. 10, s_h = 8h/H)")
     ("decay-floor", po::bool_switch(), "Lion-s: draw log-decays as ln(sigmoid(z) + 1e-7), the released code's floor")
-    ("precision", po::value<std::string>()->default_value("float"), "float, double or float,double")
+    ("precision", po::value<std::string>()->default_value("float"),
+     "precisions, comma-separated, or all (= float,double,tf32,bf16): float: fp32 storage, fp32-accurate "
+     "products (3xTF32 on tensor cores); tf32: fp32 storage, one TF32 product; bf16: bf16 storage, fp32 "
+     "accumulation and softmax statistics; double: fp64. A form without a kernel in a precision is skipped "
+     "there (bench list shows each form's)")
     ("backend", po::value<std::string>(), "execution space: host, cuda (default: cuda when built with it, else host)")
     ("seed", po::value<std::uint64_t>()->default_value(2024), "seed of the random inputs")
     ("reps", po::value<int>()->default_value(10), "timed runs per point (median, min, max reported)")
@@ -114,6 +120,21 @@ std::vector<const Form*> select_forms(const std::string& spec) {
   return chosen;
 }
 
+// --precision: names of Precisions or `all`, each once, in the order given.
+std::vector<std::string> select_precisions(const std::string& spec) {
+  const std::vector<std::string> known = precision_names();
+  std::vector<std::string> chosen;
+  for (const auto& word : split_list("precision", spec)) {
+    if (word != "all" && std::find(known.begin(), known.end(), word) == known.end())
+      throw std::invalid_argument(
+          fmt::format("--precision: unknown precision '{}' (expected {} or all)", word, fmt::join(known, ", ")));
+    for (const auto& name : known)
+      if ((word == "all" || word == name) && std::find(chosen.begin(), chosen.end(), name) == chosen.end())
+        chosen.push_back(name);
+  }
+  return chosen;
+}
+
 // Adds a `bench run` experiment file to vm: `name = value` lines, `#` comments.
 // Options already in vm (the command line's) win. A line that is not an
 // option of bench sweep is an error naming the file and line.
@@ -155,10 +176,7 @@ int sweep_command(const po::variables_map& vm, const std::string& command_line) 
   if (!vm.count("out")) throw std::invalid_argument("--out is required: the HDF5 file to write");
   Sweep sweep;
   sweep.forms = select_forms(vm["forms"].as<std::string>());
-  sweep.precisions = split_list("precision", vm["precision"].as<std::string>());
-  for (const auto& p : sweep.precisions)
-    if (p != "float" && p != "double")
-      throw std::invalid_argument("--precision: '" + p + "' is neither float nor double");
+  sweep.precisions = select_precisions(vm["precision"].as<std::string>());
   sweep.seq = parse_axis("seq", vm["seq"].as<std::string>());
   sweep.batch = parse_axis("batch", vm["batch"].as<std::string>());
   sweep.heads = parse_axis("heads", vm["heads"].as<std::string>());
@@ -224,12 +242,13 @@ int compare_command(const std::vector<std::string>& args) {
 }
 
 int list_command() {
-  fmt::print("{:<26} {:<10} {:<7} {:<22} {}\n", "form", "family", "causal", "params", "description");
+  fmt::print("{:<26} {:<10} {:<7} {:<22} {:<23} {}\n", "form", "family", "causal", "params", "precisions",
+             "description");
   for (const auto& f : forms()) {
     std::string params;
     for (auto p : f.params) params += (params.empty() ? "" : ",") + std::string(param_name(p));
-    fmt::print("{:<26} {:<10} {:<7} {:<22} {}\n", f.name, f.family, f.causal ? "yes" : "no",
-               params.empty() ? "-" : params, f.description);
+    fmt::print("{:<26} {:<10} {:<7} {:<22} {:<23} {}\n", f.name, f.family, f.causal ? "yes" : "no",
+               params.empty() ? "-" : params, fmt::format("{}", fmt::join(f.precisions(), ",")), f.description);
   }
   return 0;
 }

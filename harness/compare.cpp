@@ -71,7 +71,7 @@ int compare_result_files(const std::string& a_path, const std::string& b_path, c
   const bool marking = options.threshold > 0;
 
   fmt::print("A = {}\nB = {}\n\n", a_path, b_path);
-  fmt::print("{:<26} {:>4} {:>4} {:>4} {:>7} {:>5} {:>5} {:>6} {:>5} {:>11} {:>11} {:>8} {:>9}  {}\n", "form", "prec",
+  fmt::print("{:<26} {:>6} {:>4} {:>4} {:>7} {:>5} {:>5} {:>6} {:>5} {:>11} {:>11} {:>8} {:>9}  {}\n", "form", "prec",
              "B", "H", "L", "dk", "dv", "chunk", "slots", "A ms", "B ms", "B/A time", "B/A peak", "");
   std::vector<std::pair<std::string, std::string>> form_order;  // (form, precision) as first seen
   std::map<std::pair<std::string, std::string>, FormTotals> totals;
@@ -101,19 +101,19 @@ int compare_result_files(const std::string& a_path, const std::string& b_path, c
     ++matched;
     regressions += regressed;
 
-    fmt::print("{:<26} {:>4} {:>4} {:>4} {:>7} {:>5} {:>5} {:>6} {:>5} {:>11} {:>11} {:>8} {:>9}  {}{}\n", key.form,
-               key.precision == "float" ? "f32" : "f64", key.batch, key.heads, key.seq, key.dk, key.dv,
+    fmt::print("{:<26} {:>6} {:>4} {:>4} {:>7} {:>5} {:>5} {:>6} {:>5} {:>11} {:>11} {:>8} {:>9}  {}{}\n", key.form,
+               key.precision, key.batch, key.heads, key.seq, key.dk, key.dv,
                key.chunk ? std::to_string(key.chunk) : "-", key.slots ? std::to_string(key.slots) : "-",
                time_text(ra), time_text(rb), ratio_text(time_ratio), ratio_text(peak_ratio), mark,
                key.variant.empty() ? "" : "  [" + key.variant + "]");
   }
   if (matched == 0) fmt::print("(no point is in both files)\n");
 
-  fmt::print("\n{:<26} {:>4} {:>8} {:>14} {:>14} {:>12}\n", "per form", "prec", "matched", "geomean time",
+  fmt::print("\n{:<26} {:>6} {:>8} {:>14} {:>14} {:>12}\n", "per form", "prec", "matched", "geomean time",
              "geomean peak", "regressions");
   for (const auto& id : form_order) {
     const FormTotals& t = totals.at(id);
-    fmt::print("{:<26} {:>4} {:>8} {:>14} {:>14} {:>12}\n", id.first, id.second == "float" ? "f32" : "f64", t.matched,
+    fmt::print("{:<26} {:>6} {:>8} {:>14} {:>14} {:>12}\n", id.first, id.second, t.matched,
                t.time.text(), t.peak.text(), marking ? std::to_string(t.regressions) : "-");
   }
   fmt::print("(B/A of the median time and the peak memory, over the points ok in both)\n");

@@ -1,7 +1,8 @@
 // Random problem inputs (float64 on the host, for the references) and their
-// copies on a backend, in the precision under test.
+// copies on a backend, in the storage type of the precision under test.
 #pragma once
 #include <cstdint>
+#include <type_traits>
 
 #include "registry.hpp"
 
@@ -20,6 +21,11 @@ HostProblem random_problem(const Shape& s, const Form& form, std::uint64_t seed,
 // "alibi" (released code) s_h = 2^(-8h/H); "paper" (Eq. 10) s_h = 8h/H; h = 1..H.
 std::vector<double> lightning_decay_rates(int heads, const std::string& schedule);
 
+// The arithmetic type a stored value converts through: bf16 converts only to
+// and from float (double -> float -> bf16 and back), the others are their own.
+template <class T>
+using arithmetic_t = std::conditional_t<std::is_same_v<T, bf16>, float, T>;
+
 template <class Exec, class T>
 Tensor4<Exec, T> to_device(const ref::Tensor& x, const char* label) {
   Tensor4<Exec, T> view(Kokkos::view_alloc(std::string(label), Kokkos::WithoutInitializing),
@@ -28,7 +34,7 @@ Tensor4<Exec, T> to_device(const ref::Tensor& x, const char* label) {
   T* dst = mirror.data();
   const double* src = x.data.data();
   Kokkos::parallel_for("to_device", Kokkos::RangePolicy<Kokkos::DefaultHostExecutionSpace>(0, x.data.size()),
-                       [=](std::size_t i) { dst[i] = T(src[i]); });
+                       [=](std::size_t i) { dst[i] = T(arithmetic_t<T>(src[i])); });
   Kokkos::DefaultHostExecutionSpace().fence();
   Kokkos::deep_copy(view, mirror);
   return view;
@@ -44,10 +50,11 @@ template <class View>
 ref::Tensor to_host(const View& view) {
   ref::Tensor x(int(view.extent(0)), int(view.extent(1)), int(view.extent(2)), int(view.extent(3)));
   auto mirror = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), view);
-  const auto* src = mirror.data();
+  using T = typename View::non_const_value_type;
+  const T* src = mirror.data();
   double* dst = x.data.data();
   Kokkos::parallel_for("to_host", Kokkos::RangePolicy<Kokkos::DefaultHostExecutionSpace>(0, x.data.size()),
-                       [=](std::size_t i) { dst[i] = double(src[i]); });
+                       [=](std::size_t i) { dst[i] = double(arithmetic_t<T>(src[i])); });
   Kokkos::DefaultHostExecutionSpace().fence();
   return x;
 }
@@ -64,7 +71,7 @@ Inputs<Exec, T> upload(const HostProblem& p) {
   if (!p.decay_rate.empty()) {
     x.decay_rate = Vector<Exec, T>("decay_rate", p.decay_rate.size());
     auto mirror = Kokkos::create_mirror_view(x.decay_rate);
-    for (std::size_t h = 0; h < p.decay_rate.size(); ++h) mirror(h) = T(p.decay_rate[h]);
+    for (std::size_t h = 0; h < p.decay_rate.size(); ++h) mirror(h) = T(arithmetic_t<T>(p.decay_rate[h]));
     Kokkos::deep_copy(x.decay_rate, mirror);
   }
   if (!p.log_decay.data.empty()) {
@@ -72,7 +79,7 @@ Inputs<Exec, T> upload(const HostProblem& p) {
     x.log_decay = Tensor3<Exec, T>(Kokkos::view_alloc(std::string("log_decay"), Kokkos::WithoutInitializing),
                                    a.batch, a.heads, a.seq);
     auto mirror = Kokkos::create_mirror_view(x.log_decay);
-    for (std::size_t i = 0; i < a.data.size(); ++i) mirror.data()[i] = T(a.data[i]);
+    for (std::size_t i = 0; i < a.data.size(); ++i) mirror.data()[i] = T(arithmetic_t<T>(a.data[i]));
     Kokkos::deep_copy(x.log_decay, mirror);
   }
   if (!p.log_gate.data.empty()) x.log_gate = to_device<Exec, T>(p.log_gate, "log_gate");
@@ -100,7 +107,7 @@ ref::Outputs download(const Inputs<Exec, T>& x) {
 }
 
 // Whether every output (o, and the gradients of backward forms) is finite,
-// checked where it lives. x - x is 0 for finite x and NaN for inf and NaN.
+// checked where it lives (bf16 as float). x - x is 0 for finite x and NaN for inf and NaN.
 template <class Exec, class T>
 bool all_finite(const Exec& exec, const Inputs<Exec, T>& x) {
   int bad = 0;
@@ -109,7 +116,11 @@ bool all_finite(const Exec& exec, const Inputs<Exec, T>& x) {
     if (!data) continue;
     int count = 0;
     Kokkos::parallel_reduce("finite outputs", Kokkos::RangePolicy<Exec>(exec, 0, output->size()),
-                            KOKKOS_LAMBDA(std::size_t i, int& n) { n += !(data[i] - data[i] == T(0)); }, count);
+                            KOKKOS_LAMBDA(std::size_t i, int& n) {
+                              const arithmetic_t<T> x = data[i];
+                              n += !(x - x == arithmetic_t<T>(0));
+                            },
+                            count);
     bad += count;
   }
   return bad == 0;

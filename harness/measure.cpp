@@ -88,10 +88,10 @@ ResultRow& mark_timed_out(ResultRow& row, const CallBudget& budget) {
 
 // Times the calls into row; false when the budget ran out first (the remaining
 // repetitions are then skipped without calling the kernel).
-template <class Exec, class T>
-bool time_point(const Exec& exec, const Form& form, const Inputs<Exec, T>& x, const FormParams& params,
+template <class Exec, class P>
+bool time_point(const Exec& exec, const Form& form, const Inputs<Exec, storage_t<P>>& x, const FormParams& params,
                 const MeasureOptions& options, CallBudget& budget, ResultRow& row) {
-  const auto run = form.runner<Exec, T>();
+  const auto run = form.runner<Exec, P>();
   auto timed = [&](benchmark::State& state) {
     for (auto _ : state) {
       // Past the budget the remaining repetitions still report their one
@@ -201,19 +201,26 @@ ResultRow point_row(const Form& form, const Shape& shape, const FormParams& para
   row.batch = shape.batch; row.heads = shape.heads; row.seq = shape.seq;
   row.dk = shape.dk; row.dv = shape.dv; row.chunk = params.chunk; row.slots = params.slots;
   row.variant = variant_of(form, params, inputs);
-  const Cost cost = form.cost(shape, params, precision == "float" ? sizeof(float) : sizeof(double));
+  const Cost cost = form.cost(shape, params, storage_bytes(precision));
   row.flops = cost.flops;
   row.bytes = cost.bytes;
   return row;
 }
 
-template <class Exec, class T>
+template <class Exec, class P>
 ResultRow measure_point(const Form& form, const Shape& shape, const FormParams& params,
                         const MeasureOptions& options, PointCache* cache) {
+  using T = storage_t<P>;
+  ResultRow row = point_row(form, shape, params, options.inputs, backend_name<Exec>(), precision_name<P>());
+  const auto run = form.runner<Exec, P>();
+  if (!run) {
+    row.status = "error";
+    row.note = fmt::format("no {} kernel", precision_name<P>());
+    return row;
+  }
   PointCache uncached;
   PointCache& kept = cache ? *cache : uncached;
   kept.select(shape, form, options.seed, options.inputs, params);
-  ResultRow row = point_row(form, shape, params, options.inputs, backend_name<Exec>(), precision_name<T>());
   const Cost cost = form.cost(shape, params, sizeof(T));
   const std::string space = Exec::memory_space::name();
 
@@ -251,7 +258,6 @@ ResultRow measure_point(const Form& form, const Shape& shape, const FormParams& 
     ref::Outputs output;
     {
       const Inputs<Exec, T> x = upload<Exec, T>(problem);
-      const auto run = form.runner<Exec, T>();
       CallBudget budget(options.point_timeout_s);
       for (int i = 0; i < options.warmup; ++i) {
         run(exec, x, params);
@@ -259,7 +265,7 @@ ResultRow measure_point(const Form& form, const Shape& shape, const FormParams& 
         budget.call_done();
         if (budget.exceeded()) break;
       }
-      const bool timed = !budget.exceeded() && time_point(exec, form, x, params, options, budget, row);
+      const bool timed = !budget.exceeded() && time_point<Exec, P>(exec, form, x, params, options, budget, row);
       row.peak_bytes = memory::peak(space);
       if (!timed) return mark_timed_out(row, budget);
       if (!all_finite(exec, x)) {
@@ -289,14 +295,17 @@ ResultRow measure_point(const Form& form, const Shape& shape, const FormParams& 
   return row;
 }
 
-#define ATTN_DEFINE_MEASURE(Exec, T)                                                     \
-  template ResultRow measure_point<Exec, T>(const Form&, const Shape&, const FormParams&, \
+#define ATTN_DEFINE_MEASURE(Exec, P)                                                     \
+  template ResultRow measure_point<Exec, P>(const Form&, const Shape&, const FormParams&, \
                                             const MeasureOptions&, PointCache*);
-ATTN_DEFINE_MEASURE(HostBackend, float)
-ATTN_DEFINE_MEASURE(HostBackend, double)
+#define ATTN_DEFINE_MEASURE_ALL(Exec) \
+  ATTN_DEFINE_MEASURE(Exec, float)    \
+  ATTN_DEFINE_MEASURE(Exec, double)   \
+  ATTN_DEFINE_MEASURE(Exec, tf32)     \
+  ATTN_DEFINE_MEASURE(Exec, bf16)
+ATTN_DEFINE_MEASURE_ALL(HostBackend)
 #ifdef KOKKOS_ENABLE_CUDA
-ATTN_DEFINE_MEASURE(Kokkos::Cuda, float)
-ATTN_DEFINE_MEASURE(Kokkos::Cuda, double)
+ATTN_DEFINE_MEASURE_ALL(Kokkos::Cuda)
 #endif
 
 }  // namespace attn

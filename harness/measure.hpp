@@ -50,30 +50,38 @@ class PointCache {
 };
 
 // The row of a point before it is measured: what it is (form, variant,
-// backend, precision, shape; its PointKey) and its cost model.
+// backend, precision, shape; its PointKey) and its cost model (bytes of the
+// precision's storage type).
 ResultRow point_row(const Form& form, const Shape& shape, const FormParams& params, const InputOptions& inputs,
                     const std::string& backend, const std::string& precision);
 
-// Runs form on backend Exec in precision T. Never throws for a failing point:
-// out-of-memory gives status "oom", calls running past options.point_timeout_s
-// status "timeout" (checked after each call: a kernel cannot be interrupted, so
-// the point stops at the first call that ends past the limit), any other
-// failure status "error".
+// Runs form on backend Exec in precision P (a tag of common/precision.hpp:
+// inputs stored as storage_t<P>, the error taken against the fp64 reference on
+// the unrounded inputs). Never throws for a failing point: out-of-memory gives
+// status "oom", calls running past options.point_timeout_s status "timeout"
+// (checked after each call: a kernel cannot be interrupted, so the point stops
+// at the first call that ends past the limit), any other failure status
+// "error" (a form without a kernel in P too: the sweep does not plan those).
 // `cache` (optional) carries inputs and reference outputs between points.
-template <class Exec, class T>
+template <class Exec, class P>
 ResultRow measure_point(const Form& form, const Shape& shape, const FormParams& params,
                         const MeasureOptions& options, PointCache* cache = nullptr);
 
-// Declared for every (backend, scalar) pair in measure.cpp.
-#define ATTN_DECLARE_MEASURE(Exec, T)                                                        \
-  extern template ResultRow measure_point<Exec, T>(const Form&, const Shape&, const FormParams&, \
+// Defined in measure.cpp for every backend x every precision.
+#define ATTN_DECLARE_MEASURE(Exec, P)                                                        \
+  extern template ResultRow measure_point<Exec, P>(const Form&, const Shape&, const FormParams&, \
                                                    const MeasureOptions&, PointCache*);
-ATTN_DECLARE_MEASURE(HostBackend, float)
-ATTN_DECLARE_MEASURE(HostBackend, double)
+#define ATTN_DECLARE_MEASURE_ALL(Exec) \
+  ATTN_DECLARE_MEASURE(Exec, float)    \
+  ATTN_DECLARE_MEASURE(Exec, double)   \
+  ATTN_DECLARE_MEASURE(Exec, tf32)     \
+  ATTN_DECLARE_MEASURE(Exec, bf16)
+static_assert(std::tuple_size_v<Precisions> == 4, "a new precision goes into the measure_point lists too");
+ATTN_DECLARE_MEASURE_ALL(HostBackend)
 #ifdef KOKKOS_ENABLE_CUDA
-ATTN_DECLARE_MEASURE(Kokkos::Cuda, float)
-ATTN_DECLARE_MEASURE(Kokkos::Cuda, double)
+ATTN_DECLARE_MEASURE_ALL(Kokkos::Cuda)
 #endif
+#undef ATTN_DECLARE_MEASURE_ALL
 #undef ATTN_DECLARE_MEASURE
 
 }  // namespace attn

@@ -18,6 +18,22 @@ const char* param_name(Param p) {
 
 bool Form::takes(Param p) const { return std::find(params.begin(), params.end(), p) != params.end(); }
 
+bool Form::supports(std::string_view precision) const {
+  bool found = false;
+  for_each_precision([&](auto* tag) {
+    using P = std::remove_pointer_t<decltype(tag)>;
+    found = found || (precision == precision_name<P>() && supports<P>());
+  });
+  return found;
+}
+
+std::vector<std::string> Form::precisions() const {
+  std::vector<std::string> names;
+  for (const auto& name : precision_names())
+    if (supports(name)) names.push_back(name);
+  return names;
+}
+
 std::string variant_of(const Form& form, const FormParams& params, const InputOptions& inputs) {
   std::string words;
   auto add = [&](const std::string& word) { words += (words.empty() ? "" : " ") + word; };

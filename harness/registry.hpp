@@ -6,6 +6,7 @@
 #include <string>
 #include <string_view>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include "backends.hpp"
@@ -64,13 +65,26 @@ struct Inputs {
   Tensor4<Exec, T> dlog_gate;        // backward forms with a gate: its gradient out
 };
 
-template <class Exec, class T>
-using RunFn = void (*)(const Exec&, const Inputs<Exec, T>&, const FormParams&);
+// A form's kernel in precision P (a tag of common/precision.hpp) on Exec:
+// tensors stored as storage_t<P> (float and tf32: float; bf16: bf16).
+template <class Exec, class P>
+using RunFn = void (*)(const Exec&, const Inputs<Exec, storage_t<P>>&, const FormParams&);
 
+template <class Exec, class Tuple>
+struct RunFnsOf;
+template <class Exec, class... P>
+struct RunFnsOf<Exec, std::tuple<P...>> {
+  using type = std::tuple<RunFn<Exec, P>...>;
+};
+
+// One kernel per precision, in Precisions' order; null where the form has none.
 template <class Exec>
 struct RunnersFor {
-  RunFn<Exec, float> f32;
-  RunFn<Exec, double> f64;
+  typename RunFnsOf<Exec, Precisions>::type by_precision{};
+  template <class P>
+  RunFn<Exec, P> get() const {
+    return std::get<precision_index<P>::value>(by_precision);
+  }
 };
 
 template <class Tuple>
@@ -101,22 +115,51 @@ struct Form {
   RunnerTable runners;
   // The fp64 reference, only for the listed (batch, head) pairs (all when empty).
   ref::Outputs (*reference)(const ref::Problem&, const FormParams&, const ref::HeadList&);
-  Cost (*cost)(const Shape&, const FormParams&, std::size_t scalar_bytes);
+  Cost (*cost)(const Shape&, const FormParams&, std::size_t scalar_bytes);  // bytes of one stored element
 
   bool takes(Param p) const;
-  template <class Exec, class T>
-  RunFn<Exec, T> runner() const {
-    const auto& r = std::get<RunnersFor<Exec>>(runners);
-    if constexpr (std::is_same_v<T, float>) return r.f32; else return r.f64;
+  // The kernel on Exec in precision P; null when the form does not run in P.
+  template <class Exec, class P>
+  RunFn<Exec, P> runner() const {
+    return std::get<RunnersFor<Exec>>(runners).template get<P>();
   }
+  // Whether the form runs in P (on every backend alike: see runners_of).
+  template <class P>
+  bool supports() const {
+    return runner<HostBackend, P>() != nullptr;
+  }
+  bool supports(std::string_view precision) const;  // by name: "float", "double", "tf32", "bf16"
+  std::vector<std::string> precisions() const;      // the names it runs in, in Precisions' order
 };
 
-// An entry's kernels for every backend and scalar type. `Op` has
-// `template <class Exec, class T> static void run(const Exec&, const Inputs<Exec,T>&, const FormParams&)`.
+// The precisions an Op runs in: its `precisions` tuple, else float and double.
+template <class Op, class = void>
+struct op_precisions {
+  using type = std::tuple<float, double>;
+};
+template <class Op>
+struct op_precisions<Op, std::void_t<typename Op::precisions>> {
+  using type = typename Op::precisions;
+};
+
+// An entry's kernels for every backend, in the precisions the Op declares. `Op` has
+//   template <class Exec, class P>
+//   static void run(const Exec&, const Inputs<Exec, storage_t<P>>&, const FormParams&);
+// (for float and double storage_t<P> is P), and, when it runs in more than
+// float and double, `using precisions = attn::Precisions;` (or a subset).
+template <class Op, class Exec>
+RunnersFor<Exec> runners_for() {
+  RunnersFor<Exec> r;
+  for_each_precision([&](auto* tag) {
+    using P = std::remove_pointer_t<decltype(tag)>;
+    if constexpr (tuple_has<P, typename op_precisions<Op>::type>::value)
+      std::get<precision_index<P>::value>(r.by_precision) = &Op::template run<Exec, P>;
+  });
+  return r;
+}
 template <class Op, class... Exec>
 RunnerTable runners_of(std::tuple<Exec...>*) {
-  return RunnerTable{RunnersFor<Exec>{&Op::template run<Exec, float>,
-                                      &Op::template run<Exec, double>}...};
+  return RunnerTable{runners_for<Op, Exec>()...};
 }
 template <class Op>
 RunnerTable runners_of() {

@@ -21,6 +21,7 @@
 #include <set>
 #include <sstream>
 #include <stdexcept>
+#include <utility>
 
 #include "backends.hpp"
 #include "git_revision.hpp"
@@ -41,11 +42,13 @@ struct Point {
 
 // Every combination of the axes, once: a parameter a form does not take is 0
 // in its points, so the combinations that differ only there collapse into one.
+// A form is planned only in the precisions it has a kernel for.
 std::vector<Point> plan_points(const Sweep& sweep, const std::string& backend) {
   std::vector<Point> points;
   std::set<PointKey> seen;
   for (const auto& precision : sweep.precisions)
-    for (const Form* form : sweep.forms)
+    for (const Form* form : sweep.forms) {
+      if (!form->supports(precision)) continue;
       for (long long B : sweep.batch.values) for (long long H : sweep.heads.values)
       for (long long dk : sweep.dk.values) for (long long dv : sweep.dv.values)
       for (long long L : sweep.seq.values) for (long long m : sweep.slots.values)
@@ -57,7 +60,18 @@ std::vector<Point> plan_points(const Sweep& sweep, const std::string& backend) {
         ResultRow planned = point_row(*form, shape, params, sweep.measure.inputs, backend, precision);
         if (seen.insert(key_of(planned)).second) points.push_back({form, precision, shape, params, std::move(planned)});
       }
+    }
   return points;
+}
+
+// The (form, precision) pairs of the sweep that have no kernel, as one line
+// each ("linear/chunk: no bf16 kernel, skipped").
+std::vector<std::string> unsupported_pairs(const Sweep& sweep) {
+  std::vector<std::string> lines;
+  for (const auto& precision : sweep.precisions)
+    for (const Form* form : sweep.forms)
+      if (!form->supports(precision)) lines.push_back(fmt::format("{}: no {} kernel, skipped", form->name, precision));
+  return lines;
 }
 
 void print_unswept_axis_notes(const Sweep& sweep) {
@@ -138,24 +152,25 @@ class SeriesLimits {
 // (warm-up and timed), which grow with the cost model's flops, plus fixed work
 // that does not: drawing inputs, launches, and the reference check, whose cost
 // --check-flops caps. The two are kept apart, so that the check of a small
-// point is not scaled up by flops: per form, the calls of the next point take
-// the measured seconds per flop of the form's last ok point (the nearest in
-// size), and its fixed work the mean of the form's fixed work so far; a form
-// not measured yet takes the mean wall time of all points so far.
+// point is not scaled up by flops: per form and precision (tf32 and bf16 run
+// at other rates), the calls of the next point take the measured seconds per
+// flop of the last ok point (the nearest in size), and its fixed work the mean
+// fixed work so far; a pair not measured yet takes the mean wall time of all
+// points so far.
 class EtaModel {
  public:
   explicit EtaModel(int calls_per_point) : calls_(calls_per_point) {}
   void add(const ResultRow& measured, double wall_s) {
     const double kernel_s = calls_ * measured.time_median_s;
     const double fixed_s = wall_s > kernel_s ? wall_s - kernel_s : 0;
-    Form& form = by_form_[measured.form];
+    Form& form = by_form_[{measured.form, measured.precision}];
     if (measured.flops > 0) form.seconds_per_flop = measured.time_median_s / measured.flops;
     form.fixed.add(fixed_s);
     wall_.add(wall_s);
   }
   // NaN while nothing has been measured.
   double estimate(const ResultRow& planned) const {
-    const auto it = by_form_.find(planned.form);
+    const auto it = by_form_.find({planned.form, planned.precision});
     if (it == by_form_.end() || !(it->second.seconds_per_flop > 0)) return wall_.mean();
     return calls_ * it->second.seconds_per_flop * planned.flops + it->second.fixed.mean();
   }
@@ -171,7 +186,7 @@ class EtaModel {
     Mean fixed;
   };
   int calls_;
-  std::map<std::string, Form> by_form_;
+  std::map<std::pair<std::string, std::string>, Form> by_form_;  // by (form, precision)
   Mean wall_;
 };
 
@@ -221,17 +236,15 @@ class Console {
   bool status_shown_ = false;
 };
 
-const char* short_precision(const std::string& p) { return p == "float" ? "f32" : p == "double" ? "f64" : p.c_str(); }
-
 std::string table_header() {
-  return fmt::format("{:<26} {:>4} {:>7} {:>5} {:>5} {:>6} {:>5} {:>7} {:>11} {:>10} {:>9} {:>8} {:>9}", "form",
+  return fmt::format("{:<26} {:>6} {:>7} {:>5} {:>5} {:>6} {:>5} {:>7} {:>11} {:>10} {:>9} {:>8} {:>9}", "form",
                      "prec", "L", "dk", "dv", "chunk", "slots", "status", "median ms", "peak MiB", "GFLOP/s", "GB/s",
                      "rel err");
 }
 
 std::string table_row(const ResultRow& row) {
-  return fmt::format("{:<26} {:>4} {:>7} {:>5} {:>5} {:>6} {:>5} {:>7} {:>11.3f} {:>10.1f} {:>9.1f} {:>8.1f} {:>9}{}",
-                     row.form, short_precision(row.precision), row.seq, row.dk, row.dv,
+  return fmt::format("{:<26} {:>6} {:>7} {:>5} {:>5} {:>6} {:>5} {:>7} {:>11.3f} {:>10.1f} {:>9.1f} {:>8.1f} {:>9}{}",
+                     row.form, row.precision, row.seq, row.dk, row.dv,
                      row.chunk ? std::to_string(row.chunk) : "-", row.slots ? std::to_string(row.slots) : "-",
                      row.status, row.time_median_s * 1e3, row.peak_bytes / 1048576.0, row.gflops, row.gbps,
                      row.err_heads ? fmt::format("{:.1e}", row.rel_l2_err) : "-",
@@ -261,7 +274,7 @@ void print_summary(const std::vector<ResultRow>& rows) {
     ++s.statuses[r.status];
     if (r.status == "ok") s.ok_times[r.seq].push_back(r.time_median_s);
   }
-  fmt::print("\n{:<26} {:>4} {:>5} {:>5} {:>7} {:>5} {:>8} {:>11} {:>8} {:>11}\n", "summary", "prec", "ok", "oom",
+  fmt::print("\n{:<26} {:>6} {:>5} {:>5} {:>7} {:>5} {:>8} {:>11} {:>8} {:>11}\n", "summary", "prec", "ok", "oom",
              "timeout", "error", "min L", "median ms", "max L", "median ms");
   for (const auto& id : order) {
     const auto& s = by_form.at(id);
@@ -272,7 +285,7 @@ void print_summary(const std::vector<ResultRow>& rows) {
       const auto& [hi, hi_times] = *s.ok_times.rbegin();
       ends = fmt::format("{:>8} {:>11.3f} {:>8} {:>11.3f}", lo, median(lo_times) * 1e3, hi, median(hi_times) * 1e3);
     }
-    fmt::print("{:<26} {:>4} {:>5} {:>5} {:>7} {:>5} {}\n", id.first, short_precision(id.second), count("ok"),
+    fmt::print("{:<26} {:>6} {:>5} {:>5} {:>7} {:>5} {}\n", id.first, id.second, count("ok"),
                count("oom"), count("timeout"), count("error"), ends);
   }
 }
@@ -375,8 +388,14 @@ template <class Exec>
 MeasureFn measurer_for(const MeasureOptions& options) {
   auto cache = std::make_shared<PointCache>();
   return [options, cache](const Point& p) {
-    return p.precision == "float" ? measure_point<Exec, float>(*p.form, p.shape, p.params, options, cache.get())
-                                  : measure_point<Exec, double>(*p.form, p.shape, p.params, options, cache.get());
+    std::optional<ResultRow> row;
+    for_each_precision([&](auto* tag) {
+      using P = std::remove_pointer_t<decltype(tag)>;
+      if (p.precision == precision_name<P>())
+        row = measure_point<Exec, P>(*p.form, p.shape, p.params, options, cache.get());
+    });
+    if (!row) throw std::logic_error("no precision named '" + p.precision + "'");
+    return *row;
   };
 }
 
@@ -582,6 +601,11 @@ std::vector<ResultRow> rows_of_points(const std::vector<Point>& points, const Re
 }
 
 int measure_sweep(const Sweep& sweep, const Backend& backend) {
+  const std::vector<std::string> unsupported = unsupported_pairs(sweep);
+  if (unsupported.size() == sweep.forms.size() * sweep.precisions.size())
+    throw std::invalid_argument(fmt::format("nothing to measure: no form of --forms has a kernel in --precision {}",
+                                            fmt::join(sweep.precisions, ",")));
+  for (const auto& line : unsupported) fmt::print("{}\n", line);
   const std::string config = kokkos_configuration();
   const std::map<std::string, std::string> attributes{
       {"backend", backend.name},

@@ -13,7 +13,7 @@ namespace attn {
 
 struct Sweep {
   std::vector<const Form*> forms;
-  std::vector<std::string> precisions;
+  std::vector<std::string> precisions;  // names of Precisions; a form is measured in those it has kernels for
   Axis batch, heads, dk, dv, seq, chunk, slots;
   bool dv_follows_dk = true;  // dv takes each dk (no --dv given)
   FormParams params;          // the options that are not swept
@@ -26,10 +26,12 @@ struct Sweep {
 
 // Measures every point of the sweep that --out does not already hold as final
 // (ok, oom or timeout; an `error` row is measured again and replaced), writing
-// each row as it is measured. Returns the exit status: 0, or 128 + the signal
-// number when SIGINT or SIGTERM stopped it (130 for Ctrl-C). Throws
-// std::invalid_argument for bad input (a backend not built, an --out that
-// cannot be resumed), std::runtime_error when the file cannot be written.
+// each row as it is measured; a (form, precision) pair without a kernel is
+// not planned, one line says so. Returns the exit status: 0, or 128 + the
+// signal number when SIGINT or SIGTERM stopped it (130 for Ctrl-C). Throws
+// std::invalid_argument for bad input (a backend not built, no pair with a
+// kernel, an --out that cannot be resumed), std::runtime_error when the file
+// cannot be written.
 int run_sweep(const Sweep& sweep);
 
 }  // namespace attn

@@ -1,12 +1,14 @@
-// Shared by the form tests: the (backend, scalar) configurations to run, the
-// tolerances, and running one registered form on host tensors.
+// Shared by the form tests: the (backend, precision) configurations to run,
+// the tolerances, and running one registered form on host tensors.
 #pragma once
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <string>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 
 #include "inputs.hpp"
@@ -14,24 +16,65 @@
 
 namespace attn::test {
 
-template <class E, class T>
+template <class E, class P>
 struct Config {
   using Exec = E;
-  using Scalar = T;
+  using Precision = P;          // the tag: runner lookup, tolerance
+  using Scalar = storage_t<P>;  // the stored type: views
 };
 
-template <class... E>
-auto all_configs(std::tuple<E...>*) -> decltype(std::tuple_cat(std::tuple<Config<E, float>, Config<E, double>>{}...));
-// Every enabled backend x {float, double}: one test body covers them all.
-using Configs = decltype(all_configs(static_cast<Backends*>(nullptr)));
+template <class E, class... P>
+auto configs_for(std::tuple<P...>*) -> std::tuple<Config<E, P>...>;
+template <class Precs, class... E>
+auto configs_of(std::tuple<E...>*) -> decltype(std::tuple_cat(configs_for<E>(static_cast<Precs*>(nullptr))...));
+// Every enabled backend x every precision: the registry-wide and softmax tests.
+// A body runs a form only in the precisions it has a kernel for.
+using Configs = decltype(configs_of<Precisions>(static_cast<Backends*>(nullptr)));
+// Every enabled backend x {float, double}: tests of families that run in those only.
+using ExactConfigs = decltype(configs_of<std::tuple<float, double>>(static_cast<Backends*>(nullptr)));
 
-// Tolerances against a float64 result, for outputs of magnitude ~1. Float:
-// accumulations of a few hundred terms in single precision; double: rounding.
-template <class T>
-struct Tolerance {
-  static constexpr double rel_l2 = std::is_same_v<T, float> ? 2e-5 : 1e-12;
-  static constexpr double max_abs = std::is_same_v<T, float> ? 2e-4 : 1e-11;
+// Tolerances against the fp64 reference on the original (unrounded) inputs,
+// for outputs of magnitude ~1 (max abs relative to the largest value, see
+// check_close):
+//   float  rel L2 2e-5, max abs 2e-4: accumulations of a few hundred fp32 terms
+//   double rel L2 1e-12, max abs 1e-11: rounding
+//   tf32   rel L2 5e-3, max abs 5e-3: products of inputs rounded to 10 mantissa bits (2^-11)
+//   bf16   rel L2 3e-2, max abs 3e-2: inputs and outputs stored with 7 mantissa bits (2^-8)
+template <class P>
+struct Tolerance;
+template <>
+struct Tolerance<float> {
+  static constexpr double rel_l2 = 2e-5, max_abs = 2e-4;
 };
+template <>
+struct Tolerance<double> {
+  static constexpr double rel_l2 = 1e-12, max_abs = 1e-11;
+};
+template <>
+struct Tolerance<tf32> {
+  static constexpr double rel_l2 = 5e-3, max_abs = 5e-3;
+};
+template <>
+struct Tolerance<bf16> {
+  static constexpr double rel_l2 = 3e-2, max_abs = 3e-2;
+};
+
+// float and double: every form has kernels in them.
+template <class P>
+constexpr bool every_form_runs_in = std::is_same_v<P, float> || std::is_same_v<P, double>;
+
+// After a loop over forms that ran `ran` of them in P: in float and double
+// something must have run; in tf32 and bf16 nothing may, until a form of the
+// selection declares them, which is reported.
+template <class P>
+void require_ran(int ran, const std::string& selection) {
+  if constexpr (every_form_runs_in<P>) {
+    INFO(selection);
+    REQUIRE(ran > 0);
+  } else if (ran == 0) {
+    WARN("no " << selection << " has a " << precision_name<P>() << " kernel yet: nothing checked");
+  }
+}
 
 inline const Form& form_named(const char* name) {
   const Form* f = find_form(name);
@@ -39,10 +82,14 @@ inline const Form& form_named(const char* name) {
   return *f;
 }
 
-template <class Exec, class T>
+// Runs form in precision P (a tag); the form must have a kernel in it.
+template <class Exec, class P>
 ref::Outputs run_form(const Form& form, const HostProblem& p, const FormParams& params) {
-  const Inputs<Exec, T> x = upload<Exec, T>(p);
-  form.runner<Exec, T>()(Exec(), x, params);
+  const auto run = form.runner<Exec, P>();
+  INFO(form.name << " in " << precision_name<P>());
+  REQUIRE(run != nullptr);
+  const Inputs<Exec, storage_t<P>> x = upload<Exec, storage_t<P>>(p);
+  run(Exec(), x, params);
   Exec().fence();
   return download(x);
 }
@@ -61,14 +108,15 @@ inline double magnitude(const ref::Outputs& r) {
   return std::max({magnitude(r.o), magnitude(r.dq), magnitude(r.dk), magnitude(r.dv), magnitude(r.dg)});
 }
 
-template <class T, class Result>
+// P: the precision tag whose Tolerance applies.
+template <class P, class Result>
 void check_close(const Result& got, const Result& want, double conditioning = 1) {
   const ErrorStats e = compare(got, want);
   const double scale = magnitude(want);
   INFO("max abs error " << e.max_abs << " (largest value " << scale << "), relative L2 error " << e.rel_l2);
   CHECK(e.finite);
-  CHECK(e.max_abs <= conditioning * scale * Tolerance<T>::max_abs);
-  CHECK(e.rel_l2 <= conditioning * Tolerance<T>::rel_l2);
+  CHECK(e.max_abs <= conditioning * scale * Tolerance<P>::max_abs);
+  CHECK(e.rel_l2 <= conditioning * Tolerance<P>::rel_l2);
 }
 
 // The parameters a form takes, set; the others stay 0 (do not apply).

@@ -11,14 +11,18 @@ using namespace attn::test;
 
 TEMPLATE_LIST_TEST_CASE("bad arguments are refused with a clear error", "[forms][errors]", Configs) {
   using Exec = typename TestType::Exec;
+  using P = typename TestType::Precision;
   using T = typename TestType::Scalar;
   const Tensor4<Exec, T> short_o("o", 1, 1, 7, 4);
+  int ran = 0;
   for (const Form& form : forms()) {
+    if (!form.supports<P>()) continue;
+    ++ran;
     INFO(form.name);
     FormParams params = params_for(form, 4, 3);
     const HostProblem p = random_problem({1, 1, 8, 4, 4}, form, fresh_seed(), {}, params);
     Inputs<Exec, T> x = upload<Exec, T>(p);
-    const auto run = form.runner<Exec, T>();
+    const auto run = form.runner<Exec, P>();
     if (form.takes(Param::chunk)) {
       params.chunk = 0;
       CHECK_THROWS_WITH(run(Exec(), x, params), Catch::Contains("chunk size must be positive"));
@@ -27,28 +31,37 @@ TEMPLATE_LIST_TEST_CASE("bad arguments are refused with a clear error", "[forms]
     x.o = short_o;
     CHECK_THROWS_WITH(run(Exec(), x, params), Catch::Contains("must share batch, heads and sequence length"));
   }
+  require_ran<P>(ran, "form");
 }
 
 TEMPLATE_LIST_TEST_CASE("softmax stays finite and exact for very large scores", "[forms][softmax]", Configs) {
   using Exec = typename TestType::Exec;
-  using T = typename TestType::Scalar;
+  using P = typename TestType::Precision;
+  int ran = 0;
   for (const Form& form : forms()) {
     if (form.family != "softmax" || form.backward) continue;  // the backward: tests/softmax/
+    if (!form.supports<P>()) continue;
+    ++ran;
     INFO(form.name);
     HostProblem p = random_problem({1, 2, 70, 16, 8}, form, fresh_seed());
     for (auto* t : {&p.q, &p.k})
       for (auto& x : t->data) x *= 30;  // scores ~900x larger: exp would overflow without the running max
     // Rounding of a score s enters exp as |s| eps, so the tolerance grows with it.
-    check_close<T>(run_form<Exec, T>(form, p, {}), form.reference(p, {}, {}), 900);
+    check_close<P>(run_form<Exec, P>(form, p, {}), form.reference(p, {}, {}), 900);
   }
+  require_ran<P>(ran, "softmax forward form");
 }
 
 TEMPLATE_LIST_TEST_CASE("every form allocates what its memory kind says, no more", "[forms][memory]", Configs) {
   using Exec = typename TestType::Exec;
+  using P = typename TestType::Precision;
   using T = typename TestType::Scalar;
   const Shape s{1, 2, 300, 32, 16};
   const std::string space = Exec::memory_space::name();
+  int ran = 0;
   for (const Form& form : forms()) {
+    if (!form.supports<P>()) continue;
+    ++ran;
     INFO(form.name);
     const FormParams params = params_for(form, 64, 4);
     const HostProblem p = random_problem(s, form, fresh_seed(), {}, params);
@@ -56,11 +69,11 @@ TEMPLATE_LIST_TEST_CASE("every form allocates what its memory kind says, no more
     const std::size_t io = (form.backward ? 2 : 1) * sizeof(T) * 2 * 300 * 2 * (32 + 16);
     CHECK(memory::live(space) >= io);  // the hooks see the inputs and outputs
     // A first call may size Kokkos's own per-thread scratch pool; the second is measured.
-    form.runner<Exec, T>()(Exec(), x, params);
+    form.runner<Exec, P>()(Exec(), x, params);
     Exec().fence();
     memory::reset_peak(space);
     const auto live = memory::live(space);
-    form.runner<Exec, T>()(Exec(), x, params);
+    form.runner<Exec, P>()(Exec(), x, params);
     Exec().fence();
     CHECK(memory::live(space) == live);  // temporaries are released
     const std::size_t extra = memory::peak(space) - live;
@@ -71,19 +84,29 @@ TEMPLATE_LIST_TEST_CASE("every form allocates what its memory kind says, no more
       case MemoryKind::quadratic: CHECK(extra >= square); CHECK(extra <= 2 * square + 2 * io); break;
     }
   }
+  require_ran<P>(ran, "form");
 }
 
 TEMPLATE_LIST_TEST_CASE("a measured point carries time, memory and error", "[harness][measure]", Configs) {
   using Exec = typename TestType::Exec;
+  using P = typename TestType::Precision;
   using T = typename TestType::Scalar;
   const Shape s{2, 2, 40, 16, 8};
   MeasureOptions options;
   options.reps = 3;
   options.seed = fresh_seed();
+  int ran = 0;
   for (const Form& form : forms()) {
     INFO(form.name);
     const FormParams params = params_for(form, 16, 4);
-    const ResultRow row = measure_point<Exec, T>(form, s, params, options);
+    const ResultRow row = measure_point<Exec, P>(form, s, params, options);
+    CHECK(row.precision == precision_name<P>());
+    if (!form.supports<P>()) {  // not run: an error row that says why
+      CHECK(row.status == "error");
+      CHECK(row.note == std::string("no ") + precision_name<P>() + " kernel");
+      continue;
+    }
+    ++ran;
     CHECK(row.status == "ok");
     CHECK(row.reps == 3);
     CHECK(row.time_min_s > 0);
@@ -95,7 +118,8 @@ TEMPLATE_LIST_TEST_CASE("a measured point carries time, memory and error", "[har
     CHECK(row.peak_bytes >= io);
     CHECK(row.peak_bytes <= 3 * io + 4 * 40 * 40 * sizeof(T) + (1u << 20));
     CHECK(row.err_heads == 4);
-    CHECK(row.rel_l2_err <= Tolerance<T>::rel_l2);
+    CHECK(row.rel_l2_err <= Tolerance<P>::rel_l2);
     CHECK(row.gflops > 0);
   }
+  require_ran<P>(ran, "form");
 }

@@ -1,5 +1,5 @@
 // Every form against its fp64 reference and against its sibling forms, on
-// random inputs of awkward shapes, on every backend, in float and double.
+// random inputs of awkward shapes, on every backend, in every precision it has.
 #include "forms/check.hpp"
 
 using namespace attn;
@@ -25,8 +25,9 @@ const Case cases[] = {
 
 TEMPLATE_LIST_TEST_CASE("every form matches its fp64 reference and its siblings", "[forms]", Configs) {
   using Exec = typename TestType::Exec;
-  using T = typename TestType::Scalar;
+  using P = typename TestType::Precision;
   const std::uint64_t seed = fresh_seed();
+  int ran = 0;
   for (const Case& c : cases) {
     const Shape& s = c.shape;
     // Every form of a family draws the same inputs from the seed, so siblings
@@ -34,25 +35,28 @@ TEMPLATE_LIST_TEST_CASE("every form matches its fp64 reference and its siblings"
     std::map<std::string, ref::Tensor> first_output;
     std::map<std::string, ref::Outputs> first_gradients;
     for (const Form& form : forms()) {
+      if (!form.supports<P>()) continue;
+      ++ran;
       FormParams params;
       params.chunk = form.takes(Param::chunk) ? c.chunk : 0;
       params.slots = form.takes(Param::slots) ? c.slots : 0;
       const HostProblem p = random_problem(s, form, seed, {}, params);
-      INFO(form.name << " on " << backend_name<Exec>() << " in " << precision_name<T>() << ", B=" << s.batch
+      INFO(form.name << " on " << backend_name<Exec>() << " in " << precision_name<P>() << ", B=" << s.batch
                      << " H=" << s.heads << " L=" << s.seq << " dk=" << s.dk << " dv=" << s.dv
                      << " chunk=" << params.chunk << " slots=" << params.slots << ", seed " << seed);
-      const ref::Outputs got = run_form<Exec, T>(form, p, params);
-      check_close<T>(got, form.reference(p, params, {}));
+      const ref::Outputs got = run_form<Exec, P>(form, p, params);
+      check_close<P>(got, form.reference(p, params, {}));
       const std::string key = form.family + (form.causal ? "/causal" : "/full") + variant_of(form, params, {});
       if (auto it = first_output.find(key); it != first_output.end())
-        check_close<T>(got.o, it->second);
+        check_close<P>(got.o, it->second);
       else
         first_output.emplace(key, got.o);
       if (!form.backward) continue;
       if (auto it = first_gradients.find(key); it != first_gradients.end())
-        check_close<T>(got, it->second);
+        check_close<P>(got, it->second);
       else
         first_gradients.emplace(key, got);
     }
   }
+  require_ran<P>(ran, "form");
 }

@@ -56,9 +56,9 @@ TEST_CASE("the GSA reference gradients match central finite differences", "[gsa]
   });
 }
 
-TEMPLATE_LIST_TEST_CASE("GSA forms at the gate extremes and with many slots", "[gsa][forms]", Configs) {
+TEMPLATE_LIST_TEST_CASE("GSA forms at the gate extremes and with many slots", "[gsa][forms]", ExactConfigs) {
   using Exec = typename TestType::Exec;
-  using T = typename TestType::Scalar;
+  using P = typename TestType::Precision;
   const std::uint64_t seed = fresh_seed();
   struct Gates { const char* name; double (*draw)(double); };
   const Gates extremes[] = {
@@ -78,12 +78,12 @@ TEMPLATE_LIST_TEST_CASE("GSA forms at the gate extremes and with many slots", "[
         const HostProblem p = problem_with_gates(s, form, slots, seed, gates.draw);
         FormParams params = params_for(form, 64, slots);
         INFO(form.name << ", " << gates.name << ", m=" << slots << " on " << backend_name<Exec>() << " in "
-                       << precision_name<T>() << ", seed " << seed);
-        const ref::Outputs got = run_form<Exec, T>(form, p, params), want = form.reference(p, params, {});
+                       << precision_name<P>() << ", seed " << seed);
+        const ref::Outputs got = run_form<Exec, P>(form, p, params), want = form.reference(p, params, {});
         // Float gate sums reach |b| ~ 1000 at tau = 1, so weights exp(b_t - b_u)
         // carry ~1000 eps of relative rounding: 4x the usual tolerance.
         const double conditioning = 4;
-        check_close<T>(got.o, want.o, conditioning);
+        check_close<P>(got.o, want.o, conditioning);
         // Gradients are judged against the largest output, not their own norms:
         // at these gates p is nearly uniform and d o' = p (dp - <p, dp>), like
         // dg = revcumsum(p dp + o' do' - s ds) (§3.6), is a difference of terms
@@ -93,20 +93,20 @@ TEMPLATE_LIST_TEST_CASE("GSA forms at the gate extremes and with many slots", "[
           const ErrorStats e = compare(got.*member, want.*member);
           INFO("gradient max abs error " << e.max_abs << ", largest output " << magnitude(want));
           CHECK(e.finite);
-          CHECK(e.max_abs <= conditioning * magnitude(want) * Tolerance<T>::max_abs);
+          CHECK(e.max_abs <= conditioning * magnitude(want) * Tolerance<P>::max_abs);
         }
       }
   }
 }
 
-TEMPLATE_LIST_TEST_CASE("GSA with closed gates (alpha = 0) returns v exactly", "[gsa][forms]", Configs) {
+TEMPLATE_LIST_TEST_CASE("GSA with closed gates (alpha = 0) returns v exactly", "[gsa][forms]", ExactConfigs) {
   using Exec = typename TestType::Exec;
-  using T = typename TestType::Scalar;
+  using P = typename TestType::Precision;
   // §7.5: g = -1e4, s = 1: every slot holds the latest token, p is uniform, o_t = v_t.
   for (const Form& form : forms()) {
     if (form.family != "gsa" || form.backward) continue;
-    INFO(form.name << " on " << backend_name<Exec>() << " in " << precision_name<T>());
+    INFO(form.name << " on " << backend_name<Exec>() << " in " << precision_name<P>());
     const HostProblem p = problem_with_gates({1, 1, 50, 8, 8}, form, 4, fresh_seed(), [](double) { return -1e4; });
-    check_close<T>(run_form<Exec, T>(form, p, params_for(form, 16, 4)).o, p.v);
+    check_close<P>(run_form<Exec, P>(form, p, params_for(form, 16, 4)).o, p.v);
   }
 }

@@ -25,7 +25,7 @@ expect_error "--heads '0'" sweep --heads 0 --out x.h5
 expect_error "--out is required" sweep --seq 1k
 expect_error "cannot create" sweep --seq 8 --forms softmax/full --out /proc/attn/x.h5
 expect_error "unrecognised option" sweep --bogus 3 --out x.h5
-expect_error "neither float nor double" sweep --precision half --out x.h5
+expect_error "unknown precision 'half'" sweep --precision half --out x.h5
 expect_error "--reps must be at least 1" sweep --reps 0 --out x.h5
 expect_error "unknown command" frobnicate
 expect_error "cannot read experiment file 'missing.cfg'" run missing.cfg
@@ -46,6 +46,29 @@ expect_error "neither alibi nor paper" sweep --decay-schedule linear --out x.h5
 
 "$bench" --help | grep -q "bench sweep" || { echo "FAIL: --help"; failures=$((failures + 1)); }
 "$bench" list | grep -q "linear/chunk" || { echo "FAIL: list"; failures=$((failures + 1)); }
+
+# Precisions a form has no kernel for: one line each, not measured; none left: one-line error, no file.
+exact_form=$("$bench" list | awk '$5 == "float,double" { print $1; exit }')  # a form in float and double only
+if [ -z "$exact_form" ]; then
+  echo "FAIL: bench list shows no form whose precisions are float,double"; failures=$((failures + 1))
+else
+  rm -f none.h5
+  expect_error "nothing to measure" sweep --forms "$exact_form" --precision tf32,bf16 --seq 8 --backend host --out none.h5
+  [ ! -e none.h5 ] || { echo "FAIL: a sweep with nothing to measure created none.h5"; failures=$((failures + 1)); }
+  # Through an experiment file, as bench run reads it.
+  printf 'forms = %s\nprecision = all\nseq = 8\nheads = 1\ndk = 8\nchunk = 4\nslots = 2\nreps = 1\n' "$exact_form" >mixed.cfg
+  rm -f mixed.h5
+  out=$("$bench" run mixed.cfg --backend host --out mixed.h5 2>&1); rc=$?
+  precisions=$(h5dump -d points mixed.h5 2>/dev/null | grep -o '"float"\|"double"\|"tf32"\|"bf16"' | sort | tr '\n' ' ')
+  if [ "$rc" != 0 ] || [ "$(grep -c "^$exact_form: no tf32 kernel, skipped$" <<<"$out")" != 1 ] ||
+     [ "$(grep -c "^$exact_form: no bf16 kernel, skipped$" <<<"$out")" != 1 ] ||
+     ! grep -q "^2 points: 0 already in mixed.h5 (skipped), 2 to measure$" <<<"$out" ||
+     [ "$precisions" != '"double" "float" ' ]; then
+    echo "FAIL: --precision all on $exact_form: exit $rc, rows in $precisions; $out"; failures=$((failures + 1))
+  else
+    echo "ok: --precision all on $exact_form: tf32 and bf16 skipped with one line each, float and double measured"
+  fi
+fi
 
 # A tiny sweep, both precisions: 4 softmax + 2 linear + linear/chunk x 2 chunk sizes
 # + 2 lightning x 2 block sizes + 2 vanilla = 14 per L and precision.

@@ -104,7 +104,7 @@ if [ "$rc" != 0 ] || [ "$got" != "$want" ]; then fail "--point-timeout: exit $rc
 elif [ "$(h5dump -d points timeout.h5 | grep -c 'past --point-timeout')" != 1 ] ||
      [ "$(h5dump -d points timeout.h5 | grep -c 'skipped: a shorter L timed out')" != 6 ]; then
   fail "--point-timeout: notes: $(h5dump -d points timeout.h5 | grep -o '"[^"]*\(timeout\|timed out\)[^"]*"' | sort | uniq -c)"
-elif ! grep -qE '^softmax/full +f32 +0 +0 +7 +0 ' timeout.out; then fail "--point-timeout: summary: $(tail -3 timeout.out)"
+elif ! grep -qE '^softmax/full +float +0 +0 +7 +0 ' timeout.out; then fail "--point-timeout: summary: $(tail -3 timeout.out)"
 else pass "--point-timeout: L=64 timeout, 6 larger L skipped"
 fi
 
@@ -156,9 +156,9 @@ fi
 
 # --- (c) bench compare ---------------------------------------------------------
 "$bench" compare resume.h5 resume.h5 --threshold 1.1 --fail-on-regression >compare.out 2>&1; rc=$?
-ratios=$(grep -E '^(softmax/full|linear/chunk) +f32 +1 +1 ' compare.out | awk '{print $(NF-1), $NF}' | sort -u | tr '\n' ';')
+ratios=$(grep -E '^(softmax/full|linear/chunk) +float +1 +1 ' compare.out | awk '{print $(NF-1), $NF}' | sort -u | tr '\n' ';')
 if [ "$rc" != 0 ] || [ "$ratios" != "1.00 1.00;" ] || ! grep -q "^$total points matched, 0 regressions" compare.out ||
-   [ "$(grep -cE '^(softmax/full|linear/chunk) +f32 +7 +1.00 +1.00 +0$' compare.out)" != 2 ]; then
+   [ "$(grep -cE '^(softmax/full|linear/chunk) +float +7 +1.00 +1.00 +0$' compare.out)" != 2 ]; then
   fail "compare with itself: exit $rc, ratios '$ratios'"; cat compare.out
 else pass "compare with itself: every ratio 1.00, geometric means 1.00, exit 0"
 fi

@@ -24,9 +24,18 @@ TEST_CASE("result rows and attributes round-trip through HDF5", "[harness][hdf5]
     ResultFile file(path, {{"backend", "openmp"}, {"command_line", "bench sweep --seq 1k"}});
     file.append(a);
     file.append(b);
+    for (const char* precision : {"double", "tf32", "bf16"}) {
+      ResultRow c = b;
+      c.precision = precision;
+      file.append(c);
+    }
   }
   const auto rows = ResultFile::read(path);
-  REQUIRE(rows.size() == 2);
+  REQUIRE(rows.size() == 5);
+  CHECK(rows[0].precision == "float");
+  CHECK(rows[2].precision == "double");
+  CHECK(rows[3].precision == "tf32");
+  CHECK(rows[4].precision == "bf16");
   CHECK(rows[0].form == "linear/chunk");
   CHECK(rows[0].seq == 32768);
   CHECK(rows[0].dv == 96);
@@ -155,6 +164,7 @@ TEST_CASE("point keys: identity without the measurement", "[harness][resume]") {
   for (auto change : std::vector<void (*)(ResultRow&)>{
            [](ResultRow& r) { r.chunk = 32; }, [](ResultRow& r) { r.slots = 8; },
            [](ResultRow& r) { r.variant = "unscaled"; }, [](ResultRow& r) { r.precision = "double"; },
+           [](ResultRow& r) { r.precision = "tf32"; }, [](ResultRow& r) { r.precision = "bf16"; },
            [](ResultRow& r) { r.backend = "cuda"; }, [](ResultRow& r) { r.seq = 2048; },
            [](ResultRow& r) { r.dv = 8; }}) {
     ResultRow c = a;

@@ -71,9 +71,9 @@ TEST_CASE("lightning: the quadratic and recurrent fp64 references agree", "[ligh
 }
 
 TEMPLATE_LIST_TEST_CASE("lightning: block forms equal the recurrence for every block size and decay",
-                        "[lightning][forms]", Configs) {
+                        "[lightning][forms]", ExactConfigs) {
   using Exec = typename TestType::Exec;
-  using T = typename TestType::Scalar;
+  using P = typename TestType::Precision;
   const std::uint64_t seed = fresh_seed();
   const Shape s{1, 4, 300, 16, 8};
   // lambda = 1 (no decay); the released code's slopes; the paper's fast decays
@@ -89,14 +89,14 @@ TEMPLATE_LIST_TEST_CASE("lightning: block forms equal the recurrence for every b
                     << ", seed " << seed);
       FormParams params;
       params.chunk = block;
-      check_close<T>(run_form<Exec, T>(form_named("lightning/fwd_bwd"), p, params), want);
+      check_close<P>(run_form<Exec, P>(form_named("lightning/fwd_bwd"), p, params), want);
     }
   }
 }
 
-TEMPLATE_LIST_TEST_CASE("lightning: the accumulation probes of spec §8.3", "[lightning][forms]", Configs) {
+TEMPLATE_LIST_TEST_CASE("lightning: the accumulation probes of spec §8.3", "[lightning][forms]", ExactConfigs) {
   using Exec = typename TestType::Exec;
-  using T = typename TestType::Scalar;
+  using P = typename TestType::Precision;
   const std::uint64_t seed = fresh_seed();
   const Shape s{1, 2, 70, 8, 8};
   const int block = 16;
@@ -113,8 +113,8 @@ TEMPLATE_LIST_TEST_CASE("lightning: the accumulation probes of spec §8.3", "[li
     INFO("dO nonzero at row " << row << ", seed " << seed);
     FormParams params;
     params.chunk = block;
-    const ref::Outputs got = run_form<Exec, T>(form_named("lightning/fwd_bwd"), p, params);
-    check_close<T>(got, want);
+    const ref::Outputs got = run_form<Exec, P>(form_named("lightning/fwd_bwd"), p, params);
+    check_close<P>(got, want);
     for (int t = 0; t < row; ++t)  // dq_t = kv_t do_t = 0 before the probed row
       for (int c = 0; c < s.dk; ++c) CHECK(got.dq(0, 1, t, c) == 0);
   }

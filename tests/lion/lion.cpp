@@ -27,9 +27,9 @@ ref::LionVariant variant_of_family(const std::string& family) {
 }  // namespace
 
 TEMPLATE_LIST_TEST_CASE("lion: every form equals both fp64 references under every option set", "[lion][forms]",
-                        Configs) {
+                        ExactConfigs) {
   using Exec = typename TestType::Exec;
-  using T = typename TestType::Scalar;
+  using P = typename TestType::Precision;
   const std::uint64_t seed = fresh_seed();
   // L = 1; chunk 1; chunk not dividing L; chunk >= L; dv != dk; B*H > 1; prime L.
   const struct { Shape shape; int chunk; } cases[] = {
@@ -48,8 +48,8 @@ TEMPLATE_LIST_TEST_CASE("lion: every form equals both fp64 references under ever
             params.mask_convention = convention;
             params.scaled = scaled;
             INFO(form->name << " " << variant_of(*form, params, {}) << " on " << backend_name<Exec>() << " in "
-                            << precision_name<T>() << ", L=" << c.shape.seq << " chunk=" << c.chunk << ", seed " << seed);
-            check_close<T>(run_form<Exec, T>(*form, p, params).o, want);
+                            << precision_name<P>() << ", L=" << c.shape.seq << " chunk=" << c.chunk << ", seed " << seed);
+            check_close<P>(run_form<Exec, P>(*form, p, params).o, want);
           }
         }
       }
@@ -58,9 +58,9 @@ TEMPLATE_LIST_TEST_CASE("lion: every form equals both fp64 references under ever
 }
 
 TEMPLATE_LIST_TEST_CASE("lion: no NaN at the decay extremes over 16K tokens; chunk equals rnn", "[lion][stability]",
-                        Configs) {
+                        ExactConfigs) {
   using Exec = typename TestType::Exec;
-  using T = typename TestType::Scalar;
+  using P = typename TestType::Precision;
   const std::uint64_t seed = fresh_seed();
   const Shape s{1, 2, 16384, 16, 8};
   const Form& rnn = *find_form("lion-s/rnn");
@@ -82,25 +82,25 @@ TEMPLATE_LIST_TEST_CASE("lion: no NaN at the decay extremes over 16K tokens; chu
   for (char convention : {'A', 'B'}) {
     FormParams params;
     params.mask_convention = convention;
-    const ref::Outputs from_rnn = run_form<Exec, T>(rnn, p, params);
+    const ref::Outputs from_rnn = run_form<Exec, P>(rnn, p, params);
     params.chunk = 64;
-    const ref::Outputs from_chunk = run_form<Exec, T>(chunk, p, params);
-    INFO("convention " << convention << " on " << backend_name<Exec>() << " in " << precision_name<T>() << ", seed " << seed);
+    const ref::Outputs from_chunk = run_form<Exec, P>(chunk, p, params);
+    INFO("convention " << convention << " on " << backend_name<Exec>() << " in " << precision_name<P>() << ", seed " << seed);
     CHECK(all_finite(from_rnn.o));
     CHECK(all_finite(from_chunk.o));
-    check_close<T>(from_chunk, from_rnn);
+    check_close<P>(from_chunk, from_rnn);
   }
   // Lion-d with lambda at 1e-7 and within 1e-6 of 1, through every form but the L^2 one.
   for (double rate : {-std::log(1e-7), 1e-6}) {
     HostProblem pd = random_problem(s, *find_form("lion-d/rnn"), seed);
     pd.decay_rate.assign(s.heads, rate);
-    const ref::Outputs want = run_form<Exec, T>(*find_form("lion-d/rnn"), pd, {});
+    const ref::Outputs want = run_form<Exec, P>(*find_form("lion-d/rnn"), pd, {});
     CHECK(all_finite(want.o));
     for (const char* name : {"lion-d/attention", "lion-d/chunk"}) {
       FormParams params;
       params.chunk = 100;
       INFO(name << " at decay rate " << rate << ", seed " << seed);
-      check_close<T>(run_form<Exec, T>(*find_form(name), pd, params), want);
+      check_close<P>(run_form<Exec, P>(*find_form(name), pd, params), want);
     }
   }
 }
