@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "axes.hpp"
+#include "common/mma_tiles.hpp"
 #include "compare.hpp"
 #include "inputs.hpp"
 #include "memory.hpp"
@@ -75,6 +76,10 @@ po::options_description sweep_options() {
      "accumulation and softmax statistics; double: fp64. A form without a kernel in a precision is skipped "
      "there (bench list shows each form's)")
     ("backend", po::value<std::string>(), "execution space: host, cuda (default: cuda when built with it, else host)")
+    ("tiles", po::value<std::string>()->default_value("auto"),
+     "auto: tensor-core kernels where a form has them (CUDA: softmax in float, tf32 and bf16 at head sizes up "
+     "to 128), the portable register-tiled kernels elsewhere; portable: the portable kernels everywhere (rows "
+     "record tiles=portable in their variant)")
     ("seed", po::value<std::uint64_t>()->default_value(2024), "seed of the random inputs")
     ("reps", po::value<int>()->default_value(10), "timed runs per point (median, min, max reported)")
     ("warmup", po::value<int>()->default_value(1), "untimed runs before timing")
@@ -196,6 +201,10 @@ int sweep_command(const po::variables_map& vm, const std::string& command_line) 
   sweep.measure.inputs.decay_schedule = vm["decay-schedule"].as<std::string>();
   lightning_decay_rates(1, sweep.measure.inputs.decay_schedule);  // refuses an unknown schedule up front
   sweep.measure.inputs.decay_floor = vm["decay-floor"].as<bool>();
+  const std::string tiles = vm["tiles"].as<std::string>();
+  if (tiles != "auto" && tiles != "portable")
+    throw std::invalid_argument("--tiles: '" + tiles + "' is neither auto nor portable");
+  tensor_cores_enabled() = tiles == "auto";
   sweep.measure.seed = vm["seed"].as<std::uint64_t>();
   sweep.measure.reps = vm["reps"].as<int>();
   sweep.measure.warmup = vm["warmup"].as<int>();

@@ -1,5 +1,7 @@
 #include "registry.hpp"
 
+#include "common/mma_tiles.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -43,6 +45,7 @@ std::string variant_of(const Form& form, const FormParams& params, const InputOp
   if (form.decay == DecayKind::per_token && inputs.decay_floor) add("decay-floor");
   if (form.decay == DecayKind::per_slot_gate && inputs.gate_temperature != 8)
     add(fmt::format("gate-temperature={}", inputs.gate_temperature));
+  if (!tensor_cores_enabled()) add("tiles=portable");  // bench --tiles portable
   return words;
 }
 

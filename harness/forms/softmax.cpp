@@ -9,6 +9,7 @@ namespace {
 
 template <bool Causal>
 struct SoftmaxTiled {
+  using precisions = Precisions;
   template <class Exec, class P>
   static void run(const Exec& exec, const Inputs<Exec, storage_t<P>>& x, const FormParams&) {
     softmax_tiled_forward<P>(exec, x.q, x.k, x.v, x.o, Causal);
@@ -16,6 +17,7 @@ struct SoftmaxTiled {
 };
 template <bool Causal>
 struct SoftmaxTiledForwardBackward {
+  using precisions = Precisions;
   template <class Exec, class P>
   static void run(const Exec& exec, const Inputs<Exec, storage_t<P>>& x, const FormParams&) {
     softmax_tiled_forward_backward<P>(exec, x.q, x.k, x.v, x.o, x.d_o, x.dq, x.dk, x.dv, Causal);

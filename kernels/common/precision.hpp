@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstring>
 #include <tuple>
+#include <type_traits>
 
 namespace attn {
 
@@ -41,6 +42,26 @@ struct bf16 {
 
 // Tag: fp32 storage, products with TF32 (10-bit mantissa) inputs.
 struct tf32 {};
+
+// x rounded to TF32 (10 mantissa bits), to nearest with ties away from zero,
+// as the tensor cores' conversion (cvt.rna.tf32.f32) rounds; inf and NaN kept.
+KOKKOS_INLINE_FUNCTION float round_to_tf32(float x) {
+  std::uint32_t u;
+  std::memcpy(&u, &x, sizeof u);
+  if ((u & 0x7f800000u) != 0x7f800000u) u = (u + 0x1000u) & 0xffffe000u;
+  std::memcpy(&x, &u, sizeof x);
+  return x;
+}
+
+// A stored element as a product of precision P sees it: TF32 products round
+// their operands, the others take them as stored. P = void: as stored.
+template <class P, class T>
+KOKKOS_INLINE_FUNCTION auto operand_value(T x) {
+  if constexpr (std::is_same_v<P, tf32>)
+    return round_to_tf32(float(x));
+  else
+    return x;
+}
 
 template <class P>
 struct precision_traits;

@@ -24,24 +24,26 @@ KOKKOS_INLINE_FUNCTION TeamTile team_tile(int league_rank, int tiles, int heads,
   return t;
 }
 
-// dst(r, c) = x(b, h, first + r, c) for r < count, c < dim.
-template <class Member, class Scratch, class View>
+// dst(r, c) = x(b, h, first + r, c) for r < count, c < dim, as a product in
+// precision P sees it (operand_value: TF32 rounds; P = void or others: as stored).
+template <class P = void, class Member, class Scratch, class View>
 KOKKOS_INLINE_FUNCTION void load_rows(const Member& team, const Scratch& dst, const View& x, int b, int h,
                                       int first, int count, int dim) {
-  Kokkos::parallel_for(Kokkos::TeamThreadRange(team, count * dim),
-                       [&](int i) { dst(i / dim, i % dim) = x(b, h, first + i / dim, i % dim); });
+  Kokkos::parallel_for(Kokkos::TeamThreadRange(team, count * dim), [&](int i) {
+    dst(i / dim, i % dim) = operand_value<P>(x(b, h, first + i / dim, i % dim));
+  });
 }
 
 // Values with a column of ones after them (c = dv .. width-1): the product
 // with the weights then also gives each row's weight sum, the normaliser of
 // linear attention and Scale(.) (spec/lion.md §2.4).
-template <class Member, class Scratch, class View>
+template <class P = void, class Member, class Scratch, class View>
 KOKKOS_INLINE_FUNCTION void load_values_and_ones(const Member& team, const Scratch& dst, const View& v, int b, int h,
                                                  int first, int count, int dv, int width) {
   using T = typename Scratch::non_const_value_type;
   Kokkos::parallel_for(Kokkos::TeamThreadRange(team, count * width), [&](int i) {
     const int j = i / width, c = i % width;
-    dst(j, c) = c < dv ? v(b, h, first + j, c) : T(1);
+    dst(j, c) = c < dv ? T(operand_value<P>(v(b, h, first + j, c))) : T(1);
   });
 }
 

@@ -33,9 +33,9 @@ struct LinearWeights {
 
 // `logsumexp` [B, H, L], softmax only and optional (an empty view): receives
 // each row's m + log l, all the backward pass needs to recompute the weights
-// (FlashAttention-2, Alg. 1 line 13). Precision: tensors stored as
-// storage_t<Precision>, tiles and sums in accum_t<Precision> (on this portable path tf32
-// products are plain fp32 ones).
+// (FlashAttention-2, Alg. 1 line 13). Tensors are stored as
+// storage_t<Precision>, tiles and sums kept in accum_t<Precision>; in tf32 the
+// q, k, v operands are rounded to TF32 on loading, as tensor cores round them.
 template <class Precision, class Exec, class Weights>
 void tiled_attention(const Exec& exec, const char* label, const Tensor4<Exec, storage_t<Precision>>& q,
                      const Tensor4<Exec, storage_t<Precision>>& k, const Tensor4<Exec, storage_t<Precision>>& v,
@@ -76,7 +76,7 @@ void tiled_attention(const Exec& exec, const char* label, const Tensor4<Exec, st
     Scratch P(team.team_scratch(0), R, R + 1);
     Scratch stats(team.team_scratch(0), R, 3);  // per row: running max m, sum l, rescale alpha
 
-    load_rows(team, Qs, q, b, h, r0, nr, dk);
+    load_rows<Precision>(team, Qs, q, b, h, r0, nr, dk);
     zero(team, acc, nr, width);
     Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nr), [&](int r) {
       stats(r, 0) = Kokkos::reduction_identity<T>::max();  // lowest finite value, not -inf
@@ -92,8 +92,8 @@ void tiled_attention(const Exec& exec, const char* label, const Tensor4<Exec, st
       const int k0 = kt * R;
       const int nk = (L - k0 < R) ? L - k0 : R;
       team.team_barrier();  // previous tile's V and P are no longer read
-      load_rows(team, Ks, k, b, h, k0, nk, dk);
-      load_values_and_ones(team, Vs, v, b, h, k0, nk, dv, width);
+      load_rows<Precision>(team, Ks, k, b, h, k0, nk, dk);
+      load_values_and_ones<Precision>(team, Vs, v, b, h, k0, nk, dv, width);
       team.team_barrier();
       scores(team, Qs, Ks, nr, nk, dk,
              [&](int r, int j, T dot) { P(r, j) = !causal || k0 + j <= r0 + r ? dot * scale : T(0); });

@@ -27,8 +27,9 @@ namespace detail {
 // pair: Q_i, dO_i and per row lse_i, D_i; K_j, V_j; P_ij (read by the dK, dV
 // pass only) and dS_ij. K and V have a padded row stride (d + 1): threads
 // walk them by row, and the padding puts those rows on different banks.
-template <class Exec, class T>
+template <class Exec, class Precision>
 struct SoftmaxTilePair {
+  using T = accum_t<Precision>;
   using Scratch = ScratchMatrix<Exec, T>;
   Scratch Q, dO, row_stats, K, V, P, dS;  // row_stats(r, 0) = lse, row_stats(r, 1) = D
 
@@ -53,8 +54,8 @@ struct SoftmaxTilePair {
   KOKKOS_INLINE_FUNCTION void load_queries(const Member& team, const Tensor& q, const Tensor& d_o,
                                            const Rows& logsumexp, const Rows& delta, int b, int h, int r0,
                                            int nr) const {
-    load_rows(team, Q, q, b, h, r0, nr, int(Q.extent(1)));
-    load_rows(team, dO, d_o, b, h, r0, nr, int(dO.extent(1)));
+    load_rows<Precision>(team, Q, q, b, h, r0, nr, int(Q.extent(1)));
+    load_rows<Precision>(team, dO, d_o, b, h, r0, nr, int(dO.extent(1)));
     Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nr), [&](int r) {
       row_stats(r, 0) = logsumexp(b, h, r0 + r);
       row_stats(r, 1) = delta(b, h, r0 + r);
@@ -65,8 +66,8 @@ struct SoftmaxTilePair {
   template <class Member, class Tensor>
   KOKKOS_INLINE_FUNCTION void load_keys(const Member& team, const Tensor& k, const Tensor& v, int b, int h, int k0,
                                         int nk) const {
-    load_rows(team, K, k, b, h, k0, nk, int(Q.extent(1)));
-    load_rows(team, V, v, b, h, k0, nk, int(dO.extent(1)));
+    load_rows<Precision>(team, K, k, b, h, k0, nk, int(Q.extent(1)));
+    load_rows<Precision>(team, V, v, b, h, k0, nk, int(dO.extent(1)));
   }
 
   // Alg. 2 lines 11-14: S_ij = Q_i K_j^T into P and dP_ij = dO_i V_j^T into
@@ -90,7 +91,9 @@ struct SoftmaxTilePair {
   }
 };
 
-// Alg. 2 line 4: D_i = rowsum(dO_i . O_i), in the accumulation precision.
+// Alg. 2 line 4: D_i = rowsum(dO_i . O_i), in the accumulation precision,
+// with dO as the products see it (TF32-rounded in tf32): dS = P (dP - D)
+// cancels only if D and dP = dO V^T are built from the same dO.
 template <class P, class Exec>
 void softmax_backward_delta(const Exec& exec, const Shape& s, const Tensor4<Exec, storage_t<P>>& o,
                             const Tensor4<Exec, storage_t<P>>& d_o, const Tensor3<Exec, accum_t<P>>& delta) {
@@ -100,7 +103,7 @@ void softmax_backward_delta(const Exec& exec, const Shape& s, const Tensor4<Exec
                        KOKKOS_LAMBDA(std::size_t i) {
                          const int b = int(i / (std::size_t(H) * L)), h = int(i / L % H), r = int(i % L);
                          T dot = 0;
-                         for (int c = 0; c < dv; ++c) dot += T(d_o(b, h, r, c)) * T(o(b, h, r, c));
+                         for (int c = 0; c < dv; ++c) dot += T(operand_value<P>(d_o(b, h, r, c))) * T(o(b, h, r, c));
                          delta(b, h, r) = dot;
                        });
 }
@@ -115,7 +118,7 @@ void softmax_backward_dq(const Exec& exec, const Shape& s, const Tensor4<Exec, s
                          const Tensor3<Exec, accum_t<P>>& delta, const Tensor4<Exec, storage_t<P>>& dq,
                          bool causal) {
   using T = accum_t<P>;
-  using Pair = SoftmaxTilePair<Exec, T>;
+  using Pair = SoftmaxTilePair<Exec, P>;
   using Scratch = ScratchMatrix<Exec, T>;
   const char* label = causal ? "softmax_causal_bwd_dq" : "softmax_full_bwd_dq";
   const int qk_dim = s.dk, v_dim = s.dv, L = s.seq, H = s.heads;
@@ -166,7 +169,7 @@ void softmax_backward_dk_dv(const Exec& exec, const Shape& s, const Tensor4<Exec
                             const Tensor3<Exec, accum_t<P>>& delta, const Tensor4<Exec, storage_t<P>>& dk,
                             const Tensor4<Exec, storage_t<P>>& dv, bool causal) {
   using T = accum_t<P>;
-  using Pair = SoftmaxTilePair<Exec, T>;
+  using Pair = SoftmaxTilePair<Exec, P>;
   using Scratch = ScratchMatrix<Exec, T>;
   const char* label = causal ? "softmax_causal_bwd_dk_dv" : "softmax_full_bwd_dk_dv";
   const int qk_dim = s.dk, v_dim = s.dv, L = s.seq, H = s.heads;

@@ -26,6 +26,7 @@ expect_error "--out is required" sweep --seq 1k
 expect_error "cannot create" sweep --seq 8 --forms softmax/full --out /proc/attn/x.h5
 expect_error "unrecognised option" sweep --bogus 3 --out x.h5
 expect_error "unknown precision 'half'" sweep --precision half --out x.h5
+expect_error "neither auto nor portable" sweep --tiles fast --out x.h5
 expect_error "--reps must be at least 1" sweep --reps 0 --out x.h5
 expect_error "unknown command" frobnicate
 expect_error "cannot read experiment file 'missing.cfg'" run missing.cfg
