@@ -16,17 +16,32 @@
 #include <cmath>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 namespace attn::detail {
 
 #if defined(KOKKOS_ENABLE_CUDA)
 
-// The largest head size the tensor-core kernels take; larger ones run on the
-// portable path. Head sizes are padded to the next of 32, 64, 128.
-constexpr int tensor_core_max_head = 128;
-inline int tensor_core_head(int dk, int dv) {
+// The tensor-core kernels are compiled for head sizes 32, 64 and 128; a
+// problem runs in the smallest that holds both d_k and d_v (the padding
+// columns are zero). f(std::integral_constant<int, D>{}) for that D; false,
+// with nothing run, when d_k or d_v exceeds 128 (the portable path takes it).
+template <class F>
+bool with_padded_head(int dk, int dv, F f) {
   const int d = dk > dv ? dk : dv;
-  return d <= 32 ? 32 : d <= 64 ? 64 : d <= 128 ? 128 : 0;
+  if (d <= 32) {
+    f(std::integral_constant<int, 32>{});
+    return true;
+  }
+  if (d <= 64) {
+    f(std::integral_constant<int, 64>{});
+    return true;
+  }
+  if (d <= 128) {
+    f(std::integral_constant<int, 128>{});
+    return true;
+  }
+  return false;
 }
 
 constexpr float log2_e = 1.4426950408889634f;
@@ -217,8 +232,8 @@ void launch_tiles(const char* label, const Kokkos::Cuda& exec, int league, int t
   Kokkos::parallel_for(label, Kokkos::TeamPolicy<Kokkos::Cuda>(exec, league, threads), f);
 }
 
-// The tensor-core forward (shapes checked); false, with nothing run, when the
-// head sizes exceed tensor_core_max_head.
+// The tensor-core forward (shapes checked); false, with nothing run, when a
+// head size exceeds 128.
 template <class P>
 bool tensor_core_forward(const Kokkos::Cuda& exec, const char* label, const CudaTensor<P>& q,
                          const CudaTensor<P>& k, const CudaTensor<P>& v, const CudaTensor<P>& o, bool causal,
@@ -236,16 +251,11 @@ bool tensor_core_forward(const Kokkos::Cuda& exec, const char* label, const Cuda
     launch_tiles(label, exec, s.batch * s.heads * tiles, 32 * F::warps,
                  F{q, k, v, o, logsumexp, s.seq, s.heads, tiles, s.dk, s.dv, scale_log2, causal});
   };
-  switch (tensor_core_head(s.dk, s.dv)) {
-    case 32: run(std::integral_constant<int, 32>{}); return true;
-    case 64: run(std::integral_constant<int, 64>{}); return true;
-    case 128: run(std::integral_constant<int, 128>{}); return true;
-    default: return false;
-  }
+  return with_padded_head(s.dk, s.dv, run);
 }
 
 // The tensor-core backward passes (delta = rowsum(dO O) already computed);
-// false when the head sizes exceed tensor_core_max_head.
+// false, with nothing run, when a head size exceeds 128.
 template <class P>
 bool tensor_core_backward(const Kokkos::Cuda& exec, const Shape& s, const CudaTensor<P>& q, const CudaTensor<P>& k,
                           const CudaTensor<P>& v, const CudaTensor<P>& d_o, const CudaRows& logsumexp,
@@ -266,12 +276,7 @@ bool tensor_core_backward(const Kokkos::Cuda& exec, const Shape& s, const CudaTe
                  DkDv{k, v, q, d_o, dk, dv, logsumexp, delta, s.seq, s.heads, tiles, s.dk, s.dv, scale,
                       scale * log2_e, causal});
   };
-  switch (tensor_core_head(s.dk, s.dv)) {
-    case 32: run(std::integral_constant<int, 32>{}); return true;
-    case 64: run(std::integral_constant<int, 64>{}); return true;
-    case 128: run(std::integral_constant<int, 128>{}); return true;
-    default: return false;
-  }
+  return with_padded_head(s.dk, s.dv, run);
 }
 
 #endif  // KOKKOS_ENABLE_CUDA
