@@ -162,6 +162,7 @@ struct FlashBackwardPass {
     const int warp_row0 = 16 * (tid / 32), row0 = tile.first + warp_row0;
     const int g = mma::lane_id() >> 2;
 
+    team.team_barrier();  // a block that runs several teams: the previous team's tiles are no longer read
     mma::load_tile<P>(X1, ld, owned, D, x1, b, h, tile.first, tile.count, d1, tid, size);
     mma::load_tile<P>(X2, ld, owned, D, x2, b, h, tile.first, tile.count, d2, tid, size);
     float row_lse[2] = {0.f, 0.f}, row_delta[2] = {0.f, 0.f};  // dq pass: of the thread's rows g, g + 8
