@@ -17,7 +17,7 @@ using HostProblem = ref::Problem;
 HostProblem random_problem(const Shape& s, const Form& form, std::uint64_t seed,
                            const InputOptions& options = {}, const FormParams& params = {});
 
-// Lightning's per-head decay rates s_h = -ln(lambda_h), layer 0 of spec/lightning.md §1:
+// Lightning's per-head decay rates s_h = -ln(lambda_h), layer 0 of docs/lightning.md §1:
 // "alibi" (released code) s_h = 2^(-8h/H); "paper" (Eq. 10) s_h = 8h/H; h = 1..H.
 std::vector<double> lightning_decay_rates(int heads, const std::string& schedule);
 

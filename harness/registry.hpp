@@ -18,9 +18,9 @@ namespace attn {
 // Values of the parameters that only some forms take; 0 = does not apply.
 struct FormParams {
   int chunk = 0;               // chunk (block) size, swept
-  char mask_convention = 'A';  // Lion-s mask convention, spec/lion.md §2.3: 'A' (Eq. 17) or 'B' (code)
+  char mask_convention = 'A';  // Lion-s mask convention, docs/lion.md §2.3: 'A' (Eq. 17) or 'B' (code)
   bool scaled = true;          // LION: Scale(QK^T . M) V, or the non-scaled (QK^T . M) V (§2.4)
-  int slots = 0;               // GSA memory slots m per head, swept (spec/gsa.md §1)
+  int slots = 0;               // GSA memory slots m per head, swept (docs/gsa.md §1)
 };
 
 // Parameters a form may declare, in the order bench list prints them.
@@ -29,23 +29,23 @@ const char* param_name(Param p);
 
 // What q and k look like: raw (any real numbers), positive features
 // (elu(x) + 1, Katharopoulos et al.), or LION's normalised shifted SiLU
-// (SiLU(x) + 0.5) / ||SiLU(x) + 0.5||, spec/lion.md §2.1.
+// (SiLU(x) + 0.5) / ||SiLU(x) + 0.5||, docs/lion.md §2.1.
 enum class InputKind { raw, positive_features, normalised_silu };
 
 // The decay a form takes, and how the harness draws it.
 enum class DecayKind {
   none,
-  per_head_random,    // decay_rate s_h = -ln sigma(a_h), a_h ~ N(0, 1) (Lion-d, spec/lion.md §2.2)
-  per_head_schedule,  // decay_rate from Lightning's schedule (spec/lightning.md §1, --decay-schedule)
+  per_head_random,    // decay_rate s_h = -ln sigma(a_h), a_h ~ N(0, 1) (Lion-d, docs/lion.md §2.2)
+  per_head_schedule,  // decay_rate from Lightning's schedule (docs/lightning.md §1, --decay-schedule)
   per_token,          // log_decay a_t = ln sigma(z_t), z_t ~ N(0, 1) (Lion-s, §2.2; --decay-floor)
-  per_slot_gate,      // log_gate g_t = ln sigma(z_t) / tau per slot, z_t ~ N(0, 1) (GSA, spec/gsa.md §3.7)
+  per_slot_gate,      // log_gate g_t = ln sigma(z_t) / tau per slot, z_t ~ N(0, 1) (GSA, docs/gsa.md §3.7)
 };
 
 // How the harness draws inputs beyond the shape and seed.
 struct InputOptions {
   std::string decay_schedule = "alibi";  // "alibi" (released code) or "paper" (Eq. 10), layer 0
-  bool decay_floor = false;              // Lion-s: a_t = ln(sigma(z_t) + 1e-7), spec/lion.md §2.2
-  double gate_temperature = 8;           // GSA's damping tau: alpha = sigma(z)^(1/tau), spec/gsa.md §3.7
+  bool decay_floor = false;              // Lion-s: a_t = ln(sigma(z_t) + 1e-7), docs/lion.md §2.2
+  double gate_temperature = 8;           // GSA's damping tau: alpha = sigma(z)^(1/tau), docs/gsa.md §3.7
 };
 
 // What a call allocates beyond its inputs and outputs.

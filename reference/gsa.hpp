@@ -1,4 +1,4 @@
-// fp64 references of Gated Slot Attention (spec/gsa.md), query scale 1, zero
+// fp64 references of Gated Slot Attention (docs/gsa.md), query scale 1, zero
 // initial state, write strength s = 1 - alpha = -expm1(g) from the log forget
 // gate g [B, H, L, m].
 #pragma once

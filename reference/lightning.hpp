@@ -1,4 +1,4 @@
-// fp64 references of Lightning Attention (spec/lightning.md §2, §8.1):
+// fp64 references of Lightning Attention (docs/lightning.md §2, §8.1):
 // causal linear attention with a per-head decay lambda_h = exp(-s_h), no
 // normalisation: o_t = sum_{u<=t} lambda^(t-u) (q_t . k_u) v_u.
 #pragma once

@@ -20,7 +20,7 @@ void check(const Tensor& q, const std::vector<double>& decay_rate, const Tensor&
     throw std::invalid_argument("lion reference: Lion-s needs log_decay of shape [B,H,L,1]");
 }
 
-// lambda_t of one (batch, head) for every token t (spec §2.2).
+// lambda_t of one (batch, head) for every token t (docs/lion.md §2.2).
 std::vector<double> decays(int b, int h, int seq, const std::vector<double>& decay_rate,
                            const Tensor& log_decay, LionVariant variant) {
   std::vector<double> lambda(seq, 1.0);
@@ -78,7 +78,7 @@ Tensor lion_rnn(const Tensor& q, const Tensor& k, const Tensor& v,
   const int L = q.seq, dk = q.dim, dv = v.dim;
   for (auto [b, h] : heads_or_all(q, heads)) {
     const std::vector<double> lambda = decays(b, h, L, decay_rate, log_decay, spec.variant);
-    // Step decays of spec §2.3: gF[t] moves the forward state from t-1 to t,
+    // Step decays of docs/lion.md §2.3: gF[t] moves the forward state from t-1 to t,
     // gB[t] the backward state from t+1 to t.
     std::vector<double> gF(L, 1.0), gB(L, 1.0);
     for (int t = 1; t < L; ++t) gF[t] = spec.convention == 'A' ? lambda[t] : lambda[t - 1];

@@ -7,6 +7,9 @@
 
 #include <Kokkos_Core.hpp>
 
+#include <iostream>
+
+#include "forms/check.hpp"
 #include "memory.hpp"
 
 int main(int argc, char* argv[]) {
@@ -15,6 +18,9 @@ int main(int argc, char* argv[]) {
   const auto& config = session.configData();
   if (config.listTests || config.listTestNamesOnly || config.listTags || config.listReporters)
     return session.run();
+  attn::test::command_line_seed() = config.rngSeed;
+  std::cerr << "test seed " << attn::test::test_seed()
+            << " (another: --rng-seed N, --rng-seed time, or ATTN_TEST_SEED=N)\n";
   Kokkos::ScopeGuard kokkos;
   attn::memory::install_hooks();
   return session.run();

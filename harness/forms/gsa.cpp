@@ -1,4 +1,4 @@
-// Gated Slot Attention (spec/gsa.md): m memory slots per head with per-slot
+// Gated Slot Attention (docs/gsa.md): m memory slots per head with per-slot
 // forget gates, read through a softmax over the slots; recurrent and chunkwise
 // forward, chunkwise forward+backward. The slot count is a swept parameter.
 #include "gsa.hpp"

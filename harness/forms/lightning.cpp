@@ -1,4 +1,4 @@
-// Lightning Attention (spec/lightning.md): block-tiled causal linear attention
+// Lightning Attention (docs/lightning.md): block-tiled causal linear attention
 // with a per-head decay, forward and forward+backward, and the materialised
 // "vanilla" form it is measured against (the paper's Fig. 4).
 #include "lightning.hpp"
@@ -55,7 +55,7 @@ double io_bytes(const Shape& s, bool backward, std::size_t scalar_bytes) {
   return double(s.batch) * s.heads * s.seq * (2.0 * s.dk + 2.0 * s.dv) * (backward ? 2 : 1) * scalar_bytes;
 }
 
-// spec/lightning.md §5: forward 2nB(d+e) + 4nde per (batch, head); the
+// docs/lightning.md §5: forward 2nB(d+e) + 4nde per (batch, head); the
 // backward is three sweeps of the same kernel (kernels/lightning/block.hpp).
 template <bool Backward>
 Cost block_cost(const Shape& s, const FormParams& p, std::size_t scalar_bytes) {

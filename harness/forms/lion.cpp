@@ -1,4 +1,4 @@
-// LION (spec/lion.md): bidirectional linear attention in its three variants
+// LION (docs/lion.md): bidirectional linear attention in its three variants
 // (Lion-lit, Lion-d, Lion-s), each as materialised attention (the paper's
 // measured form, O(L^2) memory), tiled attention (ours, O(L d)), the
 // bidirectional RNN of Theorem 3.3 and Lion Chunk (§3.3).

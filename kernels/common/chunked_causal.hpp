@@ -1,7 +1,7 @@
 // Chunkwise causal linear attention with an optional per-head decay, shared by
 // causal linear attention's chunk form and Lightning Attention (forward, and
 // the three sweeps of its backward pass). For chunk n of C tokens starting at
-// token t0, with lambda = exp(-s) per head (spec/lightning.md §4.3, Alg 5,
+// token t0, with lambda = exp(-s) per head (docs/lightning.md §4.3, Alg 5,
 // with the ragged last chunk of §4.7(b)):
 //   o_t   = lambda^(t-t0+1) q_t^T KV + sum_{t0<=u<=t} lambda^(t-u) (q_t.k_u) v_u^T
 //   KV'   = lambda^len KV + sum_{u in chunk} lambda^(t0+len-1-u) k_u v_u^T

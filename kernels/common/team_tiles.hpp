@@ -36,7 +36,7 @@ KOKKOS_INLINE_FUNCTION void load_rows(const Member& team, const Scratch& dst, co
 
 // Values with a column of ones after them (c = dv .. width-1): the product
 // with the weights then also gives each row's weight sum, the normaliser of
-// linear attention and Scale(.) (spec/lion.md §2.4).
+// linear attention and Scale(.) (docs/lion.md §2.4).
 template <class P = void, class Member, class Scratch, class View>
 KOKKOS_INLINE_FUNCTION void load_values_and_ones(const Member& team, const Scratch& dst, const View& v, int b, int h,
                                                  int first, int count, int dv, int width) {

@@ -78,7 +78,7 @@ Kokkos::TeamPolicy<Exec> team_policy(const Exec& exec, int league, int device_te
 }
 
 // Portable level-0 scratch budget per team: Kokkos 3.4 caps CUDA shared memory
-// at 40 KiB per team (shared/DEPENDENCIES.md), and on a CPU the same budget
+// at 40 KiB per team (kernels/softmax/README.md), and on a CPU the same budget
 // keeps a team's tiles in L1/L2.
 constexpr std::size_t scratch_budget_bytes = 40 * 1024;
 

@@ -1,4 +1,4 @@
-// Gated Slot Attention, chunkwise (spec/gsa.md §3.2, §3.4-3.6, Alg. 1): two
+// Gated Slot Attention, chunkwise (docs/gsa.md §3.2, §3.4-3.6, Alg. 1): two
 // gated linear attention passes joined by a softmax over the m slots, query
 // scale 1, write strength s = 1 - alpha = -expm1(g) from the log gates g.
 //   pass 1 (value-gated):  o'_t = sum_{u<=t} (q_t . k_u) s_u . w_tu

@@ -1,6 +1,6 @@
 // Chunkwise gated linear attention with a gate on one axis of the state: the
 // building block of Gated Slot Attention's two passes and of every sweep of its
-// backward pass (spec/gsa.md §3.2, §3.4-3.6). With w_tu[a] = exp(G_t[a] - G_u[a])
+// backward pass (docs/gsa.md §3.2, §3.4-3.6). With w_tu[a] = exp(G_t[a] - G_u[a])
 // and G the inclusive prefix sum of the log gates g <= 0:
 //   key-gated   out_t[y] = sum_{u<=t} sum_x query_t[x] key_u[x] w_tu[x] value_u[y]
 //   value-gated out_t[y] = sum_{u<=t} (query_t . key_u) value_u[y] w_tu[y]

@@ -1,4 +1,4 @@
-// Gated Slot Attention, recurrent form (spec/gsa.md §3.1, Eq. 6), token by
+// Gated Slot Attention, recurrent form (docs/gsa.md §3.1, Eq. 6), token by
 // token, query scale 1, zero initial state:
 //   K_t[i] = alpha_t[i] K_{t-1}[i] + s_t[i] k_t,   o'_t[i] = K_t[i] . q_t
 //   V_t[i] = alpha_t[i] V_{t-1}[i] + s_t[i] v_t,   o_t = sum_i softmax(o'_t)[i] V_t[i]

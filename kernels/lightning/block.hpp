@@ -1,4 +1,4 @@
-// Lightning Attention (spec/lightning.md): causal linear attention with a
+// Lightning Attention (docs/lightning.md): causal linear attention with a
 // per-head decay lambda_h = exp(-s_h), no normalisation,
 //   o_t = sum_{u<=t} lambda^(t-u) (q_t . k_u) v_u,
 // block-tiled: masked quadratic inside a block, a d x e KV state between

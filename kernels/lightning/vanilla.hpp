@@ -1,6 +1,6 @@
 // The "vanilla" baseline of Lightning Attention's Fig. 4: the materialised
 // masked form O = [(Q K^T) . D] V with D_tu = lambda^(t-u) for t >= u, else 0
-// (spec/lightning.md §2, Alg 1), as a framework computes it: whole L x L
+// (docs/lightning.md §2, Alg 1), as a framework computes it: whole L x L
 // matrices in global memory (memory O(L^2) per head: that is the point).
 // Backward (dense form of §2): P = (dO V^T) . D, dQ = P K, dK = P^T Q,
 // dV = S^T dO with S = (Q K^T) . D kept from the forward pass.

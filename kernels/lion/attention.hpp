@@ -1,6 +1,6 @@
-// LION, full linear attention form (spec §3.1, Eq. 16), tiled:
+// LION, full linear attention form (docs/lion.md §3.1, Eq. 16), tiled:
 //   o_i = sum_j (q_i . k_j) M_ij v_j / sum_j (q_i . k_j) M_ij   (scaled)
-//   o_i = sum_j (q_i . k_j) M_ij v_j                            (non-scaled, spec §2.4)
+//   o_i = sum_j (q_i . k_j) M_ij v_j                            (non-scaled, docs/lion.md §2.4)
 // One team per (batch, head, query tile) streams key/value tiles through team
 // scratch (as kernels/common/tiled_attention.hpp does) and accumulates the
 // numerator and, as one more column against v = 1, the row sum C_i (Eq. 61);
@@ -73,7 +73,7 @@ void lion_attention_forward(const Exec& exec, const Tensor4<Exec, T>& q, const T
       detail::load_values_and_ones(team, Vs, v, b, h, k0, nk, dv, width);
       detail::load_mask_coordinates(team, key_coords, mask, b, h, k0, nk);
       team.team_barrier();
-      // Weights (q_i . k_j) M_ij, the mask built in log space (spec §3.4).
+      // Weights (q_i . k_j) M_ij, the mask built in log space (docs/lion.md §3.4).
       Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nr * nk), [&](int i) {
         const int r = i / nk, j = i % nk;
         T dot = 0;

@@ -1,10 +1,10 @@
-// LION Chunk (spec §3.3, Eqs. 86-88), parallel over the query chunks (the
+// LION Chunk (docs/lion.md §3.3, Eqs. 86-88), parallel over the query chunks (the
 // paper's default mode, Eqs. 230-232): for query chunk i, over key chunks j,
 //   A_[ij] = Q_[i] K_[j]^T (.) M_[ij]
 //   Den_[i] += rowsum(A_[ij]),  Num_[i] += A_[ij] V_[j]
-//   Y_[i] = Num_[i] / Den_[i]            (non-scaled, spec §2.4: Y_[i] = Num_[i])
+//   Y_[i] = Num_[i] / Den_[i]            (non-scaled, docs/lion.md §2.4: Y_[i] = Num_[i])
 // Chunks hold C tokens; the last one may be shorter and C >= L is one chunk.
-// The mask blocks come from the overflow-free log-space forms of spec §3.3:
+// The mask blocks come from the overflow-free log-space forms of docs/lion.md §3.3:
 // an off-diagonal block is rank 1, split at a reference row e of chunk i,
 //   j < i:  M_rc = exp(F_r - F_e) exp(F_e - F_c),  e = first row of chunk i
 //   j > i:  M_rc = exp(G_e - G_r) exp(G_c - G_e),  e = last row of chunk i

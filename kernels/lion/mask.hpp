@@ -1,5 +1,5 @@
-// LION, bidirectional linear attention (../shared/spec/lion.md): the options
-// every form shares, their argument checks, and the decay mask M of spec §2.3
+// LION, bidirectional linear attention (docs/lion.md): the options
+// every form shares, their argument checks, and the decay mask M of docs/lion.md §2.3
 // in the two shapes the forms need: per-step decays (RNN) and log-space
 // coordinates of the tokens (attention, materialised, chunk).
 #pragma once
@@ -12,14 +12,14 @@
 
 namespace attn {
 
-// Decay choice (spec §2.2): Lion-lit lambda = 1 (M = 1), Lion-d one lambda per
+// Decay choice (docs/lion.md §2.2): Lion-lit lambda = 1 (M = 1), Lion-d one lambda per
 // head (M_ij = lambda^|i-j|), Lion-s one lambda per token and head (Eq. 17).
 enum class LionVariant { lit, d, s };
 
 struct LionOptions {
   LionVariant variant;
-  char convention = 'A';  // Lion-s mask indexing, spec §2.3: 'A' (Eq. 17) or 'B' (released code)
-  bool scaled = true;     // false: the non-scaled variant (QK^T (.) M) V of spec §2.4
+  char convention = 'A';  // Lion-s mask indexing, docs/lion.md §2.3: 'A' (Eq. 17) or 'B' (released code)
+  bool scaled = true;     // false: the non-scaled variant (QK^T (.) M) V of docs/lion.md §2.4
 };
 
 namespace detail {
@@ -49,7 +49,7 @@ Shape checked_lion_shape(const char* form, const Tensor4<Exec, T>& q, const Tens
   return s;
 }
 
-// The step decays of spec §2.3 in log space, read straight from the inputs:
+// The step decays of docs/lion.md §2.3 in log space, read straight from the inputs:
 // the forward recurrence moves from token t-1 to t with gF[t], the backward
 // one from t+1 to t with gB[t].
 //   convention A: gF[t] = lambda_t,      gB[t] = lambda_{t+1}
@@ -110,7 +110,7 @@ template <class Exec>
 using LogDecayPrefix =
     Kokkos::View<MaskCoordinate***, Kokkos::LayoutRight, typename Exec::memory_space>;
 
-// Every mask of spec §2.3 in log space (spec §3.4): with non-increasing token
+// Every mask of docs/lion.md §2.3 in log space (docs/lion.md §3.4): with non-increasing token
 // coordinates F (forward) and G (backward),
 //   ln M_ij = F_i - F_j  (i >= j),   ln M_ij = G_j - G_i  (i <= j),
 // F_t = sum_{u=1}^{t} ln gF[u] and G_t = sum_{u=0}^{t-1} ln gB[u], up to
@@ -120,7 +120,7 @@ using LogDecayPrefix =
 // Each exponent is a later coordinate minus an earlier one, so it is <= 0: no
 // exp ever overflows, and nothing is masked after the fact (no inf * 0). The
 // coordinates are float64 pairs, so that a difference of two prefix sums keeps
-// its precision at L = 16K (spec §3.4, "Global fp32 prefix sums").
+// its precision at L = 16K (docs/lion.md §3.4, "Global fp32 prefix sums").
 template <class Exec, class T>
 struct LionLogMask {
   LionVariant variant;
@@ -166,7 +166,7 @@ KOKKOS_INLINE_FUNCTION void load_mask_coordinates(const Member& team, const Coor
 }
 
 // o(b, h, first + r, c) from the accumulated weights x [V | 1]: Scale(.)
-// divides by the row sum in column dv, the non-scaled form (spec §2.4) does not.
+// divides by the row sum in column dv, the non-scaled form (docs/lion.md §2.4) does not.
 template <class Member, class Acc, class Out>
 KOKKOS_INLINE_FUNCTION void store_lion_rows(const Member& team, const Out& o, const Acc& acc, int b, int h,
                                             int first, int count, int dv, bool scaled) {

@@ -1,12 +1,12 @@
-// LION, full linear attention form as the paper measures it (spec §3.1, Eq. 16;
+// LION, full linear attention form as the paper measures it (docs/lion.md §3.1, Eq. 16;
 // the attention curves of Figs. 3 and 11): the masked scores
 //   P = Q K^T (.) M
 // of every (batch, head) are materialised as one [B,H,L,L] view in global
 // memory, so memory grows as L^2. A second pass row-normalises P and multiplies
 // it by V: Y = C^{-1} P V with C_i = sum_j P_ij (Eq. 61), or Y = P V for the
-// non-scaled variant (spec §2.4). The row sum is accumulated next to P V (one
+// non-scaled variant (docs/lion.md §2.4). The row sum is accumulated next to P V (one
 // more column against v = 1) and divided at the end, which is the same Scale.
-// The mask is built in log space, exp of a non-positive exponent only (spec §3.4).
+// The mask is built in log space, exp of a non-positive exponent only (docs/lion.md §3.4).
 //
 // Cost per (batch, head), exp counted as one FLOP:
 //   FLOPs  = L^2 (2 dk + 2 dv)          scores and P x V

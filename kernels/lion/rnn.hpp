@@ -1,9 +1,9 @@
-// LION, bidirectional RNN form (spec §3.2, Theorem 3.3, Eqs. 83a-84b), with
-// the step decays gF, gB of spec §2.3:
+// LION, bidirectional RNN form (docs/lion.md §3.2, Theorem 3.3, Eqs. 83a-84b), with
+// the step decays gF, gB of docs/lion.md §2.3:
 //   S_t = g_t S_{t+-1} + k_t v_t^T,  z_t = g_t z_{t+-1} + k_t                 (83a, 83b)
 //   c_t = q_t . z_t - (q_t . k_t)/2,  y_t = q_t^T S_t - ((q_t . k_t)/2) v_t    (83c, 84a)
 //   o_t = (y^F_t + y^B_t) / (c^F_t + c^B_t)                                   (84b)
-// (non-scaled, spec §2.4: no z and c, o_t = y^F_t + y^B_t). The -1/2 terms
+// (non-scaled, docs/lion.md §2.4: no z and c, o_t = y^F_t + y^B_t). The -1/2 terms
 // remove the diagonal that both directions count; the division waits until F
 // and B are summed.
 // The two sweeps run concurrently: one team per (batch, head, value block,

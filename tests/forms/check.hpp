@@ -5,7 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
-#include <random>
+#include <cstdlib>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -159,10 +159,19 @@ void check_against_finite_differences(const HostProblem& p, const ref::Outputs& 
   }
 }
 
-// A fresh seed per run (printed on failure), so repeated runs cover new inputs.
-inline std::uint64_t fresh_seed() {
-  static std::random_device device;
-  return (std::uint64_t(device()) << 32) | device();
+// The seed of every test's random inputs: fixed, so that a failure replays;
+// another with Catch's `--rng-seed N` (`--rng-seed time` for a fresh one) or
+// ATTN_TEST_SEED=N. tests/main.cpp prints it first: CTest shows it with any
+// failure.
+constexpr std::uint64_t default_test_seed = 20241123;
+inline unsigned& command_line_seed() {  // set by tests/main.cpp; 0: none given
+  static unsigned seed = 0;
+  return seed;
+}
+inline std::uint64_t test_seed() {
+  if (const unsigned from_command_line = command_line_seed()) return from_command_line;
+  if (const char* from_environment = std::getenv("ATTN_TEST_SEED")) return std::stoull(from_environment);
+  return default_test_seed;
 }
 
 }  // namespace attn::test

@@ -1,5 +1,5 @@
 // Every form, and the references, reproduce the independent float64 vectors of
-// ../shared/testdata/vectors.h5 (written from the specs by other hands), so a
+// tests/data/vectors.h5 (computed from the definitions by other hands), so a
 // misreading shared by a kernel and its reference is caught.
 #include <hdf5.h>
 

@@ -1,4 +1,4 @@
-// Gated Slot Attention beyond the registry-wide checks (spec/gsa.md §7): the
+// Gated Slot Attention beyond the registry-wide checks (docs/gsa.md §7): the
 // two fp64 references agree, the reference gradients match central finite
 // differences, and every form stays finite and exact at the gate extremes,
 // including the overflow test of §3.5 and 256 slots.
@@ -29,7 +29,7 @@ HostProblem problem_with_gates(const Shape& s, const Form& form, int slots, std:
 }  // namespace
 
 TEST_CASE("the GSA references agree: recurrent (Eq. 6) and materialised (§3.3)", "[gsa][reference]") {
-  const std::uint64_t seed = fresh_seed();
+  const std::uint64_t seed = test_seed();
   const Form& form = form_named("gsa/recurrent");
   struct Case { Shape shape; int slots; };
   for (const Case& c : {Case{{1, 1, 1, 8, 8}, 5}, Case{{2, 3, 37, 16, 8}, 1}, Case{{1, 2, 100, 12, 20}, 7},
@@ -43,7 +43,7 @@ TEST_CASE("the GSA references agree: recurrent (Eq. 6) and materialised (§3.3)"
 }
 
 TEST_CASE("the GSA reference gradients match central finite differences", "[gsa][reference][gradients]") {
-  const std::uint64_t seed = fresh_seed();
+  const std::uint64_t seed = test_seed();
   INFO("seed " << seed);
   const Shape s{1, 2, 9, 3, 4};
   FormParams params;
@@ -59,7 +59,7 @@ TEST_CASE("the GSA reference gradients match central finite differences", "[gsa]
 TEMPLATE_LIST_TEST_CASE("GSA forms at the gate extremes and with many slots", "[gsa][forms]", ExactConfigs) {
   using Exec = typename TestType::Exec;
   using P = typename TestType::Precision;
-  const std::uint64_t seed = fresh_seed();
+  const std::uint64_t seed = test_seed();
   struct Gates { const char* name; double (*draw)(double); };
   const Gates extremes[] = {
       {"strong decay, g in [-100, -20]", [](double u) { return -20 - 80 * u; }},
@@ -106,7 +106,7 @@ TEMPLATE_LIST_TEST_CASE("GSA with closed gates (alpha = 0) returns v exactly", "
   for (const Form& form : forms()) {
     if (form.family != "gsa" || form.backward) continue;
     INFO(form.name << " on " << backend_name<Exec>() << " in " << precision_name<P>());
-    const HostProblem p = problem_with_gates({1, 1, 50, 8, 8}, form, 4, fresh_seed(), [](double) { return -1e4; });
+    const HostProblem p = problem_with_gates({1, 1, 50, 8, 8}, form, 4, test_seed(), [](double) { return -1e4; });
     check_close<P>(run_form<Exec, P>(form, p, params_for(form, 16, 4)).o, p.v);
   }
 }

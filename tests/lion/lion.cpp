@@ -1,4 +1,4 @@
-// LION beyond the registry-wide checks (spec/lion.md §7): every option set
+// LION beyond the registry-wide checks (docs/lion.md §7): every option set
 // (mask conventions A and B, scaled and non-scaled) across the four forms and
 // both fp64 references; stability at the decay extremes over 16K tokens; and
 // Observation 3.1: two causal linear attentions summed are not LION.
@@ -30,7 +30,7 @@ TEMPLATE_LIST_TEST_CASE("lion: every form equals both fp64 references under ever
                         ExactConfigs) {
   using Exec = typename TestType::Exec;
   using P = typename TestType::Precision;
-  const std::uint64_t seed = fresh_seed();
+  const std::uint64_t seed = test_seed();
   // L = 1; chunk 1; chunk not dividing L; chunk >= L; dv != dk; B*H > 1; prime L.
   const struct { Shape shape; int chunk; } cases[] = {
       {{2, 2, 1, 8, 5}, 3}, {{2, 3, 37, 12, 7}, 1}, {{1, 2, 37, 16, 40}, 5}, {{1, 1, 13, 8, 8}, 16}, {{1, 2, 101, 32, 16}, 32}};
@@ -61,7 +61,7 @@ TEMPLATE_LIST_TEST_CASE("lion: no NaN at the decay extremes over 16K tokens; chu
                         ExactConfigs) {
   using Exec = typename TestType::Exec;
   using P = typename TestType::Precision;
-  const std::uint64_t seed = fresh_seed();
+  const std::uint64_t seed = test_seed();
   const Shape s{1, 2, 16384, 16, 8};
   const Form& rnn = *find_form("lion-s/rnn");
   const Form& chunk = *find_form("lion-s/chunk");
@@ -106,7 +106,7 @@ TEMPLATE_LIST_TEST_CASE("lion: no NaN at the decay extremes over 16K tokens; chu
 }
 
 TEST_CASE("lion: two causal linear attentions summed are not LION (Observation 3.1)", "[lion][reference]") {
-  const std::uint64_t seed = fresh_seed();
+  const std::uint64_t seed = test_seed();
   const Shape s{1, 2, 50, 8, 8};
   const HostProblem p = random_problem(s, *find_form("lion-lit/attention"), seed);
   const ref::Tensor lion = ref::lion_attention(p.q, p.k, p.v, {}, {}, {ref::LionVariant::lit});
