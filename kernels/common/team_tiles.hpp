@@ -55,12 +55,20 @@ KOKKOS_INLINE_FUNCTION void zero(const Member& team, const Scratch& m, int rows,
 }
 
 // The portable tile product: out(r, c) = sum_{j < inner} a(r, j) b(j, c) for
-// r < rows, c < cols, handed to store(r, c, value). Register-tiled: each thread
-// owns a micro x micro block of the result and keeps its sums in registers,
-// so every operand it reads serves `micro` products (a scalar dot product per
-// output reads two per product). Edge blocks read clamped (valid) entries and
-// store only their valid ones, so the inner loop has no branches.
+// r < rows, c < cols, handed to store(r, c, value). Register-tiled on the
+// host: each thread owns a micro x micro block of the result and keeps its
+// sums in registers, so every operand it reads serves `micro` products (a
+// scalar dot product per output reads two per product). On a GPU the tiles of
+// the portable kernels (~32 x 33 outputs) would leave most of a 128-thread
+// team idle in 4 x 4 blocks, so there each thread keeps one output; the GPU's
+// fast products are the tensor-core ones (common/mma_tiles.hpp). Edge blocks
+// read clamped (valid) entries and store only their valid ones, so the inner
+// loop has no branches.
+#if defined(__CUDA_ARCH__)
+constexpr int micro = 1;
+#else
 constexpr int micro = 4;
+#endif
 
 template <class Member, class A, class B, class Store>
 KOKKOS_INLINE_FUNCTION void team_product(const Member& team, int rows, int cols, int inner, const A& a, const B& b,
