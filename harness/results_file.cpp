@@ -1,8 +1,12 @@
 #include "results_file.hpp"
 
+#include <fcntl.h>
 #include <hdf5.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <stdexcept>
@@ -203,11 +207,29 @@ ResultFile::ResultFile(const std::string& path, const std::map<std::string, std:
   }
 }
 
+namespace {
+
+// H5Fcreate(..., H5F_ACC_TRUNC) empties an existing file before it finds the
+// lock that HDF5 (1.10: flock, held while a writer has the file open) keeps on
+// it, so a --fresh run would destroy the rows of a sweep still writing there.
+// Taking the same lock first tells: another process holds it.
+void refuse_if_written_elsewhere(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) return;  // nothing there (or unreadable: H5Fcreate reports it)
+  const bool busy = ::flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+  ::close(fd);  // releases the lock, if taken
+  if (busy)
+    throw std::runtime_error("'" + path + "' is open in another process (a sweep still writing it?): not overwritten");
+}
+
+}  // namespace
+
 void ResultFile::create(const std::string& path, const std::map<std::string, std::string>& attributes) {
   const auto parent = std::filesystem::path(path).parent_path();
   std::error_code ec;
   if (!parent.empty()) std::filesystem::create_directories(parent, ec);
   if (ec) throw std::runtime_error("cannot create folder '" + parent.string() + "': " + ec.message());
+  refuse_if_written_elsewhere(path);
   file_ = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
   if (file_ < 0) throw std::runtime_error("cannot create output file '" + path + "'");
   attributes_ = attributes;

@@ -154,6 +154,24 @@ fi
 "$bench" sweep --forms softmax/full --seq 64 --heads 1 --dk 16 --reps 1 --backend host --out old.h5 --fresh \
   >old.out 2>&1 && [ "$(rows_of old.h5)" = 1 ] || fail "--fresh does not start the file over"
 
+# --- --fresh onto a file another sweep is writing is refused, and empties nothing --
+sweep=(sweep --forms softmax/full --seq 64..4k --heads 1 --dk 16 --reps 1 --backend host --out busy.h5)
+rm -f busy.h5
+"$bench" "${sweep[@]}" >busy.out 2>busy.err &
+pid=$!
+for _ in $(seq 1 3000); do  # the running sweep has written its first row
+  grep -q '^\[1/' busy.out && break
+  sleep 0.01
+done
+"$bench" "${sweep[@]}" --fresh >busy_fresh.out 2>busy_fresh.err; rc=$?
+wait "$pid"; running_rc=$?
+if [ "$rc" != 2 ] || [ "$(stderr_lines busy_fresh.err)" != 1 ] || ! grep -q 'another process' busy_fresh.err; then
+  fail "--fresh onto a file being written: exit $rc, $(cat busy_fresh.err)"
+elif [ "$running_rc" != 0 ] || [ "$(rows_of busy.h5)" != 7 ]; then
+  fail "the running sweep lost rows: exit $running_rc, $(rows_of busy.h5) rows (want 7)"
+else pass "--fresh onto a file being written refused: $(grep 'another process' busy_fresh.err); the running sweep kept all 7 rows"
+fi
+
 # --- (c) bench compare ---------------------------------------------------------
 "$bench" compare resume.h5 resume.h5 --threshold 1.1 --fail-on-regression >compare.out 2>&1; rc=$?
 ratios=$(grep -E '^(softmax/full|linear/chunk) +float +1 +1 ' compare.out | awk '{print $(NF-1), $NF}' | sort -u | tr '\n' ';')
