@@ -7,6 +7,7 @@
 #include <boost/program_options.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -80,7 +81,7 @@ po::options_description sweep_options() {
      "auto: tensor-core kernels where a form has them (CUDA: softmax in float, tf32 and bf16 at head sizes up "
      "to 128), the portable register-tiled kernels elsewhere; portable: the portable kernels everywhere (rows "
      "record tiles=portable in their variant)")
-    ("seed", po::value<std::uint64_t>()->default_value(2024), "seed of the random inputs")
+    ("seed", po::value<std::string>()->default_value("2024"), "seed of the random inputs (a whole number >= 0)")
     ("reps", po::value<int>()->default_value(10), "timed runs per point (median, min, max reported)")
     ("warmup", po::value<int>()->default_value(1), "untimed runs before timing")
     ("check-flops", po::value<double>()->default_value(2e10), "largest fp64 reference cost (FLOPs) spent on the error check of a point")
@@ -163,7 +164,7 @@ void store_experiment_file(const std::string& path, const po::options_descriptio
     const std::string name = trim(text.substr(0, equals));
     if (equals == std::string::npos || name.empty())
       throw std::invalid_argument(fmt::format("{}: expected 'name = value', got '{}'", where, text));
-    if (!options.find_nothrow(name, false))
+    if (!options.find_nothrow(name, false) || name == "help")
       throw std::invalid_argument(fmt::format("{}: unknown option '{}' (see bench --help)", where, name));
     if (!seen.insert(name).second)
       throw std::invalid_argument(fmt::format("{}: '{}' is given twice", where, name));
@@ -205,10 +206,15 @@ int sweep_command(const po::variables_map& vm, const std::string& command_line) 
   if (tiles != "auto" && tiles != "portable")
     throw std::invalid_argument("--tiles: '" + tiles + "' is neither auto nor portable");
   tensor_cores_enabled() = tiles == "auto";
-  sweep.measure.seed = vm["seed"].as<std::uint64_t>();
+  const std::string seed = vm["seed"].as<std::string>();
+  if (seed.empty() || seed.size() > 19 || seed.find_first_not_of("0123456789") != std::string::npos)
+    throw std::invalid_argument("--seed '" + seed + "': not a whole number from 0 to 10^19 - 1");
+  sweep.measure.seed = std::stoull(seed);
   sweep.measure.reps = vm["reps"].as<int>();
   sweep.measure.warmup = vm["warmup"].as<int>();
   sweep.measure.check_flops = vm["check-flops"].as<double>();
+  if (!(sweep.measure.check_flops >= 0) || !std::isfinite(sweep.measure.check_flops))
+    throw std::invalid_argument("--check-flops must be a finite number >= 0 (0: no error check)");
   if (sweep.measure.reps < 1) throw std::invalid_argument("--reps must be at least 1");
   if (sweep.measure.warmup < 0) throw std::invalid_argument("--warmup must not be negative");
   if (vm.count("point-timeout")) {
@@ -273,7 +279,10 @@ int main(int argc, char* argv[]) {
     return command.empty() ? 2 : 0;
   }
   try {
-    if (command == "list") return list_command();
+    if (command == "list") {
+      if (argc > 2) throw std::invalid_argument(fmt::format("list takes no arguments, got '{}'", argv[2]));
+      return list_command();
+    }
     if (command == "compare") return compare_command(std::vector<std::string>(argv + 2, argv + argc));
     if (command != "sweep" && command != "run")
       throw std::invalid_argument("unknown command '" + command + "' (expected list, sweep, run or compare)");
@@ -287,7 +296,12 @@ int main(int argc, char* argv[]) {
     const auto options = sweep_options();
     std::vector<std::string> args(argv + first, argv + argc);
     po::variables_map vm;
-    po::store(po::command_line_parser(args).options(options).run(), vm);
+    // A stray word (`sweep garbage`, `--decay-floor 0`) is an error, not ignored.
+    const auto parsed = po::command_line_parser(args).options(options).allow_unregistered().run();
+    for (const auto& word : po::collect_unrecognized(parsed.options, po::include_positional))
+      throw std::invalid_argument(word.rfind('-', 0) == 0 ? "unrecognised option '" + word + "' (see bench --help)"
+                                                          : "unexpected argument '" + word + "' (see bench --help)");
+    po::store(parsed, vm);
     if (vm.count("help")) {
       fmt::print("{}\n", help_text());
       return 0;

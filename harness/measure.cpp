@@ -43,9 +43,10 @@ bool is_out_of_memory(const std::exception& e) {
 }
 
 // The (batch, head) pairs whose reference fits the budget: all, else the
-// first and last, else the first, else none.
+// first and last, else the first, else none. Built only for a point whose
+// tensors fit in memory, so the list is small next to them.
 ref::HeadList heads_to_check(const Shape& s, double per_head_flops, double budget) {
-  const int pairs = s.batch * s.heads;
+  const double pairs = double(s.batch) * s.heads;
   ref::HeadList heads;
   if (per_head_flops * pairs <= budget) {
     for (int b = 0; b < s.batch; ++b)
@@ -224,17 +225,19 @@ ResultRow measure_point(const Form& form, const Shape& shape, const FormParams& 
   const Cost cost = form.cost(shape, params, sizeof(T));
   const std::string space = Exec::memory_space::name();
 
-  // Refuse up front what cannot fit: the inputs and outputs on the backend, and
-  // the float64 host copies the harness keeps (on a host backend, in the same
-  // memory): of the inputs always, of the outputs only when they are checked
-  // against the reference (otherwise they are checked for finiteness in place).
-  const ref::HeadList heads = heads_to_check(shape, cost.reference_flops, options.check_flops);
+  // Refuse up front what cannot fit: the inputs and outputs on the backend (and
+  // a materialised form's L x L scores), and the float64 host copies the
+  // harness keeps (on a host backend, in the same memory): of the inputs
+  // always, of the outputs only when they are checked against the reference
+  // (otherwise they are checked for finiteness in place).
+  const bool checked = cost.reference_flops <= options.check_flops;  // at least one (batch, head) pair
   const double elements = double(shape.batch) * shape.heads * shape.seq;
   const double backward = form.backward ? 1 : 0;
   const double inputs = elements * (2.0 * shape.dk + shape.dv + params.slots + backward * shape.dv);
   const double outputs = elements * (shape.dv + backward * (2.0 * shape.dk + shape.dv + params.slots));
-  const double host_need = (inputs + (heads.empty() ? 0 : outputs)) * sizeof(double);
-  const double backend_need = (inputs + outputs) * sizeof(T) + (is_host_space<Exec>() ? host_need : 0);
+  const double scores = form.memory == MemoryKind::quadratic ? elements * shape.seq : 0;
+  const double host_need = (inputs + (checked ? outputs : 0)) * sizeof(double);
+  const double backend_need = (inputs + outputs + scores) * sizeof(T) + (is_host_space<Exec>() ? host_need : 0);
   for (const auto& [where, need] : {std::pair{space, backend_need}, std::pair{std::string("HostSpace"), host_need}}) {
     // Inputs kept from the previous point count as free: they are reused, not drawn again.
     const double available = double(memory::available(where));  // 0: unknown
@@ -245,11 +248,13 @@ ResultRow measure_point(const Form& form, const Shape& shape, const FormParams& 
             : available;
     if (free_bytes > 0 && need > 0.9 * free_bytes) {
       row.status = "oom";
-      row.note = "inputs and outputs need " + std::to_string(std::uint64_t(need)) + " bytes in " + where + ", " +
+      row.note = std::string(scores > 0 ? "inputs, outputs and L x L scores" : "inputs and outputs") + " need " +
+                 std::to_string(std::uint64_t(need)) + " bytes in " + where + ", " +
                  std::to_string(std::uint64_t(free_bytes)) + " free";
       return row;
     }
   }
+  const ref::HeadList heads = heads_to_check(shape, cost.reference_flops, options.check_flops);
 
   try {
     const HostProblem& problem = kept.problem();

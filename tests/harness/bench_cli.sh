@@ -29,6 +29,14 @@ expect_error "unknown precision 'half'" sweep --precision half --out x.h5
 expect_error "neither auto nor portable" sweep --tiles fast --out x.h5
 expect_error "--reps must be at least 1" sweep --reps 0 --out x.h5
 expect_error "unknown command" frobnicate
+# Defects found under hostile input: each was accepted before.
+expect_error "unexpected argument 'garbage'" sweep garbage --out x.h5
+expect_error "unexpected argument '0'" sweep --decay-floor 0 --out x.h5
+expect_error "list takes no arguments, got '--bogus'" list --bogus
+expect_error "--seed '-1': not a whole number" sweep --seed -1 --out x.h5
+expect_error "--check-flops must be a finite number" sweep --check-flops nan --out x.h5
+printf 'help = 1\n' > help.cfg
+expect_error "help.cfg:1: unknown option 'help'" run help.cfg --out x.h5
 expect_error "cannot read experiment file 'missing.cfg'" run missing.cfg
 expect_error "cannot read experiment file '.'" run .
 # Experiment files: a line that is not a known `name = value` names the file and line.

@@ -154,6 +154,20 @@ fi
 "$bench" sweep --forms softmax/full --seq 64 --heads 1 --dk 16 --reps 1 --backend host --out old.h5 --fresh \
   >old.out 2>&1 && [ "$(rows_of old.h5)" = 1 ] || fail "--fresh does not start the file over"
 
+# --- batch x heads beyond int, and L x L scores beyond memory: oom rows, not a crash --
+"$bench" sweep --forms softmax/full --batch 64k --heads 64k --seq 1,2 --dk 1 --reps 1 --backend host \
+  --out huge.h5 >huge.out 2>huge.err; rc=$?
+if [ "$rc" != 0 ] || [ "$(rows_of huge.h5)" != 2 ] || [ "$(points_of huge.h5 | awk '{print $4}' | sort -u)" != oom ]; then
+  fail "B = H = 64k: exit $rc, $(tail -2 huge.err), rows $(points_of huge.h5 | tr '\n' ';')"
+else pass "B = H = 64k: two oom rows"
+fi
+"$bench" sweep --forms lion-d/materialised --heads 64 --seq 64k --dk 16 --reps 1 --backend host \
+  --out scores.h5 >scores.out 2>scores.err; rc=$?
+if [ "$rc" != 0 ] || ! h5dump -d points scores.h5 | grep -q 'inputs, outputs and L x L scores need'; then
+  fail "L x L scores beyond memory: exit $rc, $(h5dump -d points scores.h5 | grep -o '"[^"]*need[^"]*"')"
+else pass "L x L scores beyond memory: oom before allocating"
+fi
+
 # --- --fresh onto a file another sweep is writing is refused, and empties nothing --
 sweep=(sweep --forms softmax/full --seq 64..4k --heads 1 --dk 16 --reps 1 --backend host --out busy.h5)
 rm -f busy.h5
