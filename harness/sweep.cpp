@@ -314,6 +314,9 @@ namespace interruption {
 std::atomic<int> signal_number{0};
 std::atomic<int> signals_received{0};
 std::atomic<bool> writing_row{false};
+// "To resume, run ...", written before the handler is installed, so that the
+// handler can print it when it ends the process (write() is async-signal-safe).
+char resume_hint[8192] = "";
 static_assert(std::atomic<int>::is_always_lock_free && std::atomic<bool>::is_always_lock_free &&
                   std::atomic<long long>::is_always_lock_free,
               "signal handlers need lock-free atomics");
@@ -341,6 +344,7 @@ extern "C" void on_signal(int sig) {
     say("\nbench: interrupted: finishing the current point, then stopping (interrupt again to abandon it)\n");
   } else if (!writing_row) {
     say("\nbench: abandoned the current point; the result file keeps every row written before it\n");
+    say(resume_hint);
     ::_exit(128 + sig);
   }
 }
@@ -615,6 +619,8 @@ int measure_sweep(const Sweep& sweep, const Backend& backend) {
       {"date", now_iso8601()},
       {"command_line", sweep.command_line},
       {"kokkos_configuration", config}};
+  const std::string hint = "To resume, run the same command again:\n  " + shell_quoted(sweep.command_line) + "\n";
+  std::snprintf(interruption::resume_hint, sizeof interruption::resume_hint, "%s", hint.c_str());
   const interruption::Guard guard;  // before the file: the file closes before the handlers are restored
   const std::unique_ptr<ResultFile> opened = open_result_file(sweep, attributes);
   ResultFile& file = *opened;

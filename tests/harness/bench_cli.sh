@@ -35,6 +35,20 @@ expect_error "unexpected argument '0'" sweep --decay-floor 0 --out x.h5
 expect_error "list takes no arguments, got '--bogus'" list --bogus
 expect_error "--seed '-1': not a whole number" sweep --seed -1 --out x.h5
 expect_error "--check-flops must be a finite number" sweep --check-flops nan --out x.h5
+# Options are checked before Kokkos starts, and bench sets OpenMP placement when
+# the user has not: a bad value is one line with nothing before it, and a run
+# prints no Kokkos advice.
+err=$(env -u OMP_PROC_BIND -u OMP_PLACES "$bench" sweep --tiles fast --out x.h5 2>&1 >/dev/null)
+if [ "$(printf '%s\n' "$err" | wc -l)" != 1 ]; then
+  echo "FAIL: a bad value printed more than its one line: $err"; failures=$((failures + 1))
+else echo "ok: a bad value is one line, unfiltered: $err"
+fi
+err=$(env -u OMP_PROC_BIND -u OMP_PLACES "$bench" sweep --forms softmax/full --seq 8 --heads 1 --dk 8 --reps 1 \
+      --backend host --out advice.h5 2>&1 >/dev/null)
+if grep -q 'OMP_PROC_BIND\|OMP_PLACES' <<<"$err"; then
+  echo "FAIL: Kokkos advice printed: $err"; failures=$((failures + 1))
+else echo "ok: no OpenMP advice from Kokkos when the user set none"
+fi
 printf 'help = 1\n' > help.cfg
 expect_error "help.cfg:1: unknown option 'help'" run help.cfg --out x.h5
 expect_error "cannot read experiment file 'missing.cfg'" run missing.cfg

@@ -79,9 +79,10 @@ interrupt_second_point() {  # interrupt_second_point NAME GAP
 
 # Ctrl-C twice abandons the point being measured; the rows before it stay readable.
 interrupt_second_point abandon 0.8
-if [ "$rc" != 130 ] || ! grep -q abandoned abandon.err || [ "$(rows_of abandon.h5)" != 1 ]; then
-  fail "Ctrl-C twice: exit $rc, rows '$(rows_of abandon.h5)'; $(tail -1 abandon.err)"
-else pass "Ctrl-C twice: the point abandoned, exit 130, abandon.h5 readable with its 1 row"
+if [ "$rc" != 130 ] || ! grep -q abandoned abandon.err || [ "$(rows_of abandon.h5)" != 1 ] ||
+   ! grep -q 'To resume, run the same command again' abandon.err; then
+  fail "Ctrl-C twice: exit $rc, rows '$(rows_of abandon.h5)'; $(tail -2 abandon.err)"
+else pass "Ctrl-C twice: the point abandoned, exit 130, abandon.h5 readable with its 1 row, the resume command printed"
 fi
 
 # One interruption delivered twice at once (as `timeout -s INT` does: to its
