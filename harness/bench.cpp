@@ -158,6 +158,13 @@ void store_experiment_file(const std::string& path, const po::options_descriptio
   int number = 0;
   for (std::string line; std::getline(in, line);) {
     ++number;
+    if (number == 1 && line.rfind("\xEF\xBB\xBF", 0) == 0) line.erase(0, 3);  // a UTF-8 byte-order mark
+    // A control byte (a NUL, or a binary file): say where, never echo the bytes.
+    const auto control =
+        std::find_if(line.begin(), line.end(), [](unsigned char c) { return c < 0x20 && c != '\t' && c != '\r'; });
+    if (control != line.end())
+      throw std::invalid_argument(fmt::format("{}:{}: byte 0x{:02x} at column {}: not a text configuration file", path,
+                                              number, static_cast<unsigned char>(*control), control - line.begin() + 1));
     const std::string text = trim(line.substr(0, line.find('#')));
     if (text.empty()) continue;
     const auto where = fmt::format("{}:{}", path, number);

@@ -49,6 +49,13 @@ if grep -q 'OMP_PROC_BIND\|OMP_PLACES' <<<"$err"; then
   echo "FAIL: Kokkos advice printed: $err"; failures=$((failures + 1))
 else echo "ok: no OpenMP advice from Kokkos when the user set none"
 fi
+printf '\xef\xbb\xbfseq = 8\nforms = softmax/full\nheads = 1\ndk = 8\nreps = 1\nbackend = host\n' > bom.cfg
+if "$bench" run bom.cfg --out bom.h5 >bom.out 2>&1; then echo "ok: a UTF-8 byte-order mark is skipped"
+else echo "FAIL: a configuration file with a UTF-8 byte-order mark: $(tail -1 bom.out)"; failures=$((failures + 1)); fi
+printf 'seq = 8\0garbage\n' > nul.cfg
+expect_error "nul.cfg:1: byte 0x00 at column 8: not a text configuration file" run nul.cfg --out x.h5
+head -c 64 "$bench" > binary.cfg
+expect_error "binary.cfg:1: byte 0x" run binary.cfg --out x.h5
 printf 'help = 1\n' > help.cfg
 expect_error "help.cfg:1: unknown option 'help'" run help.cfg --out x.h5
 expect_error "cannot read experiment file 'missing.cfg'" run missing.cfg

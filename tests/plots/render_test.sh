@@ -50,6 +50,9 @@ expect_exit_2 "invalid choice" "$repo/results/lion_fig3.h5" --x bogus --out "$tm
 expect_exit_2 "expected COLUMN=VALUE" "$repo/results/all_forms.h5" --where bogus=1 --out "$tmp"
 expect_exit_2 "not a whole number" "$repo/results/all_forms.h5" --where slots=many --out "$tmp"
 expect_exit_2 "no row of the file" "$repo/results/all_forms.h5" --where seq=3 --out "$tmp"
+# Found under hostile input: a 5000-character title ended in a traceback, a negative memory line was drawn.
+expect_exit_2 "at most 200" "$repo/results/lion_fig3.h5" --title "$(printf 'x%.0s' $(seq 1 5000))" --out "$tmp"
+expect_exit_2 "not a finite number >= 0" "$repo/results/lion_fig3.h5" --device-memory-gib -3 --out "$tmp"
 
 # --where and --fastest: the all-forms sweep as one line per form, the fastest chunk at each L.
 if ! "$render" "$repo/results/all_forms.h5" --where slots=64 --fastest chunk --merge picked --out "$tmp/figures" \
