@@ -1,5 +1,7 @@
 #include "results_file.hpp"
 
+#include <fmt/format.h>
+
 #include <fcntl.h>
 #include <hdf5.h>
 #include <sys/file.h>
@@ -155,7 +157,34 @@ std::map<std::string, std::string> read_string_attributes(hid_t file) {
 // The rows of an open /points table. HDF5 converts compound types member by
 // member, by name: reading a v2 table (no `slots`) through the v3 record type
 // leaves `slots` as it was in the zero-initialised records, i.e. 0.
+// Why a row read back is not one bench wrote (damaged, or junk written over
+// it); empty when it is well formed. Strings must be printable text, the
+// status one of the four, the sizes positive.
+std::string damage_of(const ResultRow& r) {
+  for (const std::string* text : {&r.form, &r.family, &r.backend, &r.precision, &r.status, &r.note, &r.variant})
+    for (unsigned char c : *text)
+      if (c < 0x20 || c == 0x7f) return "a text column holds control bytes";
+  if (r.status != "ok" && r.status != "oom" && r.status != "timeout" && r.status != "error")
+    return "status '" + r.status + "' is none of ok, oom, timeout, error";
+  if (r.form.find('/') == std::string::npos) return "form '" + r.form + "' is not family/form";
+  if (r.batch < 1 || r.heads < 1 || r.seq < 1 || r.dk < 1 || r.dv < 1 || r.chunk < 0 || r.slots < 0)
+    return "a size is not positive";
+  return {};
+}
+
 std::vector<ResultRow> read_points(hid_t dataset, const std::string& path) {
+  // Every column of the record, but `slots` (added in v3: 0 in older files),
+  // must be in the file's table: a missing one would read back as zeros.
+  const Handle file_type(H5Dget_type(dataset), H5Tclose);
+  const Handle wanted(record_type(), H5Tclose);
+  for (int i = 0; i < H5Tget_nmembers(wanted); ++i) {
+    char* name = H5Tget_member_name(wanted, unsigned(i));
+    const std::string column = name;
+    H5free_memory(name);
+    if (column != "slots" && H5Tget_member_index(file_type, column.c_str()) < 0)
+      throw IncompatibleResultFile("the points table of '" + path + "' has no column '" + column +
+                                   "': not a bench result table");
+  }
   const Handle space(H5Dget_space(dataset), H5Sclose);
   hsize_t n = 0;
   H5Sget_simple_extent_dims(space, &n, nullptr);
@@ -165,7 +194,11 @@ std::vector<ResultRow> read_points(hid_t dataset, const std::string& path) {
     throw std::runtime_error("cannot read the points table of '" + path + "'");
   std::vector<ResultRow> rows;
   rows.reserve(n);
-  for (const auto& r : records) rows.push_back(from_record(r));
+  for (const auto& r : records) {
+    rows.push_back(from_record(r));
+    if (const std::string damage = damage_of(rows.back()); !damage.empty())
+      throw IncompatibleResultFile(fmt::format("row {} of '{}' is damaged ({})", rows.size() - 1, path, damage));
+  }
   return rows;
 }
 

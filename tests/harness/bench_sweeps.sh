@@ -216,6 +216,22 @@ echo "not hdf5" >text.h5
 compare_error "no such file: 'missing.h5'" resume.h5 missing.h5
 compare_error "'text.h5' is not an HDF5 file" text.h5 resume.h5
 compare_error "needs two result files" resume.h5
+# Found under hostile input: a table without the current columns read as one point B=0 H=0 L=0, and
+# junk written over a row was kept on resume and printed raw by compare.
+/usr/bin/python3 -c 'import h5py, sys; h5py.File(sys.argv[1], "w").create_dataset("points", data=[(1, 2.0)], dtype=[("form", "S8"), ("x", "f8")])' columns.h5
+compare_error "has no column 'family': not a bench result table" columns.h5 resume.h5
+cp resume.h5 junk.h5
+/usr/bin/python3 -c '
+import h5py, sys
+with h5py.File(sys.argv[1], "r+") as f:
+    row = f["points"][1]; row["status"] = b"\x01\x02junk"; f["points"][1] = row' junk.h5
+compare_error "row 1 of 'junk.h5' is damaged (a text column holds control bytes)" resume.h5 junk.h5
+"$bench" sweep --forms softmax/full --seq 64 --heads 1 --dk 16 --reps 1 --backend host --out junk.h5 \
+  >junk.out 2>junk.err; rc=$?
+if [ "$rc" != 2 ] || [ "$(stderr_lines junk.err)" != 1 ] || ! grep -q "cannot resume: row 1 of 'junk.h5' is damaged" junk.err; then
+  fail "resuming a file with a damaged row: exit $rc, $(cat junk.err)"
+else pass "resuming a file with a damaged row refused: $(cat junk.err)"
+fi
 compare_error "--threshold must be at least 1" resume.h5 resume.h5 --threshold 0.5
 compare_error "unrecognised option" resume.h5 resume.h5 --bogus
 
