@@ -288,6 +288,9 @@ ResultRow measure_point(const Form& form, const Shape& shape, const FormParams& 
       row.err_heads = int(heads.size());
       row.max_abs_err = e.max_abs;
       row.rel_l2_err = e.rel_l2;
+      if (!(e.rel_l2 <= precision_traits<P>::rel_l2_tolerance))  // NaN included
+        row.note = fmt::format("inaccurate: relative L2 error {:.3g} above the {} tolerance {:.0e}", e.rel_l2,
+                               precision_name<P>(), precision_traits<P>::rel_l2_tolerance);
     } else {
       row.note = "error not checked: the reference would exceed --check-flops";
     }

@@ -33,30 +33,12 @@ using Configs = decltype(configs_of<Precisions>(static_cast<Backends*>(nullptr))
 // Every enabled backend x {float, double}: tests of families that run in those only.
 using ExactConfigs = decltype(configs_of<std::tuple<float, double>>(static_cast<Backends*>(nullptr)));
 
-// Tolerances against the fp64 reference on the original (unrounded) inputs,
-// for outputs of magnitude ~1 (max abs relative to the largest value, see
-// check_close):
-//   float  rel L2 2e-5, max abs 2e-4: accumulations of a few hundred fp32 terms
-//   double rel L2 1e-12, max abs 1e-11: rounding
-//   tf32   rel L2 5e-3, max abs 5e-3: products of inputs rounded to 10 mantissa bits (2^-11)
-//   bf16   rel L2 3e-2, max abs 3e-2: inputs and outputs stored with 7 mantissa bits (2^-8)
+// Each precision's tolerance against the fp64 reference (kernels/common/precision.hpp
+// states them and why).
 template <class P>
-struct Tolerance;
-template <>
-struct Tolerance<float> {
-  static constexpr double rel_l2 = 2e-5, max_abs = 2e-4;
-};
-template <>
-struct Tolerance<double> {
-  static constexpr double rel_l2 = 1e-12, max_abs = 1e-11;
-};
-template <>
-struct Tolerance<tf32> {
-  static constexpr double rel_l2 = 5e-3, max_abs = 5e-3;
-};
-template <>
-struct Tolerance<bf16> {
-  static constexpr double rel_l2 = 3e-2, max_abs = 3e-2;
+struct Tolerance {
+  static constexpr double rel_l2 = precision_traits<P>::rel_l2_tolerance;
+  static constexpr double max_abs = precision_traits<P>::max_abs_tolerance;
 };
 
 // After a loop over forms that ran `ran` of them in P: a selection run in a

@@ -169,6 +169,15 @@ if [ "$rc" != 0 ] || ! h5dump -d points scores.h5 | grep -q 'inputs, outputs and
 else pass "L x L scores beyond memory: oom before allocating"
 fi
 
+# --- a point whose error exceeds its precision's tolerance says so --------------
+# (GSA's gradients at tau = 1e-3 are hopelessly ill-conditioned: relative L2 error ~5e8 in float.)
+"$bench" sweep --forms gsa/chunk_fwd_bwd --gate-temperature 1e-3 --seq 64 --heads 1 --dk 16 --slots 8 --reps 1 \
+  --backend host --out inaccurate.h5 >inaccurate.out 2>&1; rc=$?
+if [ "$rc" != 0 ] || ! h5dump -d points inaccurate.h5 | grep -q '"inaccurate: relative L2 error .* above the float tolerance 2e-05"'; then
+  fail "an inaccurate point: exit $rc, note $(h5dump -d points inaccurate.h5 | grep -o '"[a-z][^"]*error[^"]*"')"
+else pass "an inaccurate point says so in its note"
+fi
+
 # --- --fresh onto a file another sweep is writing is refused, and empties nothing --
 sweep=(sweep --forms softmax/full --seq 64..4k --heads 1 --dk 16 --reps 1 --backend host --out busy.h5)
 rm -f busy.h5
