@@ -51,7 +51,7 @@ std::uint64_t live(const std::string& space) {
   return usage[space].live;
 }
 
-std::uint64_t available(const std::string& space) {
+std::uint64_t available([[maybe_unused]] const std::string& space) {  // used with CUDA only
 #ifdef KOKKOS_ENABLE_CUDA
   if (space == Kokkos::CudaSpace::name()) {
     std::size_t free_bytes = 0, total = 0;

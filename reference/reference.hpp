@@ -2,6 +2,7 @@
 // definitions, host only, sharing no code with the kernels.
 #pragma once
 #include <cstddef>
+#include <utility>
 #include <vector>
 
 namespace attn::ref {
@@ -38,6 +39,13 @@ struct Problem {
 struct Outputs {
   Tensor o, dq, dk, dv, dg;
 };
+
+// The outputs of a forward computation: o alone, the gradients empty.
+inline Outputs output_only(Tensor o) {
+  Outputs out;
+  out.o = std::move(o);
+  return out;
+}
 
 // Computes only the (batch, head) pairs listed in `heads` (pairs of indices);
 // all pairs when empty. Other outputs stay zero.
