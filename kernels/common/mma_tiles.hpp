@@ -14,7 +14,7 @@
 //   add_abt(C, A, B)           C += A B^T, B rows in shared memory ([n][k])
 //   add_ab(C, P, B)            C += P B, P an Accumulator (e.g. softmax weights)
 //                              used as the A operand, B rows in shared memory ([k][n])
-//   for_each_entry(C, f)       f(row, col, value&) over the warp's entries
+//   for_each_entry(C[, D], f)  f(row, col, value&[, value&]) over the thread's entries
 //   row_max / row_sum          over a row of C: a thread's share, then its quad
 // Fragment layouts (g = lane / 4, t = lane % 4), from the PTX ISA:
 //   m16n8k8 tf32   A: (g, t) (g+8, t) (g, t+4) (g+8, t+4)   B: (k=t, n=g) (k=t+4, n=g)
@@ -324,15 +324,30 @@ __device__ __forceinline__ void zero(Accumulator<N>& C) {
     for (int e = 0; e < 4; ++e) C.c[j][e] = 0.f;
 }
 
-// f(row, col, value&) for each of the thread's entries of C; row in 0..15
-// (half = row / 8 is 0 or 1), col in 0..N-1.
+// Row (0..15) and column (0..N-1) of entry e (0..3) of n-tile j of the
+// thread's C fragment: the C layout in the header, in one place. A thread
+// holds rows entry_row(0) and entry_row(2) (halves 0 and 1), shared with the
+// three other threads of its quad; quad_leader() is one of them.
+__device__ __forceinline__ int entry_row(int e) { return (lane_id() >> 2) + 8 * (e >> 1); }
+__device__ __forceinline__ bool quad_leader() { return (lane_id() & 3) == 0; }
+__device__ __forceinline__ int entry_col(int j, int e) { return 8 * j + 2 * (lane_id() & 3) + (e & 1); }
+
+// f(row, col, value&) for each of the thread's entries of C (half = row / 8
+// is 0 or 1); with two accumulators of one shape, f(row, col, c&, d&) over
+// their matching entries.
 template <int N, class F>
 __device__ __forceinline__ void for_each_entry(Accumulator<N>& C, F f) {
-  const int g = lane_id() >> 2, t = lane_id() & 3;
   #pragma unroll
   for (int j = 0; j < N / 8; ++j)
     #pragma unroll
-    for (int e = 0; e < 4; ++e) f(g + 8 * (e >> 1), 8 * j + 2 * t + (e & 1), C.c[j][e]);
+    for (int e = 0; e < 4; ++e) f(entry_row(e), entry_col(j, e), C.c[j][e]);
+}
+template <int N, class F>
+__device__ __forceinline__ void for_each_entry(Accumulator<N>& C, Accumulator<N>& D, F f) {
+  #pragma unroll
+  for (int j = 0; j < N / 8; ++j)
+    #pragma unroll
+    for (int e = 0; e < 4; ++e) f(entry_row(e), entry_col(j, e), C.c[j][e], D.c[j][e]);
 }
 
 // Reductions over the four threads (a quad) that share a row of C.

@@ -82,7 +82,7 @@ struct FlashForward {
     mma::load_rows(Q, q, b, h, row0, L, dk);
     mma::Accumulator<D> O;
     mma::zero(O);
-    float m[2] = {-FLT_MAX, -FLT_MAX}, l[2] = {0.f, 0.f};  // per thread: rows g and g + 8
+    float m[2] = {-FLT_MAX, -FLT_MAX}, l[2] = {0.f, 0.f};  // per thread: its two rows (halves)
 
     const int end = causal ? (tile.first + tile.count < L ? tile.first + tile.count : L) : L;  // tiles past the diagonal are skipped
     for (int k0 = 0; k0 < end; k0 += keys) {
@@ -116,9 +116,9 @@ struct FlashForward {
     mma::for_each_entry(O, [&](int r, int c, float& x) {
       if (row0 + r < L && c < dv) o(b, h, row0 + r, c) = storage_t<P>(x / sum[r >> 3]);
     });
-    if (logsumexp.data() && (mma::lane_id() & 3) == 0)
+    if (logsumexp.data() && mma::quad_leader())
       for (int half = 0; half < 2; ++half) {
-        const int row = row0 + (mma::lane_id() >> 2) + 8 * half;
+        const int row = row0 + mma::entry_row(2 * half);
         if (row < L) logsumexp(b, h, row) = (m[half] + log2f(sum[half])) * ln_2;
       }
 #endif
@@ -160,17 +160,16 @@ struct FlashBackwardPass {
     const TeamTile tile = team_tile(rank, tiles, H, owned, L);
     const int b = tile.b, h = tile.h, tid = team.team_rank(), size = team.team_size();
     const int warp_row0 = 16 * (tid / 32), row0 = tile.first + warp_row0;
-    const int g = mma::lane_id() >> 2;
 
     team.team_barrier();  // a block that runs several teams: the previous team's tiles are no longer read
     mma::load_tile<P>(X1, ld, owned, D, x1, b, h, tile.first, tile.count, d1, tid, size);
     mma::load_tile<P>(X2, ld, owned, D, x2, b, h, tile.first, tile.count, d2, tid, size);
-    float row_lse[2] = {0.f, 0.f}, row_delta[2] = {0.f, 0.f};  // dq pass: of the thread's rows g, g + 8
+    float row_lse[2] = {0.f, 0.f}, row_delta[2] = {0.f, 0.f};  // dq pass: of the thread's two rows
     if (!OwnsKeys)
       for (int half = 0; half < 2; ++half)
-        if (row0 + g + 8 * half < L) {
-          row_lse[half] = logsumexp(b, h, row0 + g + 8 * half) * log2_e;
-          row_delta[half] = delta(b, h, row0 + g + 8 * half);
+        if (const int row = row0 + mma::entry_row(2 * half); row < L) {
+          row_lse[half] = logsumexp(b, h, row) * log2_e;
+          row_delta[half] = delta(b, h, row);
         }
     mma::Accumulator<D> acc1, acc2;
     mma::zero(acc1);
@@ -197,19 +196,14 @@ struct FlashBackwardPass {
       mma::add_abt<P, streamed, D>(S, X1 + warp_row0 * ld, ld, Y1, ld);
       mma::add_abt<P, streamed, D>(dP, X2 + warp_row0 * ld, ld, Y2, ld);
       // S becomes P, dP becomes dS.
-#pragma unroll
-      for (int j = 0; j < streamed / 8; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int r = g + 8 * (e >> 1), c = 8 * j + 2 * (mma::lane_id() & 3) + (e & 1);
-          const int query = OwnsKeys ? y0 + c : row0 + r, key = OwnsKeys ? row0 + r : y0 + c;
-          const bool visible = c < ny && (!causal || key <= query);
-          const float lse2 = OwnsKeys ? query_stats[0][c] : row_lse[e >> 1];
-          const float d = OwnsKeys ? query_stats[1][c] : row_delta[e >> 1];
-          const float p = visible ? exp2f(S.c[j][e] * scale_log2 - lse2) : 0.f;
-          S.c[j][e] = p;
-          dP.c[j][e] = p * (dP.c[j][e] - d);
-        }
+      mma::for_each_entry(S, dP, [&](int r, int c, float& s, float& dp) {
+        const int query = OwnsKeys ? y0 + c : row0 + r, key = OwnsKeys ? row0 + r : y0 + c;
+        const bool visible = c < ny && (!causal || key <= query);
+        const float lse2 = OwnsKeys ? query_stats[0][c] : row_lse[r >> 3];
+        const float d = OwnsKeys ? query_stats[1][c] : row_delta[r >> 3];
+        s = visible ? exp2f(s * scale_log2 - lse2) : 0.f;
+        dp = s * (dp - d);
+      });
       if (OwnsKeys) {
         mma::add_ab<P>(acc2, S, Y2, ld);   // dV += P^T dO
         mma::add_ab<P>(acc1, dP, Y1, ld);  // dK += dS^T Q
