@@ -91,11 +91,11 @@ struct RowTile {
 // the lane is the team rank's position in its warp.
 __device__ __forceinline__ int lane_id() { return (threadIdx.x + threadIdx.y * blockDim.x) & 31; }
 
-__device__ __forceinline__ std::uint32_t to_tf32(float x) {
-  std::uint32_t r;
-  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
-  return r;
-}
+// TF32 bits of x: rounded to nearest, ties away (what cvt.rna.tf32.f32 does,
+// with integer operations instead of the slower conversion unit), or
+// truncated. Both are valid TF32 patterns (the low 13 bits clear).
+__device__ __forceinline__ std::uint32_t tf32_bits(float x) { return __float_as_uint(round_to_tf32(x)); }
+__device__ __forceinline__ std::uint32_t tf32_truncated_bits(float x) { return __float_as_uint(x) & 0xffffe000u; }
 
 __device__ __forceinline__ std::uint32_t pack_bf16(float lo, float hi) {
   return std::uint32_t(bf16(lo).bits) | (std::uint32_t(bf16(hi).bits) << 16);
@@ -107,8 +107,7 @@ __device__ __forceinline__ std::uint32_t pack_bits(std::uint16_t lo, std::uint16
 
 __device__ __forceinline__ void mma_tf32(float (&c)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
                                          std::uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+  asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
       "{%0,%1,%2,%3};\n"
       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
@@ -116,48 +115,75 @@ __device__ __forceinline__ void mma_tf32(float (&c)[4], const std::uint32_t (&a)
 
 __device__ __forceinline__ void mma_bf16(float (&c)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
                                          std::uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
       "{%0,%1,%2,%3};\n"
       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-// c += a b for one instruction's fragments, in precision P. The A and B
-// fragments hold fp32 bits (float, tf32) or packed bf16 pairs (bf16).
+// An A fragment made ready once per k-step and reused across the n-tiles of a
+// product: bf16 pairs as they are; TF32 bits; for float the 3xTF32 split
+// x = big + small (big rounded, small = x - big exact, then truncated: its
+// error is below 2^-21 |x|).
 template <class P>
-__device__ __forceinline__ void mma(float (&c)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
-                                    std::uint32_t b1) {
-  if constexpr (std::is_same_v<P, bf16>) {
-    mma_bf16(c, a, b0, b1);
-  } else if constexpr (std::is_same_v<P, tf32>) {
-    const std::uint32_t a_tf[4] = {to_tf32(__uint_as_float(a[0])), to_tf32(__uint_as_float(a[1])),
-                                   to_tf32(__uint_as_float(a[2])), to_tf32(__uint_as_float(a[3]))};
-    mma_tf32(c, a_tf, to_tf32(__uint_as_float(b0)), to_tf32(__uint_as_float(b1)));
-  } else {  // float: 3xTF32, the two small cross terms first
-    std::uint32_t big[4], small[4];
-    #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const float x = __uint_as_float(a[i]);
-      big[i] = to_tf32(x);
-      small[i] = to_tf32(x - __uint_as_float(big[i]));
+struct AFragment {
+  std::uint32_t a[4];
+};
+template <>
+struct AFragment<float> {
+  std::uint32_t big[4], small[4];
+};
+
+template <class P>
+__device__ __forceinline__ AFragment<P> prepare(const std::uint32_t (&raw)[4]) {
+  AFragment<P> f;
+  #pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    if constexpr (std::is_same_v<P, float>) {
+      const float x = __uint_as_float(raw[i]);
+      f.big[i] = tf32_bits(x);
+      f.small[i] = tf32_truncated_bits(x - __uint_as_float(f.big[i]));
+    } else if constexpr (std::is_same_v<P, tf32>) {
+      f.a[i] = tf32_bits(__uint_as_float(raw[i]));
+    } else {
+      f.a[i] = raw[i];
     }
+  }
+  return f;
+}
+
+// c += a b for one instruction, in precision P, fp32 accumulation. The B
+// fragment comes from a shared tile as load_tile stored it: bf16 pairs, TF32
+// values already rounded (tf32), or fp32 values split here (float: the two
+// small cross terms first).
+template <class P>
+__device__ __forceinline__ void mma(float (&c)[4], const AFragment<P>& a, std::uint32_t b0, std::uint32_t b1) {
+  if constexpr (std::is_same_v<P, bf16>) {
+    mma_bf16(c, a.a, b0, b1);
+  } else if constexpr (std::is_same_v<P, tf32>) {
+    mma_tf32(c, a.a, b0, b1);
+  } else {
     const float y0 = __uint_as_float(b0), y1 = __uint_as_float(b1);
-    const std::uint32_t big0 = to_tf32(y0), big1 = to_tf32(y1);
-    const std::uint32_t small0 = to_tf32(y0 - __uint_as_float(big0)), small1 = to_tf32(y1 - __uint_as_float(big1));
-    mma_tf32(c, small, big0, big1);
-    mma_tf32(c, big, small0, small1);
-    mma_tf32(c, big, big0, big1);
+    const std::uint32_t big0 = tf32_bits(y0), big1 = tf32_bits(y1);
+    const std::uint32_t small0 = tf32_truncated_bits(y0 - __uint_as_float(big0)),
+                        small1 = tf32_truncated_bits(y1 - __uint_as_float(big1));
+    mma_tf32(c, a.small, big0, big1);
+    mma_tf32(c, a.big, small0, small1);
+    mma_tf32(c, a.big, big0, big1);
   }
 }
 
 // One operand element of row `row`, column `col` of a [rows, cols] slice of
-// x(b, h, ., .), zero outside it (padding rows and columns contribute nothing).
+// x(b, h, ., .), zero outside it (padding rows and columns contribute nothing);
+// tf32 operands are rounded here, once, so that the products take them as
+// they are.
 template <class P, class View>
 __device__ __forceinline__ operand_t<P> element(const View& x, int b, int h, int row, int rows, int col, int cols) {
   if (row >= rows || col >= cols) return operand_t<P>(0);
   if constexpr (std::is_same_v<P, bf16>)
     return x(b, h, row, col).bits;
+  else if constexpr (std::is_same_v<P, tf32>)
+    return round_to_tf32(x(b, h, row, col));
   else
     return x(b, h, row, col);
 }
@@ -210,19 +236,57 @@ __device__ __forceinline__ void fragment_from_shared(std::uint32_t (&a)[4], cons
   }
 }
 
-// B fragment of C += A B^T: rows n0 .. n0+7 of B ([n][k] in shared memory, stride ld), k-step kk.
-template <class P>
-__device__ __forceinline__ void transposed_fragment(std::uint32_t& b0, std::uint32_t& b1, const operand_t<P>* B, int ld,
+// B fragment of C += A B^T (float, tf32): rows n0 .. n0+7 of B ([n][k] in
+// shared memory, stride ld), k-step kk.
+__device__ __forceinline__ void transposed_fragment(std::uint32_t& b0, std::uint32_t& b1, const float* B, int ld,
                                                     int n0, int kk) {
   const int g = lane_id() >> 2, t = lane_id() & 3;
+  const float* p = B + (n0 + g) * ld + kk * 8 + t;
+  b0 = __float_as_uint(p[0]);
+  b1 = __float_as_uint(p[4]);
+}
+
+// bf16: the B fragments of n-tiles j and j + 1 (columns n0 .. n0 + 15) of
+// k-step kk with one ldmatrix.x4, its four 8 x 8 matrices being (j, k 0-7),
+// (j, k 8-15), (j + 1, k 0-7), (j + 1, k 8-15): from a [n][k] tile (C += A B^T),
+// or transposed from a [k][n] tile (C += W B). Lane l names row l % 8 of
+// matrix l / 8; rows are 16-byte aligned (padded_stride keeps them so).
+template <bool KMajor>
+__device__ __forceinline__ void bf16_fragment_pair(std::uint32_t (&b)[4], const std::uint16_t* B, int ld, int n0,
+                                                   int kk) {
+  const int m = lane_id() >> 3, r = lane_id() & 7;
+  const int n = n0 + 8 * (m >> 1), k = kk * 16 + 8 * (m & 1);
+  const auto row = static_cast<std::uint32_t>(__cvta_generic_to_shared(KMajor ? B + (k + r) * ld + n : B + (n + r) * ld + k));
+  if constexpr (KMajor)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(b[0]), "=r"(b[1]), "=r"(b[2]), "=r"(b[3])
+                 : "r"(row));
+  else
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(b[0]), "=r"(b[1]), "=r"(b[2]), "=r"(b[3])
+                 : "r"(row));
+}
+
+// One k-step of C (16 x N) += A B^T, B = rows 0 .. N-1 of a [n][k] shared tile.
+template <class P, int N>
+__device__ __forceinline__ void add_abt_step(Accumulator<N>& C, const AFragment<P>& a, const operand_t<P>* B, int ld,
+                                             int kk) {
   if constexpr (std::is_same_v<P, bf16>) {
-    const operand_t<P>* p = B + (n0 + g) * ld + kk * 16 + 2 * t;
-    b0 = *reinterpret_cast<const std::uint32_t*>(p);
-    b1 = *reinterpret_cast<const std::uint32_t*>(p + 8);
+    static_assert(N % 16 == 0, "bf16 products load two n-tiles at once");
+    #pragma unroll
+    for (int j = 0; j < N / 8; j += 2) {
+      std::uint32_t b[4];
+      bf16_fragment_pair<false>(b, B, ld, 8 * j, kk);
+      mma<P>(C.c[j], a, b[0], b[1]);
+      mma<P>(C.c[j + 1], a, b[2], b[3]);
+    }
   } else {
-    const float* p = B + (n0 + g) * ld + kk * 8 + t;
-    b0 = __float_as_uint(p[0]);
-    b1 = __float_as_uint(p[4]);
+    #pragma unroll
+    for (int j = 0; j < N / 8; ++j) {
+      std::uint32_t b0, b1;
+      transposed_fragment(b0, b1, B, ld, 8 * j, kk);
+      mma<P>(C.c[j], a, b0, b1);
+    }
   }
 }
 
@@ -231,27 +295,16 @@ __device__ __forceinline__ void transposed_fragment(std::uint32_t& b0, std::uint
 template <class P, int N, int K>
 __device__ __forceinline__ void add_abt(Accumulator<N>& C, const RowTile<P, K>& A, const operand_t<P>* B, int ld) {
   #pragma unroll
-  for (int kk = 0; kk < K / k_step<P>; ++kk)
-    #pragma unroll
-    for (int j = 0; j < N / 8; ++j) {
-      std::uint32_t b0, b1;
-      transposed_fragment<P>(b0, b1, B, ld, 8 * j, kk);
-      mma<P>(C.c[j], A.a[kk], b0, b1);
-    }
+  for (int kk = 0; kk < K / k_step<P>; ++kk) add_abt_step<P>(C, prepare<P>(A.a[kk]), B, ld, kk);
 }
 template <class P, int N, int K>
 __device__ __forceinline__ void add_abt(Accumulator<N>& C, const operand_t<P>* A, int lda, const operand_t<P>* B,
                                         int ldb) {
   #pragma unroll
   for (int kk = 0; kk < K / k_step<P>; ++kk) {
-    std::uint32_t a[4];
-    fragment_from_shared<P>(a, A, lda, kk);
-    #pragma unroll
-    for (int j = 0; j < N / 8; ++j) {
-      std::uint32_t b0, b1;
-      transposed_fragment<P>(b0, b1, B, ldb, 8 * j, kk);
-      mma<P>(C.c[j], a, b0, b1);
-    }
+    std::uint32_t raw[4];
+    fragment_from_shared<P>(raw, A, lda, kk);
+    add_abt_step<P>(C, prepare<P>(raw), B, ldb, kk);
   }
 }
 
@@ -259,28 +312,29 @@ __device__ __forceinline__ void add_abt(Accumulator<N>& C, const operand_t<P>* A
 // of a [k][n] shared tile (e.g. values). See the header for the TF32 k order.
 template <class P, int N, int K>
 __device__ __forceinline__ void add_ab(Accumulator<N>& C, const Accumulator<K>& W, const operand_t<P>* B, int ld) {
-  const int g = lane_id() >> 2, t = lane_id() & 3;
   if constexpr (std::is_same_v<P, bf16>) {
-    static_assert(K % 16 == 0, "bf16 products take 16 keys per step");
+    static_assert(K % 16 == 0 && N % 16 == 0, "bf16 products take 16 keys per step, two n-tiles at once");
     #pragma unroll
     for (int kk = 0; kk < K / 16; ++kk) {
       const float(&lo)[4] = W.c[2 * kk];
       const float(&hi)[4] = W.c[2 * kk + 1];
-      const std::uint32_t a[4] = {pack_bf16(lo[0], lo[1]), pack_bf16(lo[2], lo[3]), pack_bf16(hi[0], hi[1]),
-                                  pack_bf16(hi[2], hi[3])};
-      const operand_t<P>* rows = B + (kk * 16 + 2 * t) * ld + g;
+      const AFragment<P> a = {{pack_bf16(lo[0], lo[1]), pack_bf16(lo[2], lo[3]), pack_bf16(hi[0], hi[1]),
+                               pack_bf16(hi[2], hi[3])}};
       #pragma unroll
-      for (int j = 0; j < N / 8; ++j) {
-        const operand_t<P>* p = rows + 8 * j;
-        mma<P>(C.c[j], a, pack_bits(p[0], p[ld]), pack_bits(p[8 * ld], p[9 * ld]));
+      for (int j = 0; j < N / 8; j += 2) {
+        std::uint32_t b[4];
+        bf16_fragment_pair<true>(b, B, ld, 8 * j, kk);
+        mma<P>(C.c[j], a, b[0], b[1]);
+        mma<P>(C.c[j + 1], a, b[2], b[3]);
       }
     }
   } else {
+    const int g = lane_id() >> 2, t = lane_id() & 3;
     #pragma unroll
     for (int kk = 0; kk < K / 8; ++kk) {
       const float(&w)[4] = W.c[kk];
-      const std::uint32_t a[4] = {__float_as_uint(w[0]), __float_as_uint(w[2]), __float_as_uint(w[1]),
-                                  __float_as_uint(w[3])};
+      const AFragment<P> a = prepare<P>({__float_as_uint(w[0]), __float_as_uint(w[2]), __float_as_uint(w[1]),
+                                          __float_as_uint(w[3])});
       const float* rows = B + (kk * 8 + 2 * t) * ld + g;
       #pragma unroll
       for (int j = 0; j < N / 8; ++j) {
@@ -291,22 +345,28 @@ __device__ __forceinline__ void add_ab(Accumulator<N>& C, const Accumulator<K>& 
   }
 }
 
-// Team operation: rows first .. first + count - 1, columns 0 .. cols - 1 of
-// x(b, h, ., .) into a shared tile of `rows` x `width` operands (stride ld),
-// zero beyond them, so that padding rows and columns add nothing to a product.
-// 16-byte copies when a row is a whole number of them. `rank` of `size` threads.
+// Team operation, in two halves so that a copy runs while the team computes:
+// start_tile_copy issues the copy of rows first .. first + count - 1, columns
+// 0 .. cols - 1 of x(b, h, ., .) into a shared tile of `rows` x `width`
+// operands (stride ld), zero beyond them so that padding rows and columns add
+// nothing to a product. When a row is a whole number of 16-byte chunks the
+// chunks go by cp.async (sm_80: issued without waiting, one commit group per
+// tile, zero-filled outside); otherwise element by element, at once.
+// finish_tile_copy<Pending> waits until at most `Pending` later tiles are
+// still in flight, and rounds the thread's own chunks to TF32 (tf32): a team
+// barrier after it makes the tile visible. `rank` of `size` threads.
 template <class P, class View>
-__device__ __forceinline__ void load_tile(operand_t<P>* dst, int ld, int rows, int width, const View& x, int b, int h,
-                                          int first, int count, int cols, int rank, int size) {
-  using E = operand_t<P>;
-  constexpr int per_copy = 16 / sizeof(E);
-  if (cols % per_copy == 0) {
-    const int copies = width / per_copy;
-    for (int i = rank; i < rows * copies; i += size) {
-      const int r = i / copies, c = (i % copies) * per_copy;
-      uint4 value = make_uint4(0, 0, 0, 0);
-      if (r < count && c < cols) value = *reinterpret_cast<const uint4*>(&x(b, h, first + r, c));
-      *reinterpret_cast<uint4*>(dst + r * ld + c) = value;
+__device__ __forceinline__ void start_tile_copy(operand_t<P>* dst, int ld, int rows, int width, const View& x, int b,
+                                                int h, int first, int count, int cols, int rank, int size) {
+  constexpr int per_chunk = 16 / sizeof(operand_t<P>);
+  if (cols % per_chunk == 0) {
+    const int chunks = width / per_chunk;
+    for (int i = rank; i < rows * chunks; i += size) {
+      const int r = i / chunks, c = (i % chunks) * per_chunk;
+      const bool inside = r < count && c < cols;
+      const void* from = inside ? static_cast<const void*>(&x(b, h, first + r, c)) : x.data();
+      const auto to = static_cast<std::uint32_t>(__cvta_generic_to_shared(dst + r * ld + c));
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(to), "l"(from), "r"(inside ? 16 : 0));
     }
   } else {
     for (int i = rank; i < rows * width; i += size) {
@@ -314,6 +374,29 @@ __device__ __forceinline__ void load_tile(operand_t<P>* dst, int ld, int rows, i
       dst[r * ld + c] = element<P>(x, b, h, first + r, first + count, c, cols);
     }
   }
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+
+template <int Pending, class P>
+__device__ __forceinline__ void finish_tile_copy(operand_t<P>* dst, int ld, int rows, int width, int cols, int rank,
+                                                 int size) {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending) : "memory");
+  if constexpr (std::is_same_v<P, tf32>) {
+    if (cols % 4 != 0) return;  // copied element by element, already rounded
+    const int chunks = width / 4;
+    for (int i = rank; i < rows * chunks; i += size) {
+      float4& v = *reinterpret_cast<float4*>(dst + (i / chunks) * ld + (i % chunks) * 4);
+      v = make_float4(round_to_tf32(v.x), round_to_tf32(v.y), round_to_tf32(v.z), round_to_tf32(v.w));
+    }
+  }
+}
+
+// Both halves at once (the caller's team barrier still follows).
+template <class P, class View>
+__device__ __forceinline__ void load_tile(operand_t<P>* dst, int ld, int rows, int width, const View& x, int b, int h,
+                                          int first, int count, int cols, int rank, int size) {
+  start_tile_copy<P>(dst, ld, rows, width, x, b, h, first, count, cols, rank, size);
+  finish_tile_copy<0, P>(dst, ld, rows, width, cols, rank, size);
 }
 
 template <int N>

@@ -84,33 +84,52 @@ struct FlashForward {
     mma::zero(O);
     float m[2] = {-FLT_MAX, -FLT_MAX}, l[2] = {0.f, 0.f};  // per thread: its two rows (halves)
 
+    // Key and value tiles are copied while the team computes: the keys of the
+    // next tile during the softmax and P V of this one, its values during the
+    // next Q K^T. Every thread reaches every barrier.
     const int end = causal ? (tile.first + tile.count < L ? tile.first + tile.count : L) : L;  // tiles past the diagonal are skipped
+    const int tid = team.team_rank(), size = team.team_size();
+    auto start = [&](E* tile_to, const CudaTensor<P>& x, int k0, int cols) {
+      mma::start_tile_copy<P>(tile_to, ld, keys, D, x, b, h, k0, L - k0 < keys ? L - k0 : keys, cols, tid, size);
+    };
+    team.team_barrier();  // a block that runs several teams: the previous team's tiles are no longer read
+    start(Ks, k, 0, dk);
+    start(Vs, v, 0, dv);
     for (int k0 = 0; k0 < end; k0 += keys) {
-      team.team_barrier();  // the previous tile is no longer read
       const int nk = (L - k0 < keys ? L - k0 : keys);
-      mma::load_tile<P>(Ks, ld, keys, D, k, b, h, k0, nk, dk, team.team_rank(), team.team_size());
-      mma::load_tile<P>(Vs, ld, keys, D, v, b, h, k0, nk, dv, team.team_rank(), team.team_size());
+      const bool next = k0 + keys < end;
+      const bool seen = !causal || k0 <= row0 + 15;  // some query of the warp sees these keys
+      mma::finish_tile_copy<1, P>(Ks, ld, keys, D, dk, tid, size);
       team.team_barrier();
-      if (causal && k0 > row0 + 15) continue;  // none of the warp's queries sees these keys
-
       mma::Accumulator<keys> S;
       mma::zero(S);
-      mma::add_abt(S, Q, Ks, ld);
-      mma::for_each_entry(S, [&](int r, int c, float& s) {
-        const bool visible = c < nk && (!causal || k0 + c <= row0 + r);
-        s = visible ? s * scale_log2 : -INFINITY;
-      });
-      float m_new[2] = {m[0], m[1]};
-      mma::row_max(S, m_new);
-      mma::for_each_entry(S, [&](int r, int, float& s) { s = s == -INFINITY ? 0.f : exp2f(s - m_new[r >> 3]); });
-      const float alpha[2] = {exp2f(m[0] - m_new[0]), exp2f(m[1] - m_new[1])};  // <= 1
-      mma::for_each_entry(O, [&](int r, int, float& x) { x *= alpha[r >> 3]; });
-      for (int i = 0; i < 2; ++i) {
-        l[i] *= alpha[i];
-        m[i] = m_new[i];
+      if (seen) mma::add_abt(S, Q, Ks, ld);
+      team.team_barrier();  // every warp has read the keys
+      if (next) start(Ks, k, k0 + keys, dk);
+      if (seen) {
+        mma::for_each_entry(S, [&](int r, int c, float& s) {
+          const bool visible = c < nk && (!causal || k0 + c <= row0 + r);
+          s = visible ? s * scale_log2 : -INFINITY;
+        });
+        float m_new[2] = {m[0], m[1]};
+        mma::row_max(S, m_new);
+        mma::for_each_entry(S, [&](int r, int, float& s) { s = s == -INFINITY ? 0.f : exp2f(s - m_new[r >> 3]); });
+        const float alpha[2] = {exp2f(m[0] - m_new[0]), exp2f(m[1] - m_new[1])};  // <= 1
+        mma::for_each_entry(O, [&](int r, int, float& x) { x *= alpha[r >> 3]; });
+        for (int i = 0; i < 2; ++i) {
+          l[i] *= alpha[i];
+          m[i] = m_new[i];
+        }
+        mma::add_row_sums(S, l);
       }
-      mma::add_row_sums(S, l);
-      mma::add_ab<P>(O, S, Vs, ld);
+      if (next)
+        mma::finish_tile_copy<1, P>(Vs, ld, keys, D, dv, tid, size);
+      else
+        mma::finish_tile_copy<0, P>(Vs, ld, keys, D, dv, tid, size);
+      team.team_barrier();
+      if (seen) mma::add_ab<P>(O, S, Vs, ld);
+      team.team_barrier();  // every warp has read the values
+      if (next) start(Vs, v, k0 + keys, dv);
     }
     const float sum[2] = {mma::quad_sum(l[0]), mma::quad_sum(l[1])};
     mma::for_each_entry(O, [&](int r, int c, float& x) {
@@ -162,8 +181,10 @@ struct FlashBackwardPass {
     const int warp_row0 = 16 * (tid / 32), row0 = tile.first + warp_row0;
 
     team.team_barrier();  // a block that runs several teams: the previous team's tiles are no longer read
-    mma::load_tile<P>(X1, ld, owned, D, x1, b, h, tile.first, tile.count, d1, tid, size);
-    mma::load_tile<P>(X2, ld, owned, D, x2, b, h, tile.first, tile.count, d2, tid, size);
+    mma::start_tile_copy<P>(X1, ld, owned, D, x1, b, h, tile.first, tile.count, d1, tid, size);
+    mma::start_tile_copy<P>(X2, ld, owned, D, x2, b, h, tile.first, tile.count, d2, tid, size);
+    mma::finish_tile_copy<0, P>(X1, ld, owned, D, d1, tid, size);
+    mma::finish_tile_copy<0, P>(X2, ld, owned, D, d2, tid, size);
     float row_lse[2] = {0.f, 0.f}, row_delta[2] = {0.f, 0.f};  // dq pass: of the thread's two rows
     if (!OwnsKeys)
       for (int half = 0; half < 2; ++half)
@@ -181,8 +202,10 @@ struct FlashBackwardPass {
     for (int y0 = begin; y0 < end; y0 += streamed) {
       team.team_barrier();  // the previous tile is no longer read
       const int ny = (L - y0 < streamed ? L - y0 : streamed);
-      mma::load_tile<P>(Y1, ld, streamed, D, y1, b, h, y0, ny, d1, tid, size);
-      mma::load_tile<P>(Y2, ld, streamed, D, y2, b, h, y0, ny, d2, tid, size);
+      mma::start_tile_copy<P>(Y1, ld, streamed, D, y1, b, h, y0, ny, d1, tid, size);
+      mma::start_tile_copy<P>(Y2, ld, streamed, D, y2, b, h, y0, ny, d2, tid, size);
+      mma::finish_tile_copy<0, P>(Y1, ld, streamed, D, d1, tid, size);
+      mma::finish_tile_copy<0, P>(Y2, ld, streamed, D, d2, tid, size);
       if (OwnsKeys && tid < streamed) {
         query_stats[0][tid] = tid < ny ? logsumexp(b, h, y0 + tid) * log2_e : 0.f;
         query_stats[1][tid] = tid < ny ? delta(b, h, y0 + tid) : 0.f;
