@@ -3,6 +3,10 @@
 #pragma once
 #include <Kokkos_Core.hpp>
 
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+
 namespace attn {
 
 template <class T>
@@ -30,6 +34,41 @@ KOKKOS_INLINE_FUNCTION T expm1(T x) {
   return Kokkos::expm1(x);
 #else
   return Kokkos::Experimental::expm1(x);
+#endif
+}
+
+// exp(x) for x <= 0 (a softmax weight exp(s - m), m the running maximum).
+// On the host in float, a form the compiler vectorises: x = n ln 2 + f with
+// n = round(x / ln 2) (by adding 1.5 * 2^23, which leaves n in the low bits:
+// a float-to-int conversion or floor here keeps GCC 12 from vectorising),
+// |f| <= ln 2 / 2 (ln 2 in two parts, so that f is exact), exp(f) by the
+// degree-7 minimax polynomial of Cephes' expf (about 1 ulp), times 2^n built
+// in the exponent bits. x is clamped at -87 (exp(-87) = 1.6e-38, the least
+// normal floats: a weight that small adds nothing to a sum of weights >= 1).
+// Elsewhere, and in double, it is exp.
+template <class T>
+KOKKOS_INLINE_FUNCTION T exp_nonpositive(T x) {
+#if defined(__CUDA_ARCH__)
+  return exp(x);
+#else
+  if constexpr (!std::is_same_v<T, float>) {
+    return exp(x);
+  } else {
+    constexpr float round_shift = 12582912.0f;  // 1.5 * 2^23, bits 0x4b400000
+    const float y = x < -87.0f ? -87.0f : x;
+    const float shifted = y * 1.44269504f + round_shift;
+    const float n = shifted - round_shift;
+    const float f = (y - n * 0.693359375f) + n * 2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * f + 1.3981999507e-3f;
+    p = p * f + 8.3334519073e-3f;
+    p = p * f + 4.1665795894e-2f;
+    p = p * f + 1.6666665459e-1f;
+    p = p * f + 5.0000001201e-1f;
+    p = p * f * f + f + 1.0f;
+    const std::uint32_t n_bits = __builtin_bit_cast(std::uint32_t, shifted) - 0x4b400000u;  // n, two's complement
+    return p * __builtin_bit_cast(float, (n_bits + 127u) << 23);
+  }
 #endif
 }
 

@@ -7,6 +7,17 @@
 #pragma once
 #include "common/views.hpp"
 
+// `omp simd` on host loops that the compiler should vectorise (host builds
+// with OpenMP); nothing on a GPU.
+#if defined(_OPENMP) && !defined(__CUDA_ARCH__)
+#define ATTN_PRAGMA(x) _Pragma(#x)
+#define ATTN_SIMD ATTN_PRAGMA(omp simd)
+#define ATTN_SIMD_REDUCE(op, var) ATTN_PRAGMA(omp simd reduction(op : var))
+#else
+#define ATTN_SIMD
+#define ATTN_SIMD_REDUCE(op, var)
+#endif
+
 namespace attn::detail {
 
 // A team's share of a league of batch x heads x tiles (tile fastest): its
@@ -24,14 +35,36 @@ KOKKOS_INLINE_FUNCTION TeamTile team_tile(int league_rank, int tiles, int heads,
   return t;
 }
 
+// f(r, c) for r < rows, c < cols, shared by the team. On a GPU one flat
+// range (consecutive threads take consecutive columns: coalesced); on the host
+// a row per step and a column loop the compiler vectorises, with no division
+// per entry.
+template <class Member, class F>
+KOKKOS_INLINE_FUNCTION void team_for_each(const Member& team, int rows, int cols, const F& f) {
+#if defined(__CUDA_ARCH__)
+  Kokkos::parallel_for(Kokkos::TeamThreadRange(team, rows * cols), [&](int i) { f(i / cols, i % cols); });
+#else
+  Kokkos::parallel_for(Kokkos::TeamThreadRange(team, rows), [&](int r) {
+    ATTN_SIMD
+    for (int c = 0; c < cols; ++c) f(r, c);
+  });
+#endif
+}
+
 // dst(r, c) = x(b, h, first + r, c) for r < count, c < dim, as a product in
 // precision P sees it (operand_value: TF32 rounds; P = void or others: as stored).
 template <class P = void, class Member, class Scratch, class View>
 KOKKOS_INLINE_FUNCTION void load_rows(const Member& team, const Scratch& dst, const View& x, int b, int h,
                                       int first, int count, int dim) {
-  Kokkos::parallel_for(Kokkos::TeamThreadRange(team, count * dim), [&](int i) {
-    dst(i / dim, i % dim) = operand_value<P>(x(b, h, first + i / dim, i % dim));
-  });
+  team_for_each(team, count, dim, [&](int r, int c) { dst(r, c) = operand_value<P>(x(b, h, first + r, c)); });
+}
+
+// dst(c, r) = x(b, h, first + r, c) for r < count, c < dim: rows stored as
+// columns (the key tile of `scores`), rounded as load_rows rounds.
+template <class P = void, class Member, class Scratch, class View>
+KOKKOS_INLINE_FUNCTION void load_rows_transposed(const Member& team, const Scratch& dst, const View& x, int b, int h,
+                                                 int first, int count, int dim) {
+  team_for_each(team, count, dim, [&](int r, int c) { dst(c, r) = operand_value<P>(x(b, h, first + r, c)); });
 }
 
 // Values with a column of ones after them (c = dv .. width-1): the product
@@ -41,60 +74,66 @@ template <class P = void, class Member, class Scratch, class View>
 KOKKOS_INLINE_FUNCTION void load_values_and_ones(const Member& team, const Scratch& dst, const View& v, int b, int h,
                                                  int first, int count, int dv, int width) {
   using T = typename Scratch::non_const_value_type;
-  Kokkos::parallel_for(Kokkos::TeamThreadRange(team, count * width), [&](int i) {
-    const int j = i / width, c = i % width;
-    dst(j, c) = c < dv ? T(operand_value<P>(v(b, h, first + j, c))) : T(1);
-  });
+  team_for_each(team, count, width,
+                [&](int j, int c) { dst(j, c) = c < dv ? T(operand_value<P>(v(b, h, first + j, c))) : T(1); });
 }
 
 // m(r, c) = 0 for r < rows, c < cols.
 template <class Member, class Scratch>
 KOKKOS_INLINE_FUNCTION void zero(const Member& team, const Scratch& m, int rows, int cols) {
   using T = typename Scratch::non_const_value_type;
-  Kokkos::parallel_for(Kokkos::TeamThreadRange(team, rows * cols), [&](int i) { m(i / cols, i % cols) = T(0); });
+  team_for_each(team, rows, cols, [&](int r, int c) { m(r, c) = T(0); });
 }
 
 // The portable tile product: out(r, c) = sum_{j < inner} a(r, j) b(j, c) for
-// r < rows, c < cols, handed to store(r, c, value). Register-tiled on the
-// host: each thread owns a micro x micro block of the result and keeps its
-// sums in registers, so every operand it reads serves `micro` products (a
-// scalar dot product per output reads two per product). On a GPU the tiles of
-// the portable kernels (~32 x 33 outputs) would leave most of a 128-thread
-// team idle in 4 x 4 blocks, so there each thread keeps one output; the GPU's
-// fast products are the tensor-core ones (common/mma_tiles.hpp). Edge blocks
-// read clamped (valid) entries and store only their valid ones, so the inner
-// loop has no branches.
-#if defined(__CUDA_ARCH__)
-constexpr int micro = 1;
-#else
-constexpr int micro = 4;
-#endif
-
+// r < rows, c < cols, handed to store(r, c, value).
+// Host: each thread owns blocks of host_rows x host_cols outputs (4 rows of
+// 128 bytes: 4 x 32 floats, 4 x 16 doubles) whose sums stay in vector
+// registers: per inner step, one load of b's row slice (contiguous when b is a
+// row-major tile, as every caller passes it), a broadcast of a(r, j) per row,
+// and host_cols / vector-width fused multiply-adds per row. Blocks cut by the
+// tile's edge take plain dot products.
+// GPU: each thread keeps one output (the portable kernels' tiles, ~32 x 33
+// outputs, would leave most of a 128-thread team idle in blocks); the GPU's
+// fast products are the tensor-core ones (common/mma_tiles.hpp).
 template <class Member, class A, class B, class Store>
 KOKKOS_INLINE_FUNCTION void team_product(const Member& team, int rows, int cols, int inner, const A& a, const B& b,
                                          const Store& store) {
   using T = decltype(a(0, 0) * b(0, 0));
-  const int block_cols = (cols + micro - 1) / micro;
-  Kokkos::parallel_for(Kokkos::TeamThreadRange(team, ((rows + micro - 1) / micro) * block_cols), [&](int i) {
-    const int r0 = (i / block_cols) * micro, c0 = (i % block_cols) * micro;
-    int row[micro], col[micro];
-    for (int x = 0; x < micro; ++x) {
-      row[x] = r0 + x < rows ? r0 + x : rows - 1;
-      col[x] = c0 + x < cols ? c0 + x : cols - 1;
-    }
-    T sum[micro][micro] = {};
-    for (int j = 0; j < inner; ++j) {
-      T left[micro], right[micro];
-      for (int x = 0; x < micro; ++x) {
-        left[x] = a(row[x], j);
-        right[x] = b(j, col[x]);
-      }
-      for (int x = 0; x < micro; ++x)
-        for (int y = 0; y < micro; ++y) sum[x][y] += left[x] * right[y];
-    }
-    for (int x = 0; x < micro && r0 + x < rows; ++x)
-      for (int y = 0; y < micro && c0 + y < cols; ++y) store(r0 + x, c0 + y, sum[x][y]);
+#if defined(__CUDA_ARCH__)
+  Kokkos::parallel_for(Kokkos::TeamThreadRange(team, rows * cols), [&](int i) {
+    const int r = i / cols, c = i % cols;
+    T sum = 0;
+    for (int j = 0; j < inner; ++j) sum += a(r, j) * b(j, c);
+    store(r, c, sum);
   });
+#else
+  constexpr int host_rows = 4, host_cols = 128 / int(sizeof(T));
+  const int block_cols = (cols + host_cols - 1) / host_cols;
+  Kokkos::parallel_for(Kokkos::TeamThreadRange(team, ((rows + host_rows - 1) / host_rows) * block_cols), [&](int i) {
+    const int r0 = (i / block_cols) * host_rows, c0 = (i % block_cols) * host_cols;
+    if (r0 + host_rows <= rows && c0 + host_cols <= cols) {
+      T sum[host_rows][host_cols] = {};
+      for (int j = 0; j < inner; ++j)
+        for (int x = 0; x < host_rows; ++x) {
+          const T left = a(r0 + x, j);
+          ATTN_SIMD
+          for (int y = 0; y < host_cols; ++y) sum[x][y] += left * b(j, c0 + y);
+        }
+      for (int x = 0; x < host_rows; ++x) {
+        ATTN_SIMD
+        for (int y = 0; y < host_cols; ++y) store(r0 + x, c0 + y, sum[x][y]);
+      }
+    } else {
+      for (int r = r0; r < rows && r < r0 + host_rows; ++r)
+        for (int c = c0; c < cols && c < c0 + host_cols; ++c) {
+          T sum = 0;
+          for (int j = 0; j < inner; ++j) sum += a(r, j) * b(j, c);
+          store(r, c, sum);
+        }
+    }
+  });
+#endif
 }
 
 // acc(r, c) += sum_{j < inner} P(r, j) V(j, c) for r < rows, c < cols.
@@ -116,13 +155,15 @@ KOKKOS_INLINE_FUNCTION void add_transposed_product(const Member& team, const Acc
       [&](int r, int c, auto sum) { acc(r, c) += sum; });
 }
 
-// store(r, c, sum_{j < inner} A(r, j) B(c, j)): the scores of a query tile A
-// against a key tile B (both rows of length `inner`).
-template <class Member, class Left, class Right, class Store>
-KOKKOS_INLINE_FUNCTION void scores(const Member& team, const Left& A, const Right& B, int rows, int cols, int inner,
+// store(r, c, sum_{j < inner} A(r, j) Bt(j, c)): the scores of a query tile A
+// (rows of length `inner`) against a key tile given transposed, Bt(j, c) =
+// key c's entry j (load_rows_transposed), so that the host product reads
+// contiguous key slices.
+template <class Member, class Left, class RightT, class Store>
+KOKKOS_INLINE_FUNCTION void scores(const Member& team, const Left& A, const RightT& Bt, int rows, int cols, int inner,
                                    const Store& store) {
   team_product(
-      team, rows, cols, inner, [&](int r, int j) { return A(r, j); }, [&](int j, int c) { return B(c, j); }, store);
+      team, rows, cols, inner, [&](int r, int j) { return A(r, j); }, [&](int j, int c) { return Bt(j, c); }, store);
 }
 
 }  // namespace attn::detail

@@ -52,10 +52,10 @@ void tiled_attention(const Exec& exec, const char* label, const Tensor4<Exec, st
   const int dk = s.dk, dv = s.dv, L = s.seq, H = s.heads;
   const int width = dv + (Weights::ones_column ? 1 : 0);  // accumulated columns
 
-  // Q and K tiles have a padded row stride (dk + 1) so that threads reading
-  // consecutive key rows hit different shared-memory banks.
+  // The key tile is stored transposed (dk x R, stride R + 1: its loading
+  // writes columns, and the padding spreads them over shared-memory banks).
   auto bytes = [&](int r) {
-    return 2 * scratch_bytes<Exec, T>(r, dk + 1) + 2 * scratch_bytes<Exec, T>(r, width) +
+    return scratch_bytes<Exec, T>(r, dk + 1) + scratch_bytes<Exec, T>(dk, r + 1) + 2 * scratch_bytes<Exec, T>(r, width) +
            scratch_bytes<Exec, T>(r, r + 1) + scratch_bytes<Exec, T>(r, 3);
   };
   const int rows = tile_rows_that_fit(32, bytes);
@@ -71,7 +71,7 @@ void tiled_attention(const Exec& exec, const char* label, const Tensor4<Exec, st
     const TeamTile t = team_tile(team.league_rank(), tiles, H, R, L);
     const int tile = t.tile, b = t.b, h = t.h, r0 = t.first, nr = t.count;
 
-    Scratch Qs(team.team_scratch(0), R, dk + 1), Ks(team.team_scratch(0), R, dk + 1);
+    Scratch Qs(team.team_scratch(0), R, dk + 1), Kt(team.team_scratch(0), dk, R + 1);
     Scratch Vs(team.team_scratch(0), R, width), acc(team.team_scratch(0), R, width);
     Scratch P(team.team_scratch(0), R, R + 1);
     Scratch stats(team.team_scratch(0), R, 3);  // per row: running max m, sum l, rescale alpha
@@ -92,23 +92,25 @@ void tiled_attention(const Exec& exec, const char* label, const Tensor4<Exec, st
       const int k0 = kt * R;
       const int nk = (L - k0 < R) ? L - k0 : R;
       team.team_barrier();  // previous tile's V and P are no longer read
-      load_rows<Precision>(team, Ks, k, b, h, k0, nk, dk);
+      load_rows_transposed<Precision>(team, Kt, k, b, h, k0, nk, dk);
       load_values_and_ones<Precision>(team, Vs, v, b, h, k0, nk, dv, width);
       team.team_barrier();
-      scores(team, Qs, Ks, nr, nk, dk,
+      scores(team, Qs, Kt, nr, nk, dk,
              [&](int r, int j, T dot) { P(r, j) = !causal || k0 + j <= r0 + r ? dot * scale : T(0); });
       team.team_barrier();
       if (Weights::online_rescale) {
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nr), [&](int r) {
           const int visible = causal ? ((r0 + r - k0 + 1 < nk) ? r0 + r - k0 + 1 : nk) : nk;
+          T* const row = &P(r, 0);  // a plain pointer: the host loops below vectorise
           T m_new = stats(r, 0);
-          for (int j = 0; j < visible; ++j) m_new = P(r, j) > m_new ? P(r, j) : m_new;
+          ATTN_SIMD_REDUCE(max, m_new)
+          for (int j = 0; j < visible; ++j) m_new = row[j] > m_new ? row[j] : m_new;
+          ATTN_SIMD
+          for (int j = 0; j < visible; ++j) row[j] = attn::exp_nonpositive(row[j] - m_new);
+          for (int j = visible; j < nk; ++j) row[j] = T(0);
           T sum = 0;
-          for (int j = 0; j < nk; ++j) {
-            const T p = j < visible ? attn::exp(P(r, j) - m_new) : T(0);
-            P(r, j) = p;
-            sum += p;
-          }
+          ATTN_SIMD_REDUCE(+, sum)
+          for (int j = 0; j < nk; ++j) sum += row[j];
           const T alpha = attn::exp(stats(r, 0) - m_new);
           stats(r, 0) = m_new;
           stats(r, 1) = stats(r, 1) * alpha + sum;
@@ -123,8 +125,7 @@ void tiled_attention(const Exec& exec, const char* label, const Tensor4<Exec, st
           });
     }
     team.team_barrier();
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nr * dv), [&](int i) {
-      const int r = i / dv, c = i % dv;
+    team_for_each(team, nr, dv, [&](int r, int c) {
       const T den = Weights::ones_column ? acc(r, dv) : stats(r, 1);
       o(b, h, r0 + r, c) = storage_t<Precision>(acc(r, c) / den);
     });

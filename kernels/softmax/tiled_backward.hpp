@@ -78,8 +78,9 @@ struct SoftmaxTilePair {
   KOKKOS_INLINE_FUNCTION void recompute_scores(const Member& team, int r0, int nr, int k0, int nk, bool causal,
                                                T scale) const {
     const int qk_dim = int(Q.extent(1)), v_dim = int(dO.extent(1));
-    scores(team, Q, K, nr, nk, qk_dim, [&](int r, int j, T s) { P(r, j) = s; });
-    scores(team, dO, V, nr, nk, v_dim, [&](int r, int j, T dp) { dS(r, j) = dp; });
+    // K and V stay as rows (dQ += dS K reads them so); scores reads them transposed.
+    scores(team, Q, [&](int j, int c) { return K(c, j); }, nr, nk, qk_dim, [&](int r, int j, T s) { P(r, j) = s; });
+    scores(team, dO, [&](int j, int c) { return V(c, j); }, nr, nk, v_dim, [&](int r, int j, T dp) { dS(r, j) = dp; });
     team.team_barrier();
     Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nr * nk), [&](int i) {
       const int r = i / nk, j = i % nk;

@@ -51,7 +51,7 @@ TEMPLATE_LIST_TEST_CASE("tile products: the portable register-tiled products mat
   for (const ProductShape& s : product_shapes) {
     INFO("rows " << s.rows << ", cols " << s.cols << ", inner " << s.inner << " on " << attn::backend_name<Exec>());
     const Matrix a = random_matrix(s.rows, s.inner, rng), b = random_matrix(s.inner, s.cols, rng);
-    const Matrix at = random_matrix(s.inner, s.rows, rng), bt = random_matrix(s.cols, s.inner, rng);
+    const Matrix at = random_matrix(s.inner, s.rows, rng), kt = random_matrix(s.inner, s.cols, rng);  // keys, transposed
     const Matrix start = random_matrix(s.rows, s.cols, rng);
     Matrix want_ab("ab", s.rows, s.cols), want_atb("atb", s.rows, s.cols), want_abt("abt", s.rows, s.cols);
     for (int i = 0; i < s.rows; ++i)
@@ -60,7 +60,7 @@ TEMPLATE_LIST_TEST_CASE("tile products: the portable register-tiled products mat
         for (int p = 0; p < s.inner; ++p) {
           ab += a(i, p) * b(p, j);
           atb += at(p, i) * b(p, j);
-          abt += a(i, p) * bt(j, p);
+          abt += a(i, p) * kt(p, j);
         }
         want_ab(i, j) = ab;
         want_atb(i, j) = atb;
@@ -71,7 +71,7 @@ TEMPLATE_LIST_TEST_CASE("tile products: the portable register-tiled products mat
       Kokkos::deep_copy(copy, m);
       return copy;
     };
-    const DeviceMatrix A = on_device(a), B = on_device(b), At = on_device(at), Bt = on_device(bt);
+    const DeviceMatrix A = on_device(a), B = on_device(b), At = on_device(at), Kt = on_device(kt);
     const DeviceMatrix AB = on_device(start), AtB = on_device(start), ABt("abt", s.rows, s.cols);
     const ProductShape shape = s;
     using Member = typename Kokkos::TeamPolicy<Exec>::member_type;
@@ -79,7 +79,7 @@ TEMPLATE_LIST_TEST_CASE("tile products: the portable register-tiled products mat
         "tile products", attn::team_policy(Exec(), 1, 128), KOKKOS_LAMBDA(const Member& team) {
           attn::detail::add_product(team, AB, A, B, shape.rows, shape.inner, shape.cols);
           attn::detail::add_transposed_product(team, AtB, At, B, shape.rows, shape.inner, shape.cols);
-          attn::detail::scores(team, A, Bt, shape.rows, shape.cols, shape.inner,
+          attn::detail::scores(team, A, Kt, shape.rows, shape.cols, shape.inner,
                                [&](int r, int c, double x) { ABt(r, c) = x; });
         });
     Exec().fence();
