@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "axes.hpp"
+#include "ceiling.hpp"
 #include "common/mma_tiles.hpp"
 #include "compare.hpp"
 #include "inputs.hpp"
@@ -32,6 +33,8 @@ constexpr const char* usage = R"(usage:
   bench sweep [options]           measure forms over a grid of shapes into an HDF5 file
   bench run FILE.cfg [options]    a sweep whose options are read from FILE (key = value
                                   lines, same names as below); the command line wins
+  bench ceiling                   this CPU's fp32 FMA and copy ceilings (OpenMP threads, about
+                                  a second); a sweep on the host records them for the roofline
   bench compare A.h5 B.h5 [--threshold 1.1] [--fail-on-regression]
                                   per point (matched by form, variant, backend, precision
                                   and shape) B's time and peak memory over A's, and their
@@ -303,8 +306,16 @@ int main(int argc, char* argv[]) {
       return list_command();
     }
     if (command == "compare") return compare_command(std::vector<std::string>(argv + 2, argv + argc));
+    if (command == "ceiling") {
+      if (argc > 2) throw std::invalid_argument(fmt::format("ceiling takes no arguments, got '{}'", argv[2]));
+      default_openmp_placement();
+      const HostCeilings c = measure_host_ceilings();
+      fmt::print("fp32 FMA {:.1f} GFLOP/s, copy {:.1f} GB/s (read + write), {} OpenMP threads\n", c.fma_gflops,
+                 c.copy_gbps, c.threads);
+      return 0;
+    }
     if (command != "sweep" && command != "run")
-      throw std::invalid_argument("unknown command '" + command + "' (expected list, sweep, run or compare)");
+      throw std::invalid_argument("unknown command '" + command + "' (expected list, sweep, run, compare or ceiling)");
     int first = 2;
     std::string config_file;
     if (command == "run") {

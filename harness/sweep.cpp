@@ -1,5 +1,7 @@
 #include "sweep.hpp"
 
+#include "ceiling.hpp"
+
 #include <fmt/core.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -611,7 +613,7 @@ int measure_sweep(const Sweep& sweep, const Backend& backend) {
                                             fmt::join(sweep.precisions, ",")));
   for (const auto& line : unsupported) fmt::print("{}\n", line);
   const std::string config = kokkos_configuration();
-  const std::map<std::string, std::string> attributes{
+  std::map<std::string, std::string> attributes{
       {"backend", backend.name},
       {"device", device_name(backend.name, config)},
       {"precision", fmt::format("{}", fmt::join(sweep.precisions, ","))},
@@ -619,6 +621,11 @@ int measure_sweep(const Sweep& sweep, const Backend& backend) {
       {"date", now_iso8601()},
       {"command_line", sweep.command_line},
       {"kokkos_configuration", config}};
+  if (backend.is_host) {  // the roofline's ceilings, measured on this CPU now (plots/render reads them)
+    const HostCeilings c = measure_host_ceilings();
+    attributes["peak_gflops"] = fmt::format("{:.1f}", c.fma_gflops);
+    attributes["peak_gbps"] = fmt::format("{:.1f}", c.copy_gbps);
+  }
   const std::string hint = "To resume, run the same command again:\n  " + shell_quoted(sweep.command_line) + "\n";
   std::snprintf(interruption::resume_hint, sizeof interruption::resume_hint, "%s", hint.c_str());
   const interruption::Guard guard;  // before the file: the file closes before the handlers are restored

@@ -50,13 +50,17 @@ void chunked_causal_attention(const Exec& exec, const char* label, const Tensor4
   const int extra = options.normalise ? 1 : 0;  // the normaliser column
   const bool reverse = options.reverse;
 
-  // Per team: state S (dk x cols+extra); Q, K sub-tiles with a padded stride
-  // (bank conflicts); V and the output accumulator; scores (rows x rows).
+  // Per team: state S (dk x cols+extra); the Q sub-tile, the K sub-tile
+  // transposed (dk x rows: the host products read contiguous key slices;
+  // stride rows + 1 against bank conflicts); V and the output accumulator;
+  // scores (rows x rows); and the powers lambda^0 .. lambda^C, every power the
+  // chunk needs, each one exp(-s n) computed once.
   auto bytes = [&](int rows, int cols) {
-    return scratch_bytes<Exec, T>(dk, cols + extra) + 2 * scratch_bytes<Exec, T>(rows, dk + 1) +
-           2 * scratch_bytes<Exec, T>(rows, cols + extra) + scratch_bytes<Exec, T>(rows, rows + 1);
+    return scratch_bytes<Exec, T>(dk, cols + extra) + scratch_bytes<Exec, T>(rows, dk + 1) +
+           scratch_bytes<Exec, T>(dk, rows + 1) + 2 * scratch_bytes<Exec, T>(rows, cols + extra) +
+           scratch_bytes<Exec, T>(rows, rows + 1) + scratch_bytes<Exec, T>(1, C + 1);
   };
-  const auto [fit_rows, cols] = fit_rows_and_columns(32, std::min(dv, 32), bytes);
+  const auto [fit_rows, cols] = fit_rows_and_columns<Exec>(max_tile_rows<Exec>(), std::min(dv, max_tile_rows<Exec>()), bytes);
   if (cols == 0) tiles_do_not_fit(label, s);
   const int R = std::min(fit_rows, C);
   const int blocks = ceil_div(dv, cols);
@@ -72,27 +76,24 @@ void chunked_causal_attention(const Exec& exec, const char* label, const Tensor4
     const int c0 = blk * cols;
     const int w = (dv - c0 < cols) ? dv - c0 : cols;  // value columns here; column w is z when normalising
     const int W = w + extra;
-    const T rate = decayed ? decay_rate(h) : T(0);
-    // lambda^n for n >= 0 steps
-    auto decay = [&](int n) { return decayed ? attn::exp(-rate * T(n)) : T(1); };
     auto at = [&](int t) { return reverse ? L - 1 - t : t; };  // step t's token
 
     Scratch S(team.team_scratch(0), dk, cols + extra);
-    Scratch Qs(team.team_scratch(0), R, dk + 1), Ks(team.team_scratch(0), R, dk + 1);
+    Scratch Qs(team.team_scratch(0), R, dk + 1), Kt(team.team_scratch(0), dk, R + 1);
     Scratch Vs(team.team_scratch(0), R, cols + extra), acc(team.team_scratch(0), R, cols + extra);
     Scratch P(team.team_scratch(0), R, R + 1);
+    Scratch powers(team.team_scratch(0), 1, C + 1);
+    const T rate = decayed ? decay_rate(h) : T(0);
+    team_for_each(team, 1, C + 1, [&](int, int n) { powers(0, n) = decayed ? attn::exp(-rate * T(n)) : T(1); });
+    auto decay = [&](int n) { return powers(0, n); };  // lambda^n, 0 <= n <= C
     zero(team, S, dk, W);
 
-    int loaded = -1;  // first step of the key/value sub-tile now in Ks, Vs
+    int loaded = -1;  // first step of the key/value sub-tile now in Kt, Vs
     auto load_keys = [&](int k0, int nk) {
       if (loaded == k0) return;
       team.team_barrier();  // nobody still reads the old tile
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nk * dk), [&](int i) {
-        Ks(i / dk, i % dk) = k(b, h, at(k0 + i / dk), i % dk);
-      });
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nk * W), [&](int i) {
-        Vs(i / W, i % W) = i % W < w ? v(b, h, at(k0 + i / W), c0 + i % W) : T(1);
-      });
+      team_for_each(team, nk, dk, [&](int j, int d) { Kt(d, j) = k(b, h, at(k0 + j), d); });
+      team_for_each(team, nk, W, [&](int j, int c) { Vs(j, c) = c < w ? v(b, h, at(k0 + j), c0 + c) : T(1); });
       loaded = k0;
     };
 
@@ -104,40 +105,31 @@ void chunked_causal_attention(const Exec& exec, const char* label, const Tensor4
         const int q0 = start + a * R;
         const int nr = (start + len - q0 < R) ? start + len - q0 : R;
         team.team_barrier();  // acc and Qs of the previous sub-tile are consumed
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nr * dk), [&](int i) {
-          Qs(i / dk, i % dk) = q(b, h, at(q0 + i / dk), i % dk);
-        });
+        team_for_each(team, nr, dk, [&](int r, int d) { Qs(r, d) = q(b, h, at(q0 + r), d); });
         team.team_barrier();
         // Inter-chunk: all earlier chunks through the state, decayed by
         // lambda^(t - start + 1) (Alg 5's Lambda Q_t KV).
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nr * W), [&](int i) {
-          const int r = i / W, c = i % W;
-          T sum = 0;
-          for (int d = 0; d < dk; ++d) sum += Qs(r, d) * S(d, c);
-          acc(r, c) = sum * decay(q0 + r - start + 1);
-        });
+        team_product(
+            team, nr, W, dk, [&](int r, int d) { return Qs(r, d); }, [&](int d, int c) { return S(d, c); },
+            [&](int r, int c, T sum) { acc(r, c) = sum * decay(q0 + r - start + 1); });
         // Intra-chunk: the masked quadratic part, key sub-tiles up to the
-        // diagonal; masked pairs are skipped, never computed and then masked.
+        // diagonal. In the diagonal sub-tile the masked pairs' products are
+        // computed with the rest and replaced by zeros; their decay is never
+        // evaluated (its power would be negative).
         for (int bs = 0; bs <= a; ++bs) {
           const int k0 = start + bs * R;
           const int nk = (start + len - k0 < R) ? start + len - k0 : R;
           load_keys(k0, nk);
           team.team_barrier();
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nr * nk), [&](int i) {
-            const int r = i / nk, j = i % nk;
-            T dot = 0;
-            if (k0 + j <= q0 + r) {
-              for (int d = 0; d < dk; ++d) dot += Qs(r, d) * Ks(j, d);
-              dot *= decay(q0 + r - k0 - j);
-            }
-            P(r, j) = dot;
+          scores(team, Qs, Kt, nr, nk, dk, [&](int r, int j, T dot) {
+            const int distance = q0 + r - k0 - j;
+            P(r, j) = distance >= 0 ? dot * decay(distance >= 0 ? distance : 0) : T(0);
           });
           team.team_barrier();
           add_product(team, acc, P, Vs, nr, nk, W);
         }
         team.team_barrier();
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nr * w), [&](int i) {
-          const int r = i / w, c = i % w;
+        team_for_each(team, nr, w, [&](int r, int c) {
           o(b, h, at(q0 + r), c0 + c) = options.normalise ? acc(r, c) / acc(r, w) : acc(r, c);
         });
       }
@@ -146,19 +138,16 @@ void chunked_causal_attention(const Exec& exec, const char* label, const Tensor4
       if (decayed) {
         team.team_barrier();
         const T block_decay = decay(len);
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, dk * W), [&](int i) { S(i / W, i % W) *= block_decay; });
+        team_for_each(team, dk, W, [&](int d, int c) { S(d, c) *= block_decay; });
       }
       for (int bs = subtiles - 1; bs >= 0; --bs) {
         const int k0 = start + bs * R;
         const int nk = (start + len - k0 < R) ? start + len - k0 : R;
         load_keys(k0, nk);
         team.team_barrier();
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, dk * W), [&](int i) {
-          const int d = i / W, c = i % W;
-          T sum = 0;
-          for (int j = 0; j < nk; ++j) sum += decay(start + len - 1 - k0 - j) * Ks(j, d) * Vs(j, c);
-          S(d, c) += sum;
-        });
+        team_product(
+            team, dk, W, nk, [&](int d, int j) { return Kt(d, j) * decay(start + len - 1 - k0 - j); },
+            [&](int j, int c) { return Vs(j, c); }, [&](int d, int c, T sum) { S(d, c) += sum; });
       }
     }
   });

@@ -87,12 +87,15 @@ KOKKOS_INLINE_FUNCTION void zero(const Member& team, const Scratch& m, int rows,
 
 // The portable tile product: out(r, c) = sum_{j < inner} a(r, j) b(j, c) for
 // r < rows, c < cols, handed to store(r, c, value).
-// Host: each thread owns blocks of host_rows x host_cols outputs (4 rows of
-// 128 bytes: 4 x 32 floats, 4 x 16 doubles) whose sums stay in vector
-// registers: per inner step, one load of b's row slice (contiguous when b is a
-// row-major tile, as every caller passes it), a broadcast of a(r, j) per row,
-// and host_cols / vector-width fused multiply-adds per row. Blocks cut by the
-// tile's edge take plain dot products.
+// Host: each thread owns blocks of host_rows x host_cols outputs (8 rows of
+// 128 bytes: 8 x 32 floats, 8 x 16 doubles; 16 vector registers of sums):
+// per inner step, one load of b's row slice (contiguous when b is a row-major
+// tile, as every caller passes it), a broadcast of a(r, j) per row, and
+// host_cols / vector-width fused multiply-adds per row. (8 x 128 bytes was the
+// fastest of 4, 6, 8 rows by 128 or 256 bytes for the softmax and chunked
+// forms at d = 64 on the AVX-512 machine.) Blocks cut by the tile's edge take
+// plain dot products (a masked-load form of the same block ran 10x slower:
+// its sums left the registers).
 // GPU: each thread keeps one output (the portable kernels' tiles, ~32 x 33
 // outputs, would leave most of a 128-thread team idle in blocks); the GPU's
 // fast products are the tensor-core ones (common/mma_tiles.hpp).
@@ -108,7 +111,7 @@ KOKKOS_INLINE_FUNCTION void team_product(const Member& team, int rows, int cols,
     store(r, c, sum);
   });
 #else
-  constexpr int host_rows = 4, host_cols = 128 / int(sizeof(T));
+  constexpr int host_rows = 8, host_cols = 128 / int(sizeof(T));
   const int block_cols = (cols + host_cols - 1) / host_cols;
   Kokkos::parallel_for(Kokkos::TeamThreadRange(team, ((rows + host_rows - 1) / host_rows) * block_cols), [&](int i) {
     const int r0 = (i / block_cols) * host_rows, c0 = (i % block_cols) * host_cols;

@@ -58,7 +58,7 @@ void tiled_attention(const Exec& exec, const char* label, const Tensor4<Exec, st
     return scratch_bytes<Exec, T>(r, dk + 1) + scratch_bytes<Exec, T>(dk, r + 1) + 2 * scratch_bytes<Exec, T>(r, width) +
            scratch_bytes<Exec, T>(r, r + 1) + scratch_bytes<Exec, T>(r, 3);
   };
-  const int rows = tile_rows_that_fit(32, bytes);
+  const int rows = tile_rows_that_fit<Exec>(max_tile_rows<Exec>(), bytes);
   if (rows == 0) tiles_do_not_fit(label, s);
   const int R = std::min(rows, L);
   const int tiles = ceil_div(L, R);

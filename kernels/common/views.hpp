@@ -77,10 +77,19 @@ Kokkos::TeamPolicy<Exec> team_policy(const Exec& exec, int league, int device_te
   return Kokkos::TeamPolicy<Exec>(exec, league, is_host_space<Exec>() ? 1 : device_team_size);
 }
 
-// Portable level-0 scratch budget per team: Kokkos 3.4 caps CUDA shared memory
-// at 40 KiB per team (kernels/softmax/README.md), and on a CPU the same budget
-// keeps a team's tiles in L1/L2.
-constexpr std::size_t scratch_budget_bytes = 40 * 1024;
+// Level-0 scratch budget per team, and the most rows a tile takes: on CUDA,
+// Kokkos 3.4 caps shared memory at 40 KiB per team (kernels/softmax/README.md)
+// and tiles of 32 rows keep a 128-thread team busy; on a CPU a team is one
+// core's, whose L2 holds 160 KiB of tiles, and taller tiles (64 rows)
+// amortise each load over more of the host products' register blocks.
+template <class Exec>
+constexpr std::size_t scratch_budget_bytes() {
+  return is_host_space<Exec>() ? 320 * 1024 : 40 * 1024;
+}
+template <class Exec>
+constexpr int max_tile_rows() {
+  return is_host_space<Exec>() ? 128 : 32;
+}
 
 template <class Exec, class T>
 std::size_t scratch_bytes(int rows, int cols) {
@@ -89,10 +98,10 @@ std::size_t scratch_bytes(int rows, int cols) {
 
 // The most tile rows, max_rows halved until `bytes(rows)` (a team's scratch)
 // fits the budget; 0 when not even one row fits.
-template <class Bytes>
+template <class Exec, class Bytes>
 int tile_rows_that_fit(int max_rows, Bytes bytes) {
   for (int rows = max_rows; rows >= 1; rows /= 2)
-    if (bytes(rows) <= scratch_budget_bytes) return rows;
+    if (bytes(rows) <= scratch_budget_bytes<Exec>()) return rows;
   return 0;
 }
 

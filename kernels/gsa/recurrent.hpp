@@ -35,7 +35,7 @@ void gsa_recurrent_forward(const Exec& exec, const Tensor4<Exec, T>& q, const Te
   Tensor4<Exec, T> scores(Kokkos::view_alloc(std::string("gsa recurrent: slot scores"), Kokkos::WithoutInitializing),
                           s.batch, H, L, m);
   const std::size_t key_bytes = scratch_bytes<Exec, T>(1, dk);
-  if (key_bytes > scratch_budget_bytes) tiles_do_not_fit("gsa/recurrent", s);
+  if (key_bytes > scratch_budget_bytes<Exec>()) tiles_do_not_fit("gsa/recurrent", s);
   auto key_policy = team_policy(exec, BH * m, 128).set_scratch_size(0, Kokkos::PerTeam(key_bytes));
   Kokkos::parallel_for("gsa recurrent: key slots", key_policy, KOKKOS_LAMBDA(const Member& team) {
     const int i = team.league_rank() % m, bh = team.league_rank() / m, b = bh / H, h = bh % H;
@@ -57,9 +57,9 @@ void gsa_recurrent_forward(const Exec& exec, const Tensor4<Exec, T>& q, const Te
   // Value columns per team: as many as fit m slot rows in scratch, up to 32.
   auto value_bytes_for = [&](int cols) { return scratch_bytes<Exec, T>(m, cols) + scratch_bytes<Exec, T>(3, m); };
   int columns = 32;
-  while (columns > 1 && value_bytes_for(columns) > scratch_budget_bytes) columns /= 2;
+  while (columns > 1 && value_bytes_for(columns) > scratch_budget_bytes<Exec>()) columns /= 2;
   const std::size_t value_bytes = value_bytes_for(columns);
-  if (value_bytes > scratch_budget_bytes)
+  if (value_bytes > scratch_budget_bytes<Exec>())
     throw std::invalid_argument("gsa/recurrent: " + std::to_string(m) + " slots do not fit team scratch");
   const int blocks = ceil_div(dv, columns);
   auto value_policy = team_policy(exec, BH * blocks, columns).set_scratch_size(0, Kokkos::PerTeam(value_bytes));

@@ -25,7 +25,7 @@ void linear_recurrent_forward(const Exec& exec, const Tensor4<Exec, T>& q,
            2 * scratch_bytes<Exec, T>(tokens, cols + 1);
   };
   // 31 value columns + the normaliser column = one 32-thread warp on a GPU.
-  const auto [fit_tokens, cols] = detail::fit_rows_and_columns(32, std::min(dv, 31), bytes);
+  const auto [fit_tokens, cols] = detail::fit_rows_and_columns<Exec>(32, std::min(dv, 31), bytes);
   if (cols == 0) tiles_do_not_fit("linear/recurrent", s);
   const int tokens = std::min(fit_tokens, L);
   const int blocks = ceil_div(dv, cols);

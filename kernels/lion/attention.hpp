@@ -44,8 +44,8 @@ void lion_attention_forward(const Exec& exec, const Tensor4<Exec, T>& q, const T
            scratch_bytes<Exec, T>(r, r + 1) + 2 * scratch_bytes<Exec, detail::MaskCoordinate>(r, 2);
   };
   int rows = 32;
-  while (rows > 1 && bytes(rows) > scratch_budget_bytes) rows /= 2;
-  if (bytes(rows) > scratch_budget_bytes) tiles_do_not_fit("lion/attention", s);
+  while (rows > 1 && bytes(rows) > scratch_budget_bytes<Exec>()) rows /= 2;
+  if (bytes(rows) > scratch_budget_bytes<Exec>()) tiles_do_not_fit("lion/attention", s);
   const int R = std::min(rows, L);
   const int tiles = ceil_div(L, R);
 

@@ -64,8 +64,8 @@ void lion_chunk_forward(const Exec& exec, const Tensor4<Exec, T>& q, const Tenso
            scratch_bytes<Exec, T>(r, 1);
   };
   int rows = 32;
-  while (rows > 1 && bytes(rows) > scratch_budget_bytes) rows /= 2;
-  if (bytes(rows) > scratch_budget_bytes) tiles_do_not_fit("lion/chunk", s);
+  while (rows > 1 && bytes(rows) > scratch_budget_bytes<Exec>()) rows /= 2;
+  if (bytes(rows) > scratch_budget_bytes<Exec>()) tiles_do_not_fit("lion/chunk", s);
   const int R = std::min(rows, C);
   const int chunks = ceil_div(L, C);
   const int subtiles = ceil_div(C, R);  // query (and key) sub-tiles per chunk

@@ -56,7 +56,7 @@ void lion_rnn_forward(const Exec& exec, const Tensor4<Exec, T>& q, const Tensor4
     return scratch_bytes<Exec, T>(dk, cols) + 2 * scratch_bytes<Exec, T>(tokens, dk) +
            scratch_bytes<Exec, T>(tokens, cols) + scratch_bytes<Exec, T>(tokens, 2);
   };
-  const auto [fit_tokens, cols] = detail::fit_rows_and_columns(32, std::min(width, 32), bytes);
+  const auto [fit_tokens, cols] = detail::fit_rows_and_columns<Exec>(32, std::min(width, 32), bytes);
   if (cols == 0) tiles_do_not_fit("lion/rnn", s);
   const int tokens = std::min(fit_tokens, L);
   const int blocks = ceil_div(width, cols);

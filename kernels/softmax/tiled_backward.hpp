@@ -124,7 +124,7 @@ void softmax_backward_dq(const Exec& exec, const Shape& s, const Tensor4<Exec, s
   const char* label = causal ? "softmax_causal_bwd_dq" : "softmax_full_bwd_dq";
   const int qk_dim = s.dk, v_dim = s.dv, L = s.seq, H = s.heads;
   auto bytes = [&](int r) { return Pair::bytes(r, qk_dim, v_dim) + scratch_bytes<Exec, T>(r, qk_dim); };
-  const int rows = tile_rows_that_fit(32, bytes);
+  const int rows = tile_rows_that_fit<Exec>(32, bytes);
   if (rows == 0) tiles_do_not_fit(label, s);
   const int R = std::min(rows, L);
   const int tiles = ceil_div(L, R);
@@ -177,7 +177,7 @@ void softmax_backward_dk_dv(const Exec& exec, const Shape& s, const Tensor4<Exec
   auto bytes = [&](int r) {
     return Pair::bytes(r, qk_dim, v_dim) + scratch_bytes<Exec, T>(r, qk_dim) + scratch_bytes<Exec, T>(r, v_dim);
   };
-  const int rows = tile_rows_that_fit(32, bytes);
+  const int rows = tile_rows_that_fit<Exec>(32, bytes);
   if (rows == 0) tiles_do_not_fit(label, s);
   const int R = std::min(rows, L);
   const int tiles = ceil_div(L, R);
