@@ -15,6 +15,7 @@ int softmax_row(const Tensor& q, const Tensor& k, bool causal, int b, int h, int
   double m = -std::numeric_limits<double>::infinity();
   for (int j = 0; j <= last; ++j) {
     double s = 0;
+#pragma omp simd reduction(+ : s)
     for (int d = 0; d < q.dim; ++d) s += q(b, h, i, d) * k(b, h, j, d);
     p[j] = scale * s;
     m = std::max(m, p[j]);
@@ -30,17 +31,14 @@ int softmax_row(const Tensor& q, const Tensor& k, bool causal, int b, int h, int
 Tensor softmax_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
                          const HeadList& heads) {
   Tensor o(v.batch, v.heads, v.seq, v.dim);
-  std::vector<double> p(q.seq);
-  for (auto [b, h] : heads_or_all(q, heads)) {
+  for_each_head(q, heads, [&](int b, int h) {
+    std::vector<double> p(q.seq);
     for (int i = 0; i < q.seq; ++i) {
       const int last = softmax_row(q, k, causal, b, h, i, p);
-      for (int d = 0; d < v.dim; ++d) {
-        double acc = 0;
-        for (int j = 0; j <= last; ++j) acc += p[j] * v(b, h, j, d);
-        o(b, h, i, d) = acc;
-      }
+      for (int j = 0; j <= last; ++j)  // o_i = sum_j p_ij v_j
+        for (int d = 0; d < v.dim; ++d) o(b, h, i, d) += p[j] * v(b, h, j, d);
     }
-  }
+  });
   return o;
 }
 

@@ -7,8 +7,9 @@
 //   KV'   = lambda^len KV + sum_{u in chunk} lambda^(t0+len-1-u) k_u v_u^T
 // Every power is exp(-s * k) with k >= 0, never a ratio of powers, so strong
 // decay underflows to exact zeros instead of overflowing. Without decay (s = 0)
-// this is linear attention's chunk form; `normalise` adds the normaliser
-// z = sum_u k_u as one more state column driven by v = 1 and divides by it.
+// this is linear attention's chunk form; `normalise` divides by q_t . z_t,
+// z = sum_u k_u (decayed alike): the same recurrence with v = 1, kept as a
+// state vector beside KV, so that the value products stay whole tiles.
 // `reverse` runs the same recurrence from the last token to the first (the
 // anti-causal sums of the backward pass).
 //
@@ -47,18 +48,18 @@ void chunked_causal_attention(const Exec& exec, const char* label, const Tensor4
   if (s.seq == 0 || s.batch == 0 || s.heads == 0) return;
   const int dk = s.dk, dv = s.dv, L = s.seq, H = s.heads;
   const int C = std::min(options.chunk, L);
-  const int extra = options.normalise ? 1 : 0;  // the normaliser column
-  const bool reverse = options.reverse;
+  const bool normalise = options.normalise, reverse = options.reverse;
 
-  // Per team: state S (dk x cols+extra); the Q sub-tile, the K sub-tile
-  // transposed (dk x rows: the host products read contiguous key slices;
-  // stride rows + 1 against bank conflicts); V and the output accumulator;
-  // scores (rows x rows); and the powers lambda^0 .. lambda^C, every power the
-  // chunk needs, each one exp(-s n) computed once.
+  // Per team: state S (dk x cols) and the normaliser state z (dk); the Q
+  // sub-tile, the K sub-tile transposed (dk x rows: the host products read
+  // contiguous key slices; stride rows + 1 against bank conflicts); V and the
+  // output accumulator with its denominators; scores (rows x rows); and the
+  // powers lambda^0 .. lambda^C, every power the chunk needs, each one
+  // exp(-s n) computed once.
   auto bytes = [&](int rows, int cols) {
-    return scratch_bytes<Exec, T>(dk, cols + extra) + scratch_bytes<Exec, T>(rows, dk + 1) +
-           scratch_bytes<Exec, T>(dk, rows + 1) + 2 * scratch_bytes<Exec, T>(rows, cols + extra) +
-           scratch_bytes<Exec, T>(rows, rows + 1) + scratch_bytes<Exec, T>(1, C + 1);
+    return scratch_bytes<Exec, T>(dk, cols) + scratch_bytes<Exec, T>(1, dk) + scratch_bytes<Exec, T>(rows, dk + 1) +
+           scratch_bytes<Exec, T>(dk, rows + 1) + 2 * scratch_bytes<Exec, T>(rows, cols) +
+           scratch_bytes<Exec, T>(1, rows) + scratch_bytes<Exec, T>(rows, rows + 1) + scratch_bytes<Exec, T>(1, C + 1);
   };
   const auto [fit_rows, cols] = fit_rows_and_columns<Exec>(max_tile_rows<Exec>(), std::min(dv, max_tile_rows<Exec>()), bytes);
   if (cols == 0) tiles_do_not_fit(label, s);
@@ -74,26 +75,26 @@ void chunked_causal_attention(const Exec& exec, const char* label, const Tensor4
     const int bh = team.league_rank() / blocks;
     const int b = bh / H, h = bh % H;
     const int c0 = blk * cols;
-    const int w = (dv - c0 < cols) ? dv - c0 : cols;  // value columns here; column w is z when normalising
-    const int W = w + extra;
+    const int w = (dv - c0 < cols) ? dv - c0 : cols;  // value columns here
     auto at = [&](int t) { return reverse ? L - 1 - t : t; };  // step t's token
 
-    Scratch S(team.team_scratch(0), dk, cols + extra);
+    Scratch S(team.team_scratch(0), dk, cols), z(team.team_scratch(0), 1, dk);
     Scratch Qs(team.team_scratch(0), R, dk + 1), Kt(team.team_scratch(0), dk, R + 1);
-    Scratch Vs(team.team_scratch(0), R, cols + extra), acc(team.team_scratch(0), R, cols + extra);
+    Scratch Vs(team.team_scratch(0), R, cols), acc(team.team_scratch(0), R, cols), den(team.team_scratch(0), 1, R);
     Scratch P(team.team_scratch(0), R, R + 1);
     Scratch powers(team.team_scratch(0), 1, C + 1);
     const T rate = decayed ? decay_rate(h) : T(0);
     team_for_each(team, 1, C + 1, [&](int, int n) { powers(0, n) = decayed ? attn::exp(-rate * T(n)) : T(1); });
     auto decay = [&](int n) { return powers(0, n); };  // lambda^n, 0 <= n <= C
-    zero(team, S, dk, W);
+    zero(team, S, dk, w);
+    zero(team, z, 1, dk);
 
     int loaded = -1;  // first step of the key/value sub-tile now in Kt, Vs
     auto load_keys = [&](int k0, int nk) {
       if (loaded == k0) return;
       team.team_barrier();  // nobody still reads the old tile
       team_for_each(team, nk, dk, [&](int j, int d) { Kt(d, j) = k(b, h, at(k0 + j), d); });
-      team_for_each(team, nk, W, [&](int j, int c) { Vs(j, c) = c < w ? v(b, h, at(k0 + j), c0 + c) : T(1); });
+      team_for_each(team, nk, w, [&](int j, int c) { Vs(j, c) = v(b, h, at(k0 + j), c0 + c); });
       loaded = k0;
     };
 
@@ -110,8 +111,12 @@ void chunked_causal_attention(const Exec& exec, const char* label, const Tensor4
         // Inter-chunk: all earlier chunks through the state, decayed by
         // lambda^(t - start + 1) (Alg 5's Lambda Q_t KV).
         team_product(
-            team, nr, W, dk, [&](int r, int d) { return Qs(r, d); }, [&](int d, int c) { return S(d, c); },
+            team, nr, w, dk, [&](int r, int d) { return Qs(r, d); }, [&](int d, int c) { return S(d, c); },
             [&](int r, int c, T sum) { acc(r, c) = sum * decay(q0 + r - start + 1); });
+        if (normalise)
+          team_row_sums(
+              team, nr, dk, [&](int r, int d) { return Qs(r, d) * z(0, d); },
+              [&](int r, T sum) { den(0, r) = sum * decay(q0 + r - start + 1); });
         // Intra-chunk: the masked quadratic part, key sub-tiles up to the
         // diagonal. In the diagonal sub-tile the masked pairs' products are
         // computed with the rest and replaced by zeros; their decay is never
@@ -126,11 +131,14 @@ void chunked_causal_attention(const Exec& exec, const char* label, const Tensor4
             P(r, j) = distance >= 0 ? dot * decay(distance >= 0 ? distance : 0) : T(0);
           });
           team.team_barrier();
-          add_product(team, acc, P, Vs, nr, nk, W);
+          add_product(team, acc, P, Vs, nr, nk, w);
+          if (normalise)
+            team_row_sums(
+                team, nr, nk, [&](int r, int j) { return P(r, j); }, [&](int r, T sum) { den(0, r) += sum; });
         }
         team.team_barrier();
         team_for_each(team, nr, w, [&](int r, int c) {
-          o(b, h, at(q0 + r), c0 + c) = options.normalise ? acc(r, c) / acc(r, w) : acc(r, c);
+          o(b, h, at(q0 + r), c0 + c) = normalise ? acc(r, c) / den(0, r) : acc(r, c);
         });
       }
       // State update: KV' = lambda^len KV + sum_u lambda^(start+len-1-u) k_u v_u^T;
@@ -138,7 +146,8 @@ void chunked_causal_attention(const Exec& exec, const char* label, const Tensor4
       if (decayed) {
         team.team_barrier();
         const T block_decay = decay(len);
-        team_for_each(team, dk, W, [&](int d, int c) { S(d, c) *= block_decay; });
+        team_for_each(team, dk, w, [&](int d, int c) { S(d, c) *= block_decay; });
+        team_for_each(team, 1, dk, [&](int, int d) { z(0, d) *= block_decay; });
       }
       for (int bs = subtiles - 1; bs >= 0; --bs) {
         const int k0 = start + bs * R;
@@ -146,8 +155,12 @@ void chunked_causal_attention(const Exec& exec, const char* label, const Tensor4
         load_keys(k0, nk);
         team.team_barrier();
         team_product(
-            team, dk, W, nk, [&](int d, int j) { return Kt(d, j) * decay(start + len - 1 - k0 - j); },
+            team, dk, w, nk, [&](int d, int j) { return Kt(d, j) * decay(start + len - 1 - k0 - j); },
             [&](int j, int c) { return Vs(j, c); }, [&](int d, int c, T sum) { S(d, c) += sum; });
+        if (normalise)
+          team_row_sums(
+              team, dk, nk, [&](int d, int j) { return Kt(d, j) * decay(start + len - 1 - k0 - j); },
+              [&](int d, T sum) { z(0, d) += sum; });
       }
     }
   });

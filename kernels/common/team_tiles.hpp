@@ -139,6 +139,18 @@ KOKKOS_INLINE_FUNCTION void team_product(const Member& team, int rows, int cols,
 #endif
 }
 
+// store(r, sum_{j < inner} f(r, j)) for r < rows: a row per step, its sum
+// vectorised on the host (e.g. the row sums of weights, a normaliser).
+template <class Member, class F, class Store>
+KOKKOS_INLINE_FUNCTION void team_row_sums(const Member& team, int rows, int inner, const F& f, const Store& store) {
+  Kokkos::parallel_for(Kokkos::TeamThreadRange(team, rows), [&](int r) {
+    decltype(f(0, 0)) sum = 0;
+    ATTN_SIMD_REDUCE(+, sum)
+    for (int j = 0; j < inner; ++j) sum += f(r, j);
+    store(r, sum);
+  });
+}
+
 // acc(r, c) += sum_{j < inner} P(r, j) V(j, c) for r < rows, c < cols.
 template <class Member, class Acc, class Weights, class Values>
 KOKKOS_INLINE_FUNCTION void add_product(const Member& team, const Acc& acc, const Weights& P, const Values& V,
