@@ -5,11 +5,13 @@
 // different inner and outer sizes, and every transpose the kernels use.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
 
 #include "backends.hpp"
+#include "common/math.hpp"
 #include "common/mma_tiles.hpp"
 #include "common/team_tiles.hpp"
 
@@ -89,6 +91,26 @@ TEMPLATE_LIST_TEST_CASE("tile products: the portable register-tiled products mat
     CHECK(max_abs_difference(to_host(AtB), want_atb) < 1e-11);
     CHECK(max_abs_difference(to_host(ABt), want_abt) < 1e-11);
   }
+}
+
+// The host softmax weight exp(s - m), s <= m: within 2 ulp-ish (2e-7 relative)
+// of exp on [-87, 0]; below -87 it is clamped at exp(-87), a weight too small
+// to change any sum of weights >= 1; in double it is exp itself.
+TEST_CASE("tile products: exp_nonpositive matches exp on its domain", "[tiles]") {
+  std::mt19937_64 rng(seed_of("exp_nonpositive"));
+  std::uniform_real_distribution<float> wide(-87.0f, 0.0f), near_zero(-1e-3f, 0.0f);
+  std::vector<float> xs = {0.0f, -0.0f, -1e-30f, -0.5f * 0.6931472f, -1.0f, -86.999f, -87.0f};
+  for (int i = 0; i < 20000; ++i) xs.push_back(i % 4 ? wide(rng) : near_zero(rng));
+  double worst = 0;
+  for (float x : xs) worst = std::max(worst, std::abs(double(attn::exp_nonpositive(x)) / std::exp(double(x)) - 1));
+  INFO("worst relative error " << worst);
+  CHECK(worst < 2e-7);
+  for (float x : {-87.5f, -100.0f, -1e30f}) {
+    const float e = attn::exp_nonpositive(x);
+    CHECK(e >= 0.0f);
+    CHECK(e <= 1.7e-38f);
+  }
+  CHECK(attn::exp_nonpositive(-3.25) == std::exp(-3.25));
 }
 
 #if defined(KOKKOS_ENABLE_CUDA)

@@ -112,8 +112,14 @@ status_rows=$(h5dump -d points tiny.h5 | grep -c '"ok"')
 if [ "$rows" != 84 ] || [ "$status_rows" != 84 ]; then
   echo "FAIL: tiny.h5 has $rows rows, $status_rows with status ok (want 84, 84)"; failures=$((failures + 1))
 fi
-for attr in backend device precision git_revision date command_line; do
+for attr in backend device precision git_revision date command_line peak_gflops peak_gbps; do
   h5dump -a "/$attr" tiny.h5 >/dev/null 2>&1 || { echo "FAIL: attribute $attr missing"; failures=$((failures + 1)); }
 done
+# The host ceilings: two positive rates, and the command takes no arguments.
+ceiling=$("$bench" ceiling 2>/dev/null)
+if ! grep -Eq '^fp32 FMA [0-9]*[1-9][0-9]*\.[0-9] GFLOP/s, copy [0-9]*[1-9][0-9]*\.[0-9] GB/s' <<<"$ceiling"; then
+  echo "FAIL: bench ceiling printed '$ceiling'"; failures=$((failures + 1))
+fi
+expect_error "ceiling takes no arguments" ceiling --bogus
 echo "$failures failed"
 [ "$failures" = 0 ]
