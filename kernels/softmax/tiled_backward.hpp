@@ -24,19 +24,20 @@ namespace attn {
 namespace detail {
 
 // What both passes hold in team scratch for one (query tile i, key tile j)
-// pair: Q_i, dO_i and per row lse_i, D_i; K_j, V_j; P_ij (read by the dK, dV
-// pass only) and dS_ij. K and V have a padded row stride (d + 1): threads
-// walk them by row, and the padding puts those rows on different banks.
+// pair: Q_i, dO_i and per row lse_i, D_i; K_j and V_j transposed (d x rows,
+// stride rows + 1: the scores' key tiles, as in the forward), K_j as rows too
+// (dQ += dS K reads them so); P_ij (read by the dK, dV pass only) and dS_ij.
 template <class Exec, class Precision>
 struct SoftmaxTilePair {
   using T = accum_t<Precision>;
   using Scratch = ScratchMatrix<Exec, T>;
-  Scratch Q, dO, row_stats, K, V, P, dS;  // row_stats(r, 0) = lse, row_stats(r, 1) = D
+  Scratch Q, dO, row_stats, K, Kt, Vt, P, dS;  // row_stats(r, 0) = lse, row_stats(r, 1) = D
 
   static std::size_t bytes(int rows, int qk_dim, int v_dim) {
     return scratch_bytes<Exec, T>(rows, qk_dim) + scratch_bytes<Exec, T>(rows, v_dim) +
            scratch_bytes<Exec, T>(rows, 2) + scratch_bytes<Exec, T>(rows, qk_dim + 1) +
-           scratch_bytes<Exec, T>(rows, v_dim + 1) + 2 * scratch_bytes<Exec, T>(rows, rows + 1);
+           scratch_bytes<Exec, T>(qk_dim, rows + 1) + scratch_bytes<Exec, T>(v_dim, rows + 1) +
+           2 * scratch_bytes<Exec, T>(rows, rows + 1);
   }
 
   template <class Member>
@@ -45,7 +46,8 @@ struct SoftmaxTilePair {
         dO(team.team_scratch(0), rows, v_dim),
         row_stats(team.team_scratch(0), rows, 2),
         K(team.team_scratch(0), rows, qk_dim + 1),
-        V(team.team_scratch(0), rows, v_dim + 1),
+        Kt(team.team_scratch(0), qk_dim, rows + 1),
+        Vt(team.team_scratch(0), v_dim, rows + 1),
         P(team.team_scratch(0), rows, rows + 1),
         dS(team.team_scratch(0), rows, rows + 1) {}
 
@@ -67,7 +69,8 @@ struct SoftmaxTilePair {
   KOKKOS_INLINE_FUNCTION void load_keys(const Member& team, const Tensor& k, const Tensor& v, int b, int h, int k0,
                                         int nk) const {
     load_rows<Precision>(team, K, k, b, h, k0, nk, int(Q.extent(1)));
-    load_rows<Precision>(team, V, v, b, h, k0, nk, int(dO.extent(1)));
+    load_rows_transposed<Precision>(team, Kt, k, b, h, k0, nk, int(Q.extent(1)));
+    load_rows_transposed<Precision>(team, Vt, v, b, h, k0, nk, int(dO.extent(1)));
   }
 
   // Alg. 2 lines 11-14: S_ij = Q_i K_j^T into P and dP_ij = dO_i V_j^T into
@@ -78,12 +81,10 @@ struct SoftmaxTilePair {
   KOKKOS_INLINE_FUNCTION void recompute_scores(const Member& team, int r0, int nr, int k0, int nk, bool causal,
                                                T scale) const {
     const int qk_dim = int(Q.extent(1)), v_dim = int(dO.extent(1));
-    // K and V stay as rows (dQ += dS K reads them so); scores reads them transposed.
-    scores(team, Q, [&](int j, int c) { return K(c, j); }, nr, nk, qk_dim, [&](int r, int j, T s) { P(r, j) = s; });
-    scores(team, dO, [&](int j, int c) { return V(c, j); }, nr, nk, v_dim, [&](int r, int j, T dp) { dS(r, j) = dp; });
+    scores(team, Q, Kt, nr, nk, qk_dim, [&](int r, int j, T s) { P(r, j) = s; });
+    scores(team, dO, Vt, nr, nk, v_dim, [&](int r, int j, T dp) { dS(r, j) = dp; });
     team.team_barrier();
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nr * nk), [&](int i) {
-      const int r = i / nk, j = i % nk;
+    team_for_each(team, nr, nk, [&](int r, int j) {
       const bool visible = !causal || k0 + j <= r0 + r;
       const T p = visible ? attn::exp(P(r, j) * scale - row_stats(r, 0)) : T(0);
       P(r, j) = p;
@@ -124,7 +125,7 @@ void softmax_backward_dq(const Exec& exec, const Shape& s, const Tensor4<Exec, s
   const char* label = causal ? "softmax_causal_bwd_dq" : "softmax_full_bwd_dq";
   const int qk_dim = s.dk, v_dim = s.dv, L = s.seq, H = s.heads;
   auto bytes = [&](int r) { return Pair::bytes(r, qk_dim, v_dim) + scratch_bytes<Exec, T>(r, qk_dim); };
-  const int rows = tile_rows_that_fit<Exec>(32, bytes);
+  const int rows = tile_rows_that_fit<Exec>(max_tile_rows<Exec>(), bytes);
   if (rows == 0) tiles_do_not_fit(label, s);
   const int R = std::min(rows, L);
   const int tiles = ceil_div(L, R);
@@ -153,9 +154,8 @@ void softmax_backward_dq(const Exec& exec, const Shape& s, const Tensor4<Exec, s
       add_product(team, acc, t.dS, t.K, nr, nk, qk_dim);
     }
     team.team_barrier();
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nr * qk_dim), [&](int i) {
-      dq(b, h, r0 + i / qk_dim, i % qk_dim) = storage_t<P>(scale * acc(i / qk_dim, i % qk_dim));
-    });
+    detail::team_for_each(team, nr, qk_dim,
+                          [&](int r, int c) { dq(b, h, r0 + r, c) = storage_t<P>(scale * acc(r, c)); });
   });
 }
 
@@ -177,7 +177,7 @@ void softmax_backward_dk_dv(const Exec& exec, const Shape& s, const Tensor4<Exec
   auto bytes = [&](int r) {
     return Pair::bytes(r, qk_dim, v_dim) + scratch_bytes<Exec, T>(r, qk_dim) + scratch_bytes<Exec, T>(r, v_dim);
   };
-  const int rows = tile_rows_that_fit<Exec>(32, bytes);
+  const int rows = tile_rows_that_fit<Exec>(max_tile_rows<Exec>(), bytes);
   if (rows == 0) tiles_do_not_fit(label, s);
   const int R = std::min(rows, L);
   const int tiles = ceil_div(L, R);
@@ -207,12 +207,9 @@ void softmax_backward_dk_dv(const Exec& exec, const Shape& s, const Tensor4<Exec
       add_transposed_product(team, dk_acc, t.dS, t.Q, nk, nr, qk_dim);
     }
     team.team_barrier();
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nk * qk_dim), [&](int i) {
-      dk(b, h, k0 + i / qk_dim, i % qk_dim) = storage_t<P>(scale * dk_acc(i / qk_dim, i % qk_dim));
-    });
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nk * v_dim), [&](int i) {
-      dv(b, h, k0 + i / v_dim, i % v_dim) = storage_t<P>(dv_acc(i / v_dim, i % v_dim));
-    });
+    detail::team_for_each(team, nk, qk_dim,
+                          [&](int r, int c) { dk(b, h, k0 + r, c) = storage_t<P>(scale * dk_acc(r, c)); });
+    detail::team_for_each(team, nk, v_dim, [&](int r, int c) { dv(b, h, k0 + r, c) = storage_t<P>(dv_acc(r, c)); });
   });
 }
 
