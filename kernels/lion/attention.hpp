@@ -37,15 +37,14 @@ void lion_attention_forward(const Exec& exec, const Tensor4<Exec, T>& q, const T
   const int width = dv + (scaled ? 1 : 0);  // column dv accumulates the row sum
   const auto mask = detail::lion_log_mask<Exec, T>(exec, options, decay_rate, log_decay);
 
-  // Q and K tiles have a padded row stride (dk + 1) against shared-memory bank
-  // conflicts; each query and key row also carries its two mask coordinates.
+  // The key tile is stored transposed (dk x rows, stride rows + 1), as the
+  // scores read it; each query and key row also carries its two mask coordinates.
   auto bytes = [&](int r) {
-    return 2 * scratch_bytes<Exec, T>(r, dk + 1) + 2 * scratch_bytes<Exec, T>(r, width) +
+    return scratch_bytes<Exec, T>(r, dk + 1) + scratch_bytes<Exec, T>(dk, r + 1) + 2 * scratch_bytes<Exec, T>(r, width) +
            scratch_bytes<Exec, T>(r, r + 1) + 2 * scratch_bytes<Exec, detail::MaskCoordinate>(r, 2);
   };
-  int rows = 32;
-  while (rows > 1 && bytes(rows) > scratch_budget_bytes<Exec>()) rows /= 2;
-  if (bytes(rows) > scratch_budget_bytes<Exec>()) tiles_do_not_fit("lion/attention", s);
+  const int rows = tile_rows_that_fit<Exec>(max_tile_rows<Exec>(), bytes);
+  if (rows == 0) tiles_do_not_fit("lion/attention", s);
   const int R = std::min(rows, L);
   const int tiles = ceil_div(L, R);
 
@@ -56,7 +55,7 @@ void lion_attention_forward(const Exec& exec, const Tensor4<Exec, T>& q, const T
     const detail::TeamTile t = detail::team_tile(team.league_rank(), tiles, H, R, L);
     const int b = t.b, h = t.h, r0 = t.first, nr = t.count;
 
-    Scratch Qs(team.team_scratch(0), R, dk + 1), Ks(team.team_scratch(0), R, dk + 1);
+    Scratch Qs(team.team_scratch(0), R, dk + 1), Kt(team.team_scratch(0), dk, R + 1);
     Scratch Vs(team.team_scratch(0), R, width), acc(team.team_scratch(0), R, width);
     Scratch P(team.team_scratch(0), R, R + 1);
     Coordinates query_coords(team.team_scratch(0), R, 2), key_coords(team.team_scratch(0), R, 2);
@@ -69,17 +68,13 @@ void lion_attention_forward(const Exec& exec, const Tensor4<Exec, T>& q, const T
       const int k0 = kt * R;
       const int nk = (L - k0 < R) ? L - k0 : R;
       team.team_barrier();  // the previous tile's V and P are no longer read
-      detail::load_rows(team, Ks, k, b, h, k0, nk, dk);
+      detail::load_rows_transposed(team, Kt, k, b, h, k0, nk, dk);
       detail::load_values_and_ones(team, Vs, v, b, h, k0, nk, dv, width);
       detail::load_mask_coordinates(team, key_coords, mask, b, h, k0, nk);
       team.team_barrier();
       // Weights (q_i . k_j) M_ij, the mask built in log space (docs/lion.md §3.4).
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nr * nk), [&](int i) {
-        const int r = i / nk, j = i % nk;
-        T dot = 0;
-        for (int c = 0; c < dk; ++c) dot += Qs(r, c) * Ks(j, c);
-        P(r, j) = masked ? dot * detail::lion_mask_entry<T>(r0 + r, query_coords(r, 0),
-                                                            query_coords(r, 1), k0 + j,
+      detail::scores(team, Qs, Kt, nr, nk, dk, [&](int r, int j, T dot) {
+        P(r, j) = masked ? dot * detail::lion_mask_entry<T>(r0 + r, query_coords(r, 0), query_coords(r, 1), k0 + j,
                                                             key_coords(j, 0), key_coords(j, 1))
                          : dot;
       });

@@ -53,19 +53,19 @@ void lion_chunk_forward(const Exec& exec, const Tensor4<Exec, T>& q, const Tenso
   const int width = dv + (scaled ? 1 : 0);  // column dv accumulates Den
   const auto mask = detail::lion_log_mask<Exec, T>(exec, options, decay_rate, log_decay);
 
-  // Per team: Q and K sub-tiles (padded stride against bank conflicts), V and
+  // Per team: the Q sub-tile and the K sub-tile transposed (as the scores read
+  // it; padded strides against bank conflicts), V and
   // the Num/Den accumulator, the scores, and the mask: coordinates of query and
   // key rows (diagonal block), two factors per query row (j < i, j > i) and one
   // per key row (off-diagonal blocks).
   auto bytes = [&](int r) {
-    return 2 * scratch_bytes<Exec, T>(r, dk + 1) + 2 * scratch_bytes<Exec, T>(r, width) +
+    return scratch_bytes<Exec, T>(r, dk + 1) + scratch_bytes<Exec, T>(dk, r + 1) + 2 * scratch_bytes<Exec, T>(r, width) +
            scratch_bytes<Exec, T>(r, r + 1) +
            2 * scratch_bytes<Exec, detail::MaskCoordinate>(r, 2) + scratch_bytes<Exec, T>(r, 2) +
            scratch_bytes<Exec, T>(r, 1);
   };
-  int rows = 32;
-  while (rows > 1 && bytes(rows) > scratch_budget_bytes<Exec>()) rows /= 2;
-  if (bytes(rows) > scratch_budget_bytes<Exec>()) tiles_do_not_fit("lion/chunk", s);
+  const int rows = tile_rows_that_fit<Exec>(max_tile_rows<Exec>(), bytes);
+  if (rows == 0) tiles_do_not_fit("lion/chunk", s);
   const int R = std::min(rows, C);
   const int chunks = ceil_div(L, C);
   const int subtiles = ceil_div(C, R);  // query (and key) sub-tiles per chunk
@@ -84,7 +84,7 @@ void lion_chunk_forward(const Exec& exec, const Tensor4<Exec, T>& q, const Tenso
     if (r0 > chunk_last) return;  // the last chunk is shorter
     const int nr = (chunk_last + 1 - r0 < R) ? chunk_last + 1 - r0 : R;
 
-    Scratch Qs(team.team_scratch(0), R, dk + 1), Ks(team.team_scratch(0), R, dk + 1);
+    Scratch Qs(team.team_scratch(0), R, dk + 1), Kt(team.team_scratch(0), dk, R + 1);
     Scratch Vs(team.team_scratch(0), R, width), acc(team.team_scratch(0), R, width);
     Scratch P(team.team_scratch(0), R, R + 1);
     Coordinates query_coords(team.team_scratch(0), R, 2), key_coords(team.team_scratch(0), R, 2);
@@ -108,7 +108,7 @@ void lion_chunk_forward(const Exec& exec, const Tensor4<Exec, T>& q, const Tenso
       for (int k0 = j * C; k0 < key_end; k0 += R) {
         const int nk = (key_end - k0 < R) ? key_end - k0 : R;
         team.team_barrier();  // the previous key sub-tile's V and P are no longer read
-        detail::load_rows(team, Ks, k, b, h, k0, nk, dk);
+        detail::load_rows_transposed(team, Kt, k, b, h, k0, nk, dk);
         detail::load_values_and_ones(team, Vs, v, b, h, k0, nk, dv, width);
         // Key-row mask data: coordinates for the diagonal block (Gamma), else
         // the key factor exp(F_first - F_c) (j < i) or exp(G_c - G_last) (j > i).
@@ -122,10 +122,7 @@ void lion_chunk_forward(const Exec& exec, const Tensor4<Exec, T>& q, const Tenso
           }
         });
         team.team_barrier();
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nr * nk), [&](int x) {
-          const int r = x / nk, c = x % nk;
-          T dot = 0;
-          for (int e = 0; e < dk; ++e) dot += Qs(r, e) * Ks(c, e);
+        detail::scores(team, Qs, Kt, nr, nk, dk, [&](int r, int c, T dot) {
           T weight = dot;
           if (masked)
             weight = j == i ? dot * detail::lion_mask_entry<T>(r0 + r, query_coords(r, 0),
