@@ -4,6 +4,7 @@
 // and walks the tokens in order. Memory O(L d): only the state block lives in
 // team scratch.
 #pragma once
+#include "common/team_tiles.hpp"
 #include "common/value_blocks.hpp"
 
 #include <algorithm>
@@ -24,8 +25,10 @@ void linear_recurrent_forward(const Exec& exec, const Tensor4<Exec, T>& q,
     return scratch_bytes<Exec, T>(dk, cols + 1) + 2 * scratch_bytes<Exec, T>(tokens, dk) +
            2 * scratch_bytes<Exec, T>(tokens, cols + 1);
   };
-  // 31 value columns + the normaliser column = one 32-thread warp on a GPU.
-  const auto [fit_tokens, cols] = detail::fit_rows_and_columns<Exec>(32, std::min(dv, 31), bytes);
+  // On a GPU, 31 value columns + the normaliser column = one 32-thread warp;
+  // on the host, every column in one team (they are its vector lanes).
+  const int most_columns = is_host_space<Exec>() ? 255 : 31;
+  const auto [fit_tokens, cols] = detail::fit_rows_and_columns<Exec>(32, std::min(dv, most_columns), bytes);
   if (cols == 0) tiles_do_not_fit("linear/recurrent", s);
   const int tokens = std::min(fit_tokens, L);
   const int blocks = ceil_div(dv, cols);
@@ -59,7 +62,11 @@ void linear_recurrent_forward(const Exec& exec, const Tensor4<Exec, T>& q,
         Vs(t, c) = c < w ? v(b, h, t0 + t, c0 + c) : T(1);
       });
       team.team_barrier();
-      // Column c of S depends only on k and v[c]: no synchronisation between tokens.
+      // Column c of S depends only on k and v[c]: no synchronisation between
+      // tokens. On a GPU each thread walks the tokens for its column; on the
+      // host the columns are the vector lanes (rows of S are contiguous), with
+      // the same operations in the same order per column.
+#if defined(__CUDA_ARCH__)
       Kokkos::parallel_for(Kokkos::TeamThreadRange(team, w + 1), [&](int c) {
         for (int t = 0; t < nt; ++t) {
           const T vc = Vs(t, c);
@@ -72,6 +79,25 @@ void linear_recurrent_forward(const Exec& exec, const Tensor4<Exec, T>& q,
           out(t, c) = num;
         }
       });
+#else
+      Kokkos::single(Kokkos::PerTeam(team), [&]() {
+        for (int t = 0; t < nt; ++t) {
+          T* const num = &out(t, 0);
+          const T* const vt = &Vs(t, 0);
+          ATTN_SIMD
+          for (int c = 0; c <= w; ++c) num[c] = 0;
+          for (int i = 0; i < dk; ++i) {
+            T* const state = &S(i, 0);
+            const T ki = Ks(t, i), qi = Qs(t, i);
+            ATTN_SIMD
+            for (int c = 0; c <= w; ++c) {
+              state[c] += ki * vt[c];
+              num[c] += qi * state[c];
+            }
+          }
+        }
+      });
+#endif
       team.team_barrier();
       Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nt * w), [&](int i) {
         const int t = i / w, c = i % w;
