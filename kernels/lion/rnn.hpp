@@ -51,12 +51,15 @@ void lion_rnn_forward(const Exec& exec, const Tensor4<Exec, T>& q, const Tensor4
   const auto step_decay = detail::lion_step_decay<Exec, T>(options, decay_rate, log_decay);
 
   // Per team: state block S (dk x cols); a tile of tokens' q, k, v; per token
-  // the step decay minus one and (q . k)/2.
+  // the step decay minus one and (q . k)/2; one token's q.S per column (host).
   auto bytes = [&](int tokens, int cols) {
     return scratch_bytes<Exec, T>(dk, cols) + 2 * scratch_bytes<Exec, T>(tokens, dk) +
-           scratch_bytes<Exec, T>(tokens, cols) + scratch_bytes<Exec, T>(tokens, 2);
+           scratch_bytes<Exec, T>(tokens, cols) + scratch_bytes<Exec, T>(tokens, 2) + scratch_bytes<Exec, T>(1, cols);
   };
-  const auto [fit_tokens, cols] = detail::fit_rows_and_columns<Exec>(32, std::min(width, 32), bytes);
+  // On a GPU a thread per state column (a warp of 32); on the host every
+  // column in one team (they are its vector lanes).
+  const int most_columns = is_host_space<Exec>() ? 255 : 32;
+  const auto [fit_tokens, cols] = detail::fit_rows_and_columns<Exec>(32, std::min(width, most_columns), bytes);
   if (cols == 0) tiles_do_not_fit("lion/rnn", s);
   const int tokens = std::min(fit_tokens, L);
   const int blocks = ceil_div(width, cols);
@@ -89,6 +92,9 @@ void lion_rnn_forward(const Exec& exec, const Tensor4<Exec, T>& q, const Tensor4
     Scratch Qs(team.team_scratch(0), tokens, dk), Ks(team.team_scratch(0), tokens, dk);
     Scratch Vs(team.team_scratch(0), tokens, cols);
     Scratch token_scalars(team.team_scratch(0), tokens, 2);  // g_t - 1, (q_t . k_t)/2
+#if !defined(__CUDA_ARCH__)
+    Scratch q_state(team.team_scratch(0), 1, cols);  // q_t . S[:, c] per column
+#endif
     Kokkos::parallel_for(Kokkos::TeamThreadRange(team, dk * w),
                          [&](int i) { S(i / w, i % w) = T(0); });
 
@@ -120,7 +126,17 @@ void lion_rnn_forward(const Exec& exec, const Tensor4<Exec, T>& q, const Tensor4
         token_scalars(t, 1) = dot / 2;
       });
       team.team_barrier();
-      // Column c of S (and of z) depends only on k and v[c]: no synchronisation between tokens.
+      // Column c of S (and of z) depends only on k and v[c]: no synchronisation
+      // between tokens. On a GPU each thread walks the tokens for its column;
+      // on the host the columns are the vector lanes (rows of S are
+      // contiguous), with the same operations in the same order per column.
+      auto write = [&](int t, int c, T result) {
+        if (c0 + c < dv)
+          y(b, h, first + t, c0 + c) = result;
+        else
+          c_out(b, h, first + t) = result;
+      };
+#if defined(__CUDA_ARCH__)
       Kokkos::parallel_for(Kokkos::TeamThreadRange(team, w), [&](int c) {
         for (int step_index = 0; step_index < nt; ++step_index) {
           const int t = backward ? nt - 1 - step_index : step_index;
@@ -131,13 +147,32 @@ void lion_rnn_forward(const Exec& exec, const Tensor4<Exec, T>& q, const Tensor4
             S(i, c) = state;
             qS += Qs(t, i) * state;
           }
-          const T result = qS - token_scalars(t, 1) * vc;  // (84a, 83c)
-          if (c0 + c < dv)
-            y(b, h, first + t, c0 + c) = result;
-          else
-            c_out(b, h, first + t) = result;
+          write(t, c, qS - token_scalars(t, 1) * vc);  // (84a, 83c)
         }
       });
+#else
+      Kokkos::single(Kokkos::PerTeam(team), [&]() {
+        T* const qS = &q_state(0, 0);
+        for (int step_index = 0; step_index < nt; ++step_index) {
+          const int t = backward ? nt - 1 - step_index : step_index;
+          const T* const vt = &Vs(t, 0);
+          const T decay_minus_one = token_scalars(t, 0);
+          ATTN_SIMD
+          for (int c = 0; c < w; ++c) qS[c] = 0;
+          for (int i = 0; i < dk; ++i) {
+            T* const row = &S(i, 0);
+            const T ki = Ks(t, i), qi = Qs(t, i);
+            ATTN_SIMD
+            for (int c = 0; c < w; ++c) {
+              const T state = row[c] + (decay_minus_one * row[c] + ki * vt[c]);  // (83a, 83b)
+              row[c] = state;
+              qS[c] += qi * state;
+            }
+          }
+          for (int c = 0; c < w; ++c) write(t, c, qS[c] - token_scalars(t, 1) * vt[c]);  // (84a, 83c)
+        }
+      });
+#endif
     }
   });
 
