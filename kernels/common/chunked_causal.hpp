@@ -22,6 +22,7 @@
 #include "common/value_blocks.hpp"
 
 #include <algorithm>
+#include <utility>
 #include <stdexcept>
 #include <string>
 
@@ -61,7 +62,9 @@ void chunked_causal_attention(const Exec& exec, const char* label, const Tensor4
            scratch_bytes<Exec, T>(dk, rows + 1) + 2 * scratch_bytes<Exec, T>(rows, cols) +
            scratch_bytes<Exec, T>(1, rows) + scratch_bytes<Exec, T>(rows, rows + 1) + scratch_bytes<Exec, T>(1, C + 1);
   };
-  const auto [fit_rows, cols] = fit_rows_and_columns<Exec>(max_tile_rows<Exec>(), std::min(dv, max_tile_rows<Exec>()), bytes);
+  // Plain ints, not a structured binding: the kernel lambda captures them.
+  const std::pair<int, int> fit = fit_rows_and_columns<Exec>(max_tile_rows<Exec>(), std::min(dv, max_tile_rows<Exec>()), bytes);
+  const int fit_rows = fit.first, cols = fit.second;
   if (cols == 0) tiles_do_not_fit(label, s);
   const int R = std::min(fit_rows, C);
   const int blocks = ceil_div(dv, cols);

@@ -8,6 +8,7 @@
 #include "common/value_blocks.hpp"
 
 #include <algorithm>
+#include <utility>
 
 namespace attn {
 
@@ -28,7 +29,9 @@ void linear_recurrent_forward(const Exec& exec, const Tensor4<Exec, T>& q,
   // On a GPU, 31 value columns + the normaliser column = one 32-thread warp;
   // on the host, every column in one team (they are its vector lanes).
   const int most_columns = is_host_space<Exec>() ? 255 : 31;
-  const auto [fit_tokens, cols] = detail::fit_rows_and_columns<Exec>(32, std::min(dv, most_columns), bytes);
+  // Plain ints, not a structured binding: the kernel lambda captures them.
+  const std::pair<int, int> fit = detail::fit_rows_and_columns<Exec>(32, std::min(dv, most_columns), bytes);
+  const int fit_tokens = fit.first, cols = fit.second;
   if (cols == 0) tiles_do_not_fit("linear/recurrent", s);
   const int tokens = std::min(fit_tokens, L);
   const int blocks = ceil_div(dv, cols);

@@ -33,6 +33,7 @@
 #include "lion/mask.hpp"
 
 #include <algorithm>
+#include <utility>
 
 namespace attn {
 
@@ -59,7 +60,9 @@ void lion_rnn_forward(const Exec& exec, const Tensor4<Exec, T>& q, const Tensor4
   // On a GPU a thread per state column (a warp of 32); on the host every
   // column in one team (they are its vector lanes).
   const int most_columns = is_host_space<Exec>() ? 255 : 32;
-  const auto [fit_tokens, cols] = detail::fit_rows_and_columns<Exec>(32, std::min(width, most_columns), bytes);
+  // Plain ints, not a structured binding: the kernel lambda captures them.
+  const std::pair<int, int> fit = detail::fit_rows_and_columns<Exec>(32, std::min(width, most_columns), bytes);
+  const int fit_tokens = fit.first, cols = fit.second;
   if (cols == 0) tiles_do_not_fit("lion/rnn", s);
   const int tokens = std::min(fit_tokens, L);
   const int blocks = ceil_div(width, cols);
