@@ -80,7 +80,7 @@ Kokkos::TeamPolicy<Exec> team_policy(const Exec& exec, int league, int device_te
 // Level-0 scratch budget per team, and the most rows a tile takes: on CUDA,
 // Kokkos 3.4 caps shared memory at 40 KiB per team (kernels/softmax/README.md)
 // and tiles of 32 rows keep a 128-thread team busy; on a CPU a team is one
-// core's, whose L2 holds 160 KiB of tiles, and taller tiles (64 rows)
+// core's, whose L2 holds 320 KiB of tiles, and taller tiles (up to 128 rows)
 // amortise each load over more of the host products' register blocks.
 template <class Exec>
 constexpr std::size_t scratch_budget_bytes() {
