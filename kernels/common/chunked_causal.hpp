@@ -123,7 +123,8 @@ void chunked_causal_attention(const Exec& exec, const char* label, const Tensor4
         // Intra-chunk: the masked quadratic part, key sub-tiles up to the
         // diagonal. In the diagonal sub-tile the masked pairs' products are
         // computed with the rest and replaced by zeros; their decay is never
-        // evaluated (its power would be negative).
+        // used (its power would be negative: the clamped index only keeps a
+        // vectorised select inside the table).
         for (int bs = 0; bs <= a; ++bs) {
           const int k0 = start + bs * R;
           const int nk = (start + len - k0 < R) ? start + len - k0 : R;
@@ -157,13 +158,11 @@ void chunked_causal_attention(const Exec& exec, const char* label, const Tensor4
         const int nk = (start + len - k0 < R) ? start + len - k0 : R;
         load_keys(k0, nk);
         team.team_barrier();
+        auto decayed_key = [&](int d, int j) { return Kt(d, j) * decay(start + len - 1 - k0 - j); };
         team_product(
-            team, dk, w, nk, [&](int d, int j) { return Kt(d, j) * decay(start + len - 1 - k0 - j); },
-            [&](int j, int c) { return Vs(j, c); }, [&](int d, int c, T sum) { S(d, c) += sum; });
-        if (normalise)
-          team_row_sums(
-              team, dk, nk, [&](int d, int j) { return Kt(d, j) * decay(start + len - 1 - k0 - j); },
-              [&](int d, T sum) { z(0, d) += sum; });
+            team, dk, w, nk, decayed_key, [&](int j, int c) { return Vs(j, c); },
+            [&](int d, int c, T sum) { S(d, c) += sum; });
+        if (normalise) team_row_sums(team, dk, nk, decayed_key, [&](int d, T sum) { z(0, d) += sum; });
       }
     }
   });

@@ -267,19 +267,27 @@ __device__ __forceinline__ void bf16_fragment_pair(std::uint32_t (&b)[4], const 
                  : "r"(row));
 }
 
+// bf16, one k-step: C's n-tiles += a times B's fragments, loaded two n-tiles
+// at a time (bf16_fragment_pair).
+template <bool KMajor, int N>
+__device__ __forceinline__ void add_bf16_fragment_pairs(Accumulator<N>& C, const AFragment<bf16>& a,
+                                                        const std::uint16_t* B, int ld, int kk) {
+  static_assert(N % 16 == 0, "bf16 products load two n-tiles at once");
+  #pragma unroll
+  for (int j = 0; j < N / 8; j += 2) {
+    std::uint32_t b[4];
+    bf16_fragment_pair<KMajor>(b, B, ld, 8 * j, kk);
+    mma<bf16>(C.c[j], a, b[0], b[1]);
+    mma<bf16>(C.c[j + 1], a, b[2], b[3]);
+  }
+}
+
 // One k-step of C (16 x N) += A B^T, B = rows 0 .. N-1 of a [n][k] shared tile.
 template <class P, int N>
 __device__ __forceinline__ void add_abt_step(Accumulator<N>& C, const AFragment<P>& a, const operand_t<P>* B, int ld,
                                              int kk) {
   if constexpr (std::is_same_v<P, bf16>) {
-    static_assert(N % 16 == 0, "bf16 products load two n-tiles at once");
-    #pragma unroll
-    for (int j = 0; j < N / 8; j += 2) {
-      std::uint32_t b[4];
-      bf16_fragment_pair<false>(b, B, ld, 8 * j, kk);
-      mma<P>(C.c[j], a, b[0], b[1]);
-      mma<P>(C.c[j + 1], a, b[2], b[3]);
-    }
+    add_bf16_fragment_pairs<false>(C, a, B, ld, kk);
   } else {
     #pragma unroll
     for (int j = 0; j < N / 8; ++j) {
@@ -313,20 +321,14 @@ __device__ __forceinline__ void add_abt(Accumulator<N>& C, const operand_t<P>* A
 template <class P, int N, int K>
 __device__ __forceinline__ void add_ab(Accumulator<N>& C, const Accumulator<K>& W, const operand_t<P>* B, int ld) {
   if constexpr (std::is_same_v<P, bf16>) {
-    static_assert(K % 16 == 0 && N % 16 == 0, "bf16 products take 16 keys per step, two n-tiles at once");
+    static_assert(K % 16 == 0, "bf16 products take 16 keys per step");
     #pragma unroll
     for (int kk = 0; kk < K / 16; ++kk) {
       const float(&lo)[4] = W.c[2 * kk];
       const float(&hi)[4] = W.c[2 * kk + 1];
       const AFragment<P> a = {{pack_bf16(lo[0], lo[1]), pack_bf16(lo[2], lo[3]), pack_bf16(hi[0], hi[1]),
                                pack_bf16(hi[2], hi[3])}};
-      #pragma unroll
-      for (int j = 0; j < N / 8; j += 2) {
-        std::uint32_t b[4];
-        bf16_fragment_pair<true>(b, B, ld, 8 * j, kk);
-        mma<P>(C.c[j], a, b[0], b[1]);
-        mma<P>(C.c[j + 1], a, b[2], b[3]);
-      }
+      add_bf16_fragment_pairs<true>(C, a, B, ld, kk);
     }
   } else {
     const int g = lane_id() >> 2, t = lane_id() & 3;

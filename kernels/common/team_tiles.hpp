@@ -103,13 +103,13 @@ template <class Member, class A, class B, class Store>
 KOKKOS_INLINE_FUNCTION void team_product(const Member& team, int rows, int cols, int inner, const A& a, const B& b,
                                          const Store& store) {
   using T = decltype(a(0, 0) * b(0, 0));
-#if defined(__CUDA_ARCH__)
-  Kokkos::parallel_for(Kokkos::TeamThreadRange(team, rows * cols), [&](int i) {
-    const int r = i / cols, c = i % cols;
+  auto one_output = [&](int r, int c) {  // a plain dot product
     T sum = 0;
     for (int j = 0; j < inner; ++j) sum += a(r, j) * b(j, c);
     store(r, c, sum);
-  });
+  };
+#if defined(__CUDA_ARCH__)
+  Kokkos::parallel_for(Kokkos::TeamThreadRange(team, rows * cols), [&](int i) { one_output(i / cols, i % cols); });
 #else
   constexpr int host_rows = 8, host_cols = 128 / int(sizeof(T));
   const int block_cols = (cols + host_cols - 1) / host_cols;
@@ -129,11 +129,7 @@ KOKKOS_INLINE_FUNCTION void team_product(const Member& team, int rows, int cols,
       }
     } else {
       for (int r = r0; r < rows && r < r0 + host_rows; ++r)
-        for (int c = c0; c < cols && c < c0 + host_cols; ++c) {
-          T sum = 0;
-          for (int j = 0; j < inner; ++j) sum += a(r, j) * b(j, c);
-          store(r, c, sum);
-        }
+        for (int c = c0; c < cols && c < c0 + host_cols; ++c) one_output(r, c);
     }
   });
 #endif

@@ -52,9 +52,8 @@ void lion_materialised_forward(const Exec& exec, const Tensor4<Exec, T>& q,
     return scratch_bytes<Exec, T>(r, r + 1) + 2 * scratch_bytes<Exec, T>(r, width);
   };
   auto bytes = [&](int r) { return std::max(score_bytes(r), product_bytes(r)); };
-  int rows = 32;
-  while (rows > 1 && bytes(rows) > scratch_budget_bytes<Exec>()) rows /= 2;
-  if (bytes(rows) > scratch_budget_bytes<Exec>()) tiles_do_not_fit("lion/materialised", s);
+  const int rows = tile_rows_that_fit<Exec>(32, bytes);
+  if (rows == 0) tiles_do_not_fit("lion/materialised", s);
   const int R = std::min(rows, L);
   const int tiles = ceil_div(L, R);
   using Member = typename Kokkos::TeamPolicy<Exec>::member_type;
