@@ -613,7 +613,7 @@ int measure_sweep(const Sweep& sweep, const Backend& backend) {
                                             fmt::join(sweep.precisions, ",")));
   for (const auto& line : unsupported) fmt::print("{}\n", line);
   const std::string config = kokkos_configuration();
-  std::map<std::string, std::string> attributes{
+  const std::map<std::string, std::string> attributes{
       {"backend", backend.name},
       {"device", device_name(backend.name, config)},
       {"precision", fmt::format("{}", fmt::join(sweep.precisions, ","))},
@@ -621,16 +621,16 @@ int measure_sweep(const Sweep& sweep, const Backend& backend) {
       {"date", now_iso8601()},
       {"command_line", sweep.command_line},
       {"kokkos_configuration", config}};
-  if (backend.is_host) {  // the roofline's ceilings, measured on this CPU now (plots/render reads them)
-    const HostCeilings c = measure_host_ceilings();
-    attributes["peak_gflops"] = fmt::format("{:.1f}", c.fma_gflops);
-    attributes["peak_gbps"] = fmt::format("{:.1f}", c.copy_gbps);
-  }
   const std::string hint = "To resume, run the same command again:\n  " + shell_quoted(sweep.command_line) + "\n";
   std::snprintf(interruption::resume_hint, sizeof interruption::resume_hint, "%s", hint.c_str());
   const interruption::Guard guard;  // before the file: the file closes before the handlers are restored
   const std::unique_ptr<ResultFile> opened = open_result_file(sweep, attributes);
   ResultFile& file = *opened;
+  if (backend.is_host && !file.resumed()) {  // a new file: the roofline's ceilings, measured on this CPU now
+    const HostCeilings c = measure_host_ceilings();  // (a resumed file keeps its attributes, these included)
+    file.set_attribute("peak_gflops", fmt::format("{:.1f}", c.fma_gflops));
+    file.set_attribute("peak_gbps", fmt::format("{:.1f}", c.copy_gbps));
+  }
   const std::vector<Point> points = plan_points(sweep, backend.name);
   const Todo todo = points_to_measure(points, file);
   const std::size_t kept = points.size() - todo.points.size();
