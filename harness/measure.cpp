@@ -271,7 +271,7 @@ ResultRow measure_point(const Form& form, const Shape& shape, const FormParams& 
         if (budget.exceeded()) break;
       }
       const bool timed = !budget.exceeded() && time_point<Exec, P>(exec, form, x, params, options, budget, row);
-      row.peak_bytes = memory::peak(space);
+      row.peak_bytes = memory::peak_since_reset(space);
       if (!timed) return mark_timed_out(row, budget);
       if (!all_finite(exec, x)) {
         row.status = "error";

@@ -10,7 +10,7 @@ namespace attn::memory {
 namespace {
 
 struct Usage {
-  std::uint64_t live = 0, peak = 0;
+  std::uint64_t live = 0, peak = 0, base = 0;  // base: live at the last reset_peak
 };
 std::mutex mutex;
 std::map<std::string, Usage> usage;
@@ -38,12 +38,13 @@ void install_hooks() {
 void reset_peak(const std::string& space) {
   std::lock_guard<std::mutex> lock(mutex);
   auto& u = usage[space];
-  u.peak = u.live;
+  u.peak = u.base = u.live;
 }
 
-std::uint64_t peak(const std::string& space) {
+std::uint64_t peak_since_reset(const std::string& space) {
   std::lock_guard<std::mutex> lock(mutex);
-  return usage[space].peak;
+  const Usage& u = usage[space];
+  return u.peak > u.base ? u.peak - u.base : 0;
 }
 
 std::uint64_t live(const std::string& space) {

@@ -8,8 +8,11 @@
 namespace attn::memory {
 
 void install_hooks();                       // once, after Kokkos::initialize
-void reset_peak(const std::string& space);  // peak := live
-std::uint64_t peak(const std::string& space);
+// A point's peak: the most bytes live at once since reset_peak, beyond those
+// live at the reset (Kokkos's own pools, kept from earlier points, do not
+// count; a pool that grows during the point does).
+void reset_peak(const std::string& space);
+std::uint64_t peak_since_reset(const std::string& space);
 std::uint64_t live(const std::string& space);
 
 // Bytes free for new allocations in the space: cudaMemGetInfo on CUDA,

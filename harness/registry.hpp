@@ -52,6 +52,8 @@ struct InputOptions {
 enum class MemoryKind {
   io_only,    // nothing: tiles live in team scratch
   linear,     // O(L d) temporaries (e.g. per-token partial results)
+  chunk_states,  // the state entering every chunk, ceil(L/C) d_k d_v per (batch, head), where the chunks
+                 // run in parallel (CUDA tensor cores); nothing where they run in order
   quadratic,  // L x L matrices per (batch, head): the materialised forms
 };
 

@@ -24,7 +24,7 @@ struct ResultRow {
   int slots = 0;                                                 // 0: not a parameter
   int reps = 0;                                                  // timed runs
   double time_median_s = 0, time_min_s = 0, time_max_s = 0, time_mean_s = 0;
-  std::uint64_t peak_bytes = 0;  // all live Kokkos allocations of the backend's memory space
+  std::uint64_t peak_bytes = 0;  // the most bytes of the backend's memory space the point's Kokkos allocations held at once
   double flops = 0, bytes = 0;   // cost model of one call
   double gflops = 0, gbps = 0;   // achieved, at the median time
   int err_heads = 0;             // (batch, head) pairs checked against the reference; 0: not checked

@@ -10,16 +10,18 @@ namespace attn {
 namespace {
 
 struct LightningForward {
-  template <class Exec, class T>
-  static void run(const Exec& exec, const Inputs<Exec, T>& x, const FormParams& p) {
-    lightning_forward(exec, x.q, x.k, x.v, x.decay_rate, x.o, p.chunk);
+  using precisions = Precisions;
+  template <class Exec, class P>
+  static void run(const Exec& exec, const Inputs<Exec, storage_t<P>>& x, const FormParams& p) {
+    lightning_forward<P>(exec, x.q, x.k, x.v, x.decay_rate, x.o, p.chunk);
   }
 };
 struct LightningForwardBackward {
-  template <class Exec, class T>
-  static void run(const Exec& exec, const Inputs<Exec, T>& x, const FormParams& p) {
-    lightning_forward(exec, x.q, x.k, x.v, x.decay_rate, x.o, p.chunk);
-    lightning_backward(exec, x.q, x.k, x.v, x.decay_rate, x.d_o, x.dq, x.dk, x.dv, p.chunk);
+  using precisions = Precisions;
+  template <class Exec, class P>
+  static void run(const Exec& exec, const Inputs<Exec, storage_t<P>>& x, const FormParams& p) {
+    lightning_forward<P>(exec, x.q, x.k, x.v, x.decay_rate, x.o, p.chunk);
+    lightning_backward<P>(exec, x.q, x.k, x.v, x.decay_rate, x.d_o, x.dq, x.dk, x.dv, p.chunk);
   }
 };
 struct VanillaForward {
@@ -82,11 +84,11 @@ std::vector<Form> lightning_forms() {
   const std::vector<Param> block{Param::chunk};
   return {
       {"lightning/fwd", "lightning", "block-tiled causal linear attention with decay (Alg 5), --chunk = block",
-       true, block, InputKind::raw, DecayKind::per_head_schedule, false, MemoryKind::io_only,
+       true, block, InputKind::raw, DecayKind::per_head_schedule, false, MemoryKind::chunk_states,
        runners_of<LightningForward>(),
        &forward_reference, &block_cost<false>},
       {"lightning/fwd_bwd", "lightning", "forward, then dq, dk, dv in three block-tiled sweeps (Alg 6)",
-       true, block, InputKind::raw, DecayKind::per_head_schedule, true, MemoryKind::io_only,
+       true, block, InputKind::raw, DecayKind::per_head_schedule, true, MemoryKind::chunk_states,
        runners_of<LightningForwardBackward>(),
        &forward_backward_reference, &block_cost<true>},
       {"lightning/vanilla_fwd", "lightning", "materialised [(QK^T) . D] V, O(L^2) memory (Fig. 4's Vanilla)",

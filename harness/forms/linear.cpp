@@ -20,9 +20,10 @@ struct LinearRecurrent {
   }
 };
 struct LinearChunk {
-  template <class Exec, class T>
-  static void run(const Exec& exec, const Inputs<Exec, T>& x, const FormParams& p) {
-    linear_chunk_forward(exec, x.q, x.k, x.v, x.o, p.chunk);
+  using precisions = Precisions;
+  template <class Exec, class P>
+  static void run(const Exec& exec, const Inputs<Exec, storage_t<P>>& x, const FormParams& p) {
+    linear_chunk_forward<P>(exec, x.q, x.k, x.v, x.o, p.chunk);
   }
 };
 
@@ -68,7 +69,7 @@ std::vector<Form> linear_forms() {
        runners_of<LinearRecurrent>(), &linear_reference,
        &recurrent_cost},
       {"linear/chunk", "linear", "chunkwise: state between chunks, masked quadratic inside",
-       true, {Param::chunk}, InputKind::positive_features, DecayKind::none, false, MemoryKind::io_only,
+       true, {Param::chunk}, InputKind::positive_features, DecayKind::none, false, MemoryKind::chunk_states,
        runners_of<LinearChunk>(),
        &linear_reference, &chunk_cost},
   };

@@ -13,10 +13,15 @@
 // `reverse` runs the same recurrence from the last token to the first (the
 // anti-causal sums of the backward pass).
 //
-// One team per (batch, head, value block) walks the chunks in order with its
-// state block in team scratch, so no per-chunk state is ever written to global
-// memory; rows of a chunk are processed in sub-tiles that fit the budget.
+// Portable path: one team per (batch, head, value block) walks the chunks in
+// order with its state block in team scratch, so no per-chunk state is ever
+// written to global memory; rows of a chunk are processed in sub-tiles that
+// fit the budget. On CUDA, float, tf32 and bf16 run on tensor cores with the
+// chunks' outputs in parallel (common/chunked_causal_tensor_core.hpp) where
+// its tiles apply. Tensors are stored as storage_t<P>, scratch and sums kept
+// in accum_t<P>; in tf32 the operands are rounded to TF32 on loading.
 #pragma once
+#include "common/chunked_causal_tensor_core.hpp"
 #include "common/math.hpp"
 #include "common/team_tiles.hpp"
 #include "common/value_blocks.hpp"
@@ -35,18 +40,25 @@ struct ChunkedCausalOptions {
 };
 
 // `decay_rate` [H] (s = -ln lambda >= 0) or an empty view for no decay.
-template <class Exec, class T>
-void chunked_causal_attention(const Exec& exec, const char* label, const Tensor4<Exec, T>& q,
-                              const Tensor4<Exec, T>& k, const Tensor4<Exec, T>& v,
-                              const Vector<Exec, T>& decay_rate, const Tensor4<Exec, T>& o,
+template <class P, class Exec>
+void chunked_causal_attention(const Exec& exec, const char* label, const Tensor4<Exec, storage_t<P>>& q,
+                              const Tensor4<Exec, storage_t<P>>& k, const Tensor4<Exec, storage_t<P>>& v,
+                              const Vector<Exec, storage_t<P>>& decay_rate, const Tensor4<Exec, storage_t<P>>& o,
                               ChunkedCausalOptions options) {
+  using T = accum_t<P>;
   using Scratch = ScratchMatrix<Exec, T>;
   if (options.chunk <= 0) throw std::invalid_argument(std::string(label) + ": chunk size must be positive");
-  const Shape s = checked_shape<Exec, T>(q, k, v, o);
+  const Shape s = checked_shape<Exec, storage_t<P>>(q, k, v, o);
   const bool decayed = decay_rate.extent(0) > 0;
   if (decayed && int(decay_rate.extent(0)) != s.heads)
     throw std::invalid_argument(std::string(label) + ": the decay rates must have one entry per head");
   if (s.seq == 0 || s.batch == 0 || s.heads == 0) return;
+#if defined(KOKKOS_ENABLE_CUDA)
+  if constexpr (std::is_same_v<Exec, Kokkos::Cuda> && !std::is_same_v<P, double>)
+    if (tensor_cores_enabled() && tensor_core_chunked<P>(exec, label, s, q, k, v, decay_rate, o, options.chunk,
+                                                         options.normalise, options.reverse))
+      return;
+#endif
   const int dk = s.dk, dv = s.dv, L = s.seq, H = s.heads;
   const int C = std::min(options.chunk, L);
   const bool normalise = options.normalise, reverse = options.reverse;
@@ -84,9 +96,9 @@ void chunked_causal_attention(const Exec& exec, const char* label, const Tensor4
     Scratch S(team.team_scratch(0), dk, cols), z(team.team_scratch(0), 1, dk);
     Scratch Qs(team.team_scratch(0), R, dk + 1), Kt(team.team_scratch(0), dk, R + 1);
     Scratch Vs(team.team_scratch(0), R, cols), acc(team.team_scratch(0), R, cols), den(team.team_scratch(0), 1, R);
-    Scratch P(team.team_scratch(0), R, R + 1);
+    Scratch W(team.team_scratch(0), R, R + 1);  // the masked, decayed scores
     Scratch powers(team.team_scratch(0), 1, C + 1);
-    const T rate = decayed ? decay_rate(h) : T(0);
+    const T rate = decayed ? T(decay_rate(h)) : T(0);
     team_for_each(team, 1, C + 1, [&](int, int n) { powers(0, n) = decayed ? attn::exp(-rate * T(n)) : T(1); });
     auto decay = [&](int n) { return powers(0, n); };  // lambda^n, 0 <= n <= C
     zero(team, S, dk, w);
@@ -96,8 +108,8 @@ void chunked_causal_attention(const Exec& exec, const char* label, const Tensor4
     auto load_keys = [&](int k0, int nk) {
       if (loaded == k0) return;
       team.team_barrier();  // nobody still reads the old tile
-      team_for_each(team, nk, dk, [&](int j, int d) { Kt(d, j) = k(b, h, at(k0 + j), d); });
-      team_for_each(team, nk, w, [&](int j, int c) { Vs(j, c) = v(b, h, at(k0 + j), c0 + c); });
+      team_for_each(team, nk, dk, [&](int j, int d) { Kt(d, j) = operand_value<P>(k(b, h, at(k0 + j), d)); });
+      team_for_each(team, nk, w, [&](int j, int c) { Vs(j, c) = operand_value<P>(v(b, h, at(k0 + j), c0 + c)); });
       loaded = k0;
     };
 
@@ -109,7 +121,7 @@ void chunked_causal_attention(const Exec& exec, const char* label, const Tensor4
         const int q0 = start + a * R;
         const int nr = (start + len - q0 < R) ? start + len - q0 : R;
         team.team_barrier();  // acc and Qs of the previous sub-tile are consumed
-        team_for_each(team, nr, dk, [&](int r, int d) { Qs(r, d) = q(b, h, at(q0 + r), d); });
+        team_for_each(team, nr, dk, [&](int r, int d) { Qs(r, d) = operand_value<P>(q(b, h, at(q0 + r), d)); });
         team.team_barrier();
         // Inter-chunk: all earlier chunks through the state, decayed by
         // lambda^(t - start + 1) (Alg 5's Lambda Q_t KV).
@@ -132,17 +144,17 @@ void chunked_causal_attention(const Exec& exec, const char* label, const Tensor4
           team.team_barrier();
           scores(team, Qs, Kt, nr, nk, dk, [&](int r, int j, T dot) {
             const int distance = q0 + r - k0 - j;
-            P(r, j) = distance >= 0 ? dot * decay(distance >= 0 ? distance : 0) : T(0);
+            W(r, j) = distance >= 0 ? dot * decay(distance >= 0 ? distance : 0) : T(0);
           });
           team.team_barrier();
-          add_product(team, acc, P, Vs, nr, nk, w);
+          add_product(team, acc, W, Vs, nr, nk, w);
           if (normalise)
             team_row_sums(
-                team, nr, nk, [&](int r, int j) { return P(r, j); }, [&](int r, T sum) { den(0, r) += sum; });
+                team, nr, nk, [&](int r, int j) { return W(r, j); }, [&](int r, T sum) { den(0, r) += sum; });
         }
         team.team_barrier();
         team_for_each(team, nr, w, [&](int r, int c) {
-          o(b, h, at(q0 + r), c0 + c) = normalise ? acc(r, c) / den(0, r) : acc(r, c);
+          o(b, h, at(q0 + r), c0 + c) = storage_t<P>(normalise ? acc(r, c) / den(0, r) : acc(r, c));
         });
       }
       // State update: KV' = lambda^len KV + sum_u lambda^(start+len-1-u) k_u v_u^T;

@@ -30,6 +30,7 @@
 #include "common/precision.hpp"
 
 #include <cstdint>
+#include <type_traits>
 
 #if defined(KOKKOS_ENABLE_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
 #define ATTN_MMA_DEVICE_PASS 1
@@ -48,6 +49,28 @@ inline bool& tensor_cores_enabled() {
 }  // namespace attn
 
 namespace attn::mma {
+
+// Tensor-core kernels are compiled for head sizes 32, 64 and 128; a
+// problem runs in the smallest that holds both d_k and d_v (the padding
+// columns are zero). f(std::integral_constant<int, D>{}) for that D; false,
+// with nothing run, when d_k or d_v exceeds 128 (the portable path takes it).
+template <class F>
+bool with_padded_head(int dk, int dv, F f) {
+  const int d = dk > dv ? dk : dv;
+  if (d <= 32) {
+    f(std::integral_constant<int, 32>{});
+    return true;
+  }
+  if (d <= 64) {
+    f(std::integral_constant<int, 64>{});
+    return true;
+  }
+  if (d <= 128) {
+    f(std::integral_constant<int, 128>{});
+    return true;
+  }
+  return false;
+}
 
 // Element type of the operands in shared memory and the k of one instruction.
 template <class P>
@@ -71,6 +94,15 @@ constexpr int k_step = OperandOf<P>::k_step;
 template <class P>
 KOKKOS_INLINE_FUNCTION constexpr int padded_stride(int cols) {
   return std::is_same_v<P, bf16> ? cols + 8 : cols + 4;
+}
+
+// Row stride of a shared tile read k-major in the natural k order (a B
+// operand [k][n] against a RowTile, or an A operand stored transposed): lanes
+// t = 0..3 read rows k = t and g = 0..7 read columns, so 8 words per row
+// apart keep the 32 lanes on 32 banks.
+template <class P>
+KOKKOS_INLINE_FUNCTION constexpr int k_major_stride(int cols) {
+  return cols + 8;
 }
 
 template <int N>
@@ -173,19 +205,25 @@ __device__ __forceinline__ void mma(float (&c)[4], const AFragment<P>& a, std::u
   }
 }
 
+// Where step `row` of a sweep is stored: row itself, or mirror - row for a
+// sweep that runs from the last token to the first (mirror = L - 1).
+__device__ __forceinline__ int stored_row(int row, int mirror) { return mirror < 0 ? row : mirror - row; }
+
 // One operand element of row `row`, column `col` of a [rows, cols] slice of
 // x(b, h, ., .), zero outside it (padding rows and columns contribute nothing);
 // tf32 operands are rounded here, once, so that the products take them as
 // they are.
 template <class P, class View>
-__device__ __forceinline__ operand_t<P> element(const View& x, int b, int h, int row, int rows, int col, int cols) {
+__device__ __forceinline__ operand_t<P> element(const View& x, int b, int h, int row, int rows, int col, int cols,
+                                                int mirror = -1) {
   if (row >= rows || col >= cols) return operand_t<P>(0);
+  const auto value = x(b, h, stored_row(row, mirror), col);
   if constexpr (std::is_same_v<P, bf16>)
-    return x(b, h, row, col).bits;
+    return value.bits;
   else if constexpr (std::is_same_v<P, tf32>)
-    return round_to_tf32(x(b, h, row, col));
+    return round_to_tf32(value);
   else
-    return x(b, h, row, col);
+    return value;
 }
 
 // A operand, rows first_row .. first_row + 15 of x(b, h, ., .) straight from
@@ -193,7 +231,7 @@ __device__ __forceinline__ operand_t<P> element(const View& x, int b, int h, int
 // in registers); rows >= rows and columns >= cols are zero.
 template <class P, int K, class View>
 __device__ __forceinline__ void load_rows(RowTile<P, K>& A, const View& x, int b, int h, int first_row, int rows,
-                                          int cols) {
+                                          int cols, int mirror = -1) {
   const int g = lane_id() >> 2, t = lane_id() & 3;
   const int r0 = first_row + g, r1 = first_row + g + 8;
   constexpr int ks = k_step<P>;
@@ -201,13 +239,13 @@ __device__ __forceinline__ void load_rows(RowTile<P, K>& A, const View& x, int b
   for (int kk = 0; kk < K / ks; ++kk) {
     const int c0 = kk * ks;
     if constexpr (std::is_same_v<P, bf16>) {
-      auto e = [&](int r, int c) { return element<P>(x, b, h, r, rows, c, cols); };
+      auto e = [&](int r, int c) { return element<P>(x, b, h, r, rows, c, cols, mirror); };
       A.a[kk][0] = pack_bits(e(r0, c0 + 2 * t), e(r0, c0 + 2 * t + 1));
       A.a[kk][1] = pack_bits(e(r1, c0 + 2 * t), e(r1, c0 + 2 * t + 1));
       A.a[kk][2] = pack_bits(e(r0, c0 + 2 * t + 8), e(r0, c0 + 2 * t + 9));
       A.a[kk][3] = pack_bits(e(r1, c0 + 2 * t + 8), e(r1, c0 + 2 * t + 9));
     } else {
-      auto e = [&](int r, int c) { return __float_as_uint(element<P>(x, b, h, r, rows, c, cols)); };
+      auto e = [&](int r, int c) { return __float_as_uint(element<P>(x, b, h, r, rows, c, cols, mirror)); };
       A.a[kk][0] = e(r0, c0 + t);
       A.a[kk][1] = e(r1, c0 + t);
       A.a[kk][2] = e(r0, c0 + t + 4);
@@ -233,6 +271,58 @@ __device__ __forceinline__ void fragment_from_shared(std::uint32_t (&a)[4], cons
     a[1] = __float_as_uint(p[(g + 8) * ld]);
     a[2] = __float_as_uint(p[g * ld + 4]);
     a[3] = __float_as_uint(p[(g + 8) * ld + 4]);
+  }
+}
+
+// The A fragment of k-step kk of a 16-row operand stored transposed in shared
+// memory: A(m, k) = At[k * ld + m] (e.g. K^T of a key tile stored [token][d],
+// for the state update K^T V). ld = k_major_stride; bf16 by ldmatrix.trans,
+// whose four 8 x 8 matrices are (m 0-7, k 0-7), (m 8-15, k 0-7), (m 0-7,
+// k 8-15), (m 8-15, k 8-15): the A fragment's register order.
+template <class P>
+__device__ __forceinline__ void transposed_fragment_from_shared(std::uint32_t (&a)[4], const operand_t<P>* At, int ld,
+                                                                int kk) {
+  if constexpr (std::is_same_v<P, bf16>) {
+    const int m = lane_id() >> 3, r = lane_id() & 7;
+    const auto row = static_cast<std::uint32_t>(
+        __cvta_generic_to_shared(At + (kk * 16 + 8 * (m >> 1) + r) * ld + 8 * (m & 1)));
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(a[0]), "=r"(a[1]), "=r"(a[2]), "=r"(a[3])
+                 : "r"(row));
+  } else {
+    const int g = lane_id() >> 2, t = lane_id() & 3;
+    const float* p = At + (kk * 8 + t) * ld + g;
+    a[0] = __float_as_uint(p[0]);
+    a[1] = __float_as_uint(p[8]);
+    a[2] = __float_as_uint(p[4 * ld]);
+    a[3] = __float_as_uint(p[4 * ld + 8]);
+  }
+}
+
+// f(k) (0 <= k < k_step) multiplies column k of an A fragment before it is
+// prepared: a per-token factor such as a decay, applied in fp32 (bf16 pairs
+// are unpacked, scaled and rounded back).
+template <class P, class F>
+__device__ __forceinline__ void scale_fragment_columns(std::uint32_t (&a)[4], F f) {
+  const int t = lane_id() & 3;
+  if constexpr (std::is_same_v<P, bf16>) {
+    const float f0 = f(2 * t), f1 = f(2 * t + 1), f8 = f(2 * t + 8), f9 = f(2 * t + 9);
+    auto scaled = [](std::uint32_t pair, float lo, float hi) {
+      bf16 x, y;
+      x.bits = std::uint16_t(pair & 0xffffu);
+      y.bits = std::uint16_t(pair >> 16);
+      return pack_bf16(float(x) * lo, float(y) * hi);
+    };
+    a[0] = scaled(a[0], f0, f1);
+    a[1] = scaled(a[1], f0, f1);
+    a[2] = scaled(a[2], f8, f9);
+    a[3] = scaled(a[3], f8, f9);
+  } else {
+    const float lo = f(t), hi = f(t + 4);
+    a[0] = __float_as_uint(__uint_as_float(a[0]) * lo);
+    a[1] = __float_as_uint(__uint_as_float(a[1]) * lo);
+    a[2] = __float_as_uint(__uint_as_float(a[2]) * hi);
+    a[3] = __float_as_uint(__uint_as_float(a[3]) * hi);
   }
 }
 
@@ -316,6 +406,33 @@ __device__ __forceinline__ void add_abt(Accumulator<N>& C, const operand_t<P>* A
   }
 }
 
+// One k-step of C (16 x N) += A B with A's k in its natural order (a RowTile
+// or a transposed fragment), B = rows kk * k_step .. of a [k][n] shared tile
+// (ld = k_major_stride).
+template <class P, int N>
+__device__ __forceinline__ void add_ab_step(Accumulator<N>& C, const AFragment<P>& a, const operand_t<P>* B, int ld,
+                                            int kk) {
+  if constexpr (std::is_same_v<P, bf16>) {
+    add_bf16_fragment_pairs<true>(C, a, B, ld, kk);
+  } else {
+    const int g = lane_id() >> 2, t = lane_id() & 3;
+    const float* rows = B + (kk * 8 + t) * ld + g;
+    #pragma unroll
+    for (int j = 0; j < N / 8; ++j) mma<P>(C.c[j], a, __float_as_uint(rows[8 * j]), __float_as_uint(rows[8 * j + 4 * ld]));
+  }
+}
+
+// C (16 x N) += A[:, columns of k-steps first .. first + Steps - 1] B, A a
+// RowTile, B = the matching Steps * k_step rows of a [k][n] shared tile: a
+// product over a slice of A's columns (e.g. q^T S with S streamed in row
+// slices).
+template <class P, int Steps, int N, int K>
+__device__ __forceinline__ void add_ab_slice(Accumulator<N>& C, const RowTile<P, K>& A, int first,
+                                             const operand_t<P>* B, int ld) {
+  #pragma unroll
+  for (int kk = 0; kk < Steps; ++kk) add_ab_step<P>(C, prepare<P>(A.a[first + kk]), B, ld, kk);
+}
+
 // C (16 x N) += W (16 x K) B, W an accumulator (K keys wide), B = rows 0 .. K-1
 // of a [k][n] shared tile (e.g. values). See the header for the TF32 k order.
 template <class P, int N, int K>
@@ -356,24 +473,28 @@ __device__ __forceinline__ void add_ab(Accumulator<N>& C, const Accumulator<K>& 
 // tile, zero-filled outside); otherwise element by element, at once.
 // finish_tile_copy<Pending> waits until at most `Pending` later tiles are
 // still in flight, and rounds the thread's own chunks to TF32 (tf32): a team
-// barrier after it makes the tile visible. `rank` of `size` threads.
+// barrier after it makes the tile visible. `rank` of `size` threads; rows
+// are steps of a sweep, stored as stored_row(step, mirror) says; the tile's
+// column c is x's column first_col + c.
 template <class P, class View>
 __device__ __forceinline__ void start_tile_copy(operand_t<P>* dst, int ld, int rows, int width, const View& x, int b,
-                                                int h, int first, int count, int cols, int rank, int size) {
+                                                int h, int first, int count, int cols, int rank, int size,
+                                                int mirror = -1, int first_col = 0) {
   constexpr int per_chunk = 16 / sizeof(operand_t<P>);
   if (cols % per_chunk == 0) {
     const int chunks = width / per_chunk;
     for (int i = rank; i < rows * chunks; i += size) {
       const int r = i / chunks, c = (i % chunks) * per_chunk;
       const bool inside = r < count && c < cols;
-      const void* from = inside ? static_cast<const void*>(&x(b, h, first + r, c)) : x.data();
+      const void* from =
+          inside ? static_cast<const void*>(&x(b, h, stored_row(first + r, mirror), first_col + c)) : x.data();
       const auto to = static_cast<std::uint32_t>(__cvta_generic_to_shared(dst + r * ld + c));
       asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(to), "l"(from), "r"(inside ? 16 : 0));
     }
   } else {
     for (int i = rank; i < rows * width; i += size) {
       const int r = i / width, c = i % width;
-      dst[r * ld + c] = element<P>(x, b, h, first + r, first + count, c, cols);
+      dst[r * ld + c] = element<P>(x, b, h, first + r, first + count, first_col + c, first_col + cols, mirror);
     }
   }
   asm volatile("cp.async.commit_group;\n" ::: "memory");
@@ -396,8 +517,8 @@ __device__ __forceinline__ void finish_tile_copy(operand_t<P>* dst, int ld, int 
 // Both halves at once (the caller's team barrier still follows).
 template <class P, class View>
 __device__ __forceinline__ void load_tile(operand_t<P>* dst, int ld, int rows, int width, const View& x, int b, int h,
-                                          int first, int count, int cols, int rank, int size) {
-  start_tile_copy<P>(dst, ld, rows, width, x, b, h, first, count, cols, rank, size);
+                                          int first, int count, int cols, int rank, int size, int mirror = -1) {
+  start_tile_copy<P>(dst, ld, rows, width, x, b, h, first, count, cols, rank, size, mirror);
   finish_tile_copy<0, P>(dst, ld, rows, width, cols, rank, size);
 }
 
@@ -463,6 +584,79 @@ __device__ __forceinline__ void add_row_sums(const Accumulator<N>& C, float (&s)
   for (int j = 0; j < N / 8; ++j) {
     s[0] += C.c[j][0] + C.c[j][1];
     s[1] += C.c[j][2] + C.c[j][3];
+  }
+}
+
+// The thread's share of A's rows (g and g + 8) dotted with z (K floats in
+// shared memory); reduce with quad_sum.
+template <class P, int K>
+__device__ __forceinline__ void add_row_dots(const RowTile<P, K>& A, const float* z, float (&s)[2]) {
+  const int t = lane_id() & 3;
+  #pragma unroll
+  for (int kk = 0; kk < K / k_step<P>; ++kk) {
+    if constexpr (std::is_same_v<P, bf16>) {
+      const float* zc = z + kk * 16 + 2 * t;
+      auto dot = [&](std::uint32_t lo_pair, std::uint32_t hi_pair) {
+        bf16 x0, x1, x8, x9;
+        x0.bits = std::uint16_t(lo_pair & 0xffffu);
+        x1.bits = std::uint16_t(lo_pair >> 16);
+        x8.bits = std::uint16_t(hi_pair & 0xffffu);
+        x9.bits = std::uint16_t(hi_pair >> 16);
+        return float(x0) * zc[0] + float(x1) * zc[1] + float(x8) * zc[8] + float(x9) * zc[9];
+      };
+      s[0] += dot(A.a[kk][0], A.a[kk][2]);
+      s[1] += dot(A.a[kk][1], A.a[kk][3]);
+    } else {
+      const float z0 = z[kk * 8 + t], z4 = z[kk * 8 + t + 4];
+      s[0] += __uint_as_float(A.a[kk][0]) * z0 + __uint_as_float(A.a[kk][2]) * z4;
+      s[1] += __uint_as_float(A.a[kk][1]) * z0 + __uint_as_float(A.a[kk][3]) * z4;
+    }
+  }
+}
+
+// Team operation: each warp's O (its 16 query rows, Q in registers) +=
+// weights(Q K^T) V over the keys begin .. end - 1 of k and v (steps of a sweep,
+// stored as stored_row(step, mirror) says), Keys at a time through the shared
+// tiles Ks and Vs (Keys rows, stride padded_stride<P>(D)). The copies overlap
+// the work: the next key tile is copied during this tile's weights and W V,
+// the next value tile during the next Q K^T. seen(k0): whether the warp's rows
+// see any key of the tile starting at k0 (else the warp skips its products);
+// weigh(S, k0, nk) turns the warp's scores of that tile (nk keys inside the
+// problem) into weights in place, and may rescale O. Every thread reaches
+// every barrier.
+template <class P, int D, int Keys, class Member, class View, class Seen, class Weigh>
+__device__ __forceinline__ void attend_streamed(const Member& team, const RowTile<P, D>& Q, Accumulator<D>& O,
+                                                operand_t<P>* Ks, operand_t<P>* Vs, const View& k, const View& v,
+                                                int b, int h, int L, int begin, int end, int dk, int dv, int mirror,
+                                                Seen seen, Weigh weigh) {
+  constexpr int ld = padded_stride<P>(D);
+  const int tid = team.team_rank(), size = team.team_size();
+  auto start = [&](operand_t<P>* to, const View& x, int k0, int cols) {
+    start_tile_copy<P>(to, ld, Keys, D, x, b, h, k0, L - k0 < Keys ? L - k0 : Keys, cols, tid, size, mirror);
+  };
+  team.team_barrier();  // nobody still reads the shared tiles (a team before, or the caller)
+  if (begin >= end) return;
+  start(Ks, k, begin, dk);
+  start(Vs, v, begin, dv);
+  for (int k0 = begin; k0 < end; k0 += Keys) {
+    const int nk = (L - k0 < Keys ? L - k0 : Keys);
+    const bool next = k0 + Keys < end, visible = seen(k0);
+    finish_tile_copy<1, P>(Ks, ld, Keys, D, dk, tid, size);
+    team.team_barrier();
+    Accumulator<Keys> S;
+    zero(S);
+    if (visible) add_abt(S, Q, Ks, ld);
+    team.team_barrier();  // every warp has read the keys
+    if (next) start(Ks, k, k0 + Keys, dk);
+    if (visible) weigh(S, k0, nk);
+    if (next)
+      finish_tile_copy<1, P>(Vs, ld, Keys, D, dv, tid, size);
+    else
+      finish_tile_copy<0, P>(Vs, ld, Keys, D, dv, tid, size);
+    team.team_barrier();
+    if (visible) add_ab<P>(O, S, Vs, ld);
+    team.team_barrier();  // every warp has read the values
+    if (next) start(Vs, v, k0 + Keys, dv);
   }
 }
 

@@ -71,10 +71,14 @@ constexpr bool is_host_space() {
 }
 
 // One team per work item. On the host a team is one thread walking the tile
-// loops in order; on a GPU it is `device_team_size` threads sharing scratch.
+// loops in order, and threads take the next team when they finish one
+// (dynamic: causal tiles differ in cost, and a static split leaves the threads
+// with the light tiles idle); on a GPU it is `device_team_size` threads
+// sharing scratch. The member type is TeamPolicy<Exec>'s either way.
 template <class Exec>
-Kokkos::TeamPolicy<Exec> team_policy(const Exec& exec, int league, int device_team_size) {
-  return Kokkos::TeamPolicy<Exec>(exec, league, is_host_space<Exec>() ? 1 : device_team_size);
+Kokkos::TeamPolicy<Exec, Kokkos::Schedule<Kokkos::Dynamic>> team_policy(const Exec& exec, int league,
+                                                                        int device_team_size) {
+  return {exec, league, is_host_space<Exec>() ? 1 : device_team_size};
 }
 
 // Level-0 scratch budget per team, and the most rows a tile takes: on CUDA,

@@ -13,11 +13,12 @@
 
 namespace attn {
 
-template <class Exec, class T>
+// Tensors stored as storage_t<P> (common/chunked_causal.hpp).
+template <class P, class Exec, class T = storage_t<P>>
 void lightning_forward(const Exec& exec, const Tensor4<Exec, T>& q, const Tensor4<Exec, T>& k,
                        const Tensor4<Exec, T>& v, const Vector<Exec, T>& decay_rate,
                        const Tensor4<Exec, T>& o, int block) {
-  detail::chunked_causal_attention(exec, "lightning/fwd", q, k, v, decay_rate, o,
+  detail::chunked_causal_attention<P>(exec, "lightning/fwd", q, k, v, decay_rate, o,
                                    {block, /*normalise=*/false, /*reverse=*/false});
 }
 
@@ -28,16 +29,16 @@ void lightning_forward(const Exec& exec, const Tensor4<Exec, T>& q, const Tensor
 //   dv_u = sum_{t>=u} lambda^(t-u) (k_u . q_t) do_t   reverse sweep, state dKV
 // Each is the forward recurrence with the roles of q, k, v exchanged (and time
 // reversed for the last two), so the decay powers keep non-negative exponents.
-template <class Exec, class T>
+template <class P, class Exec, class T = storage_t<P>>
 void lightning_backward(const Exec& exec, const Tensor4<Exec, T>& q, const Tensor4<Exec, T>& k,
                         const Tensor4<Exec, T>& v, const Vector<Exec, T>& decay_rate,
                         const Tensor4<Exec, T>& d_o, const Tensor4<Exec, T>& dq,
                         const Tensor4<Exec, T>& dk, const Tensor4<Exec, T>& dv, int block) {
-  detail::chunked_causal_attention(exec, "lightning/bwd_dq", d_o, v, k, decay_rate, dq,
+  detail::chunked_causal_attention<P>(exec, "lightning/bwd_dq", d_o, v, k, decay_rate, dq,
                                    {block, /*normalise=*/false, /*reverse=*/false});
-  detail::chunked_causal_attention(exec, "lightning/bwd_dk", v, d_o, q, decay_rate, dk,
+  detail::chunked_causal_attention<P>(exec, "lightning/bwd_dk", v, d_o, q, decay_rate, dk,
                                    {block, /*normalise=*/false, /*reverse=*/true});
-  detail::chunked_causal_attention(exec, "lightning/bwd_dv", k, q, d_o, decay_rate, dv,
+  detail::chunked_causal_attention<P>(exec, "lightning/bwd_dv", k, q, d_o, decay_rate, dv,
                                    {block, /*normalise=*/false, /*reverse=*/true});
 }
 

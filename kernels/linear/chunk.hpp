@@ -8,11 +8,11 @@
 
 namespace attn {
 
-template <class Exec, class T>
-void linear_chunk_forward(const Exec& exec, const Tensor4<Exec, T>& q, const Tensor4<Exec, T>& k,
-                          const Tensor4<Exec, T>& v, const Tensor4<Exec, T>& o, int chunk) {
-  detail::chunked_causal_attention(exec, "linear/chunk", q, k, v, Vector<Exec, T>(), o,
-                                   {chunk, /*normalise=*/true, /*reverse=*/false});
+template <class P, class Exec>
+void linear_chunk_forward(const Exec& exec, const Tensor4<Exec, storage_t<P>>& q, const Tensor4<Exec, storage_t<P>>& k,
+                          const Tensor4<Exec, storage_t<P>>& v, const Tensor4<Exec, storage_t<P>>& o, int chunk) {
+  detail::chunked_causal_attention<P>(exec, "linear/chunk", q, k, v, Vector<Exec, storage_t<P>>(), o,
+                                      {chunk, /*normalise=*/true, /*reverse=*/false});
 }
 
 }  // namespace attn

@@ -22,28 +22,6 @@ namespace attn::detail {
 
 #if defined(KOKKOS_ENABLE_CUDA)
 
-// The tensor-core kernels are compiled for head sizes 32, 64 and 128; a
-// problem runs in the smallest that holds both d_k and d_v (the padding
-// columns are zero). f(std::integral_constant<int, D>{}) for that D; false,
-// with nothing run, when d_k or d_v exceeds 128 (the portable path takes it).
-template <class F>
-bool with_padded_head(int dk, int dv, F f) {
-  const int d = dk > dv ? dk : dv;
-  if (d <= 32) {
-    f(std::integral_constant<int, 32>{});
-    return true;
-  }
-  if (d <= 64) {
-    f(std::integral_constant<int, 64>{});
-    return true;
-  }
-  if (d <= 128) {
-    f(std::integral_constant<int, 128>{});
-    return true;
-  }
-  return false;
-}
-
 constexpr float log2_e = 1.4426950408889634f;
 constexpr float ln_2 = 0.6931471805599453f;
 
@@ -84,53 +62,27 @@ struct FlashForward {
     mma::zero(O);
     float m[2] = {-FLT_MAX, -FLT_MAX}, l[2] = {0.f, 0.f};  // per thread: its two rows (halves)
 
-    // Key and value tiles are copied while the team computes: the keys of the
-    // next tile during the softmax and P V of this one, its values during the
-    // next Q K^T. Every thread reaches every barrier.
-    const int end = causal ? (tile.first + tile.count < L ? tile.first + tile.count : L) : L;  // tiles past the diagonal are skipped
-    const int tid = team.team_rank(), size = team.team_size();
-    auto start = [&](E* tile_to, const CudaTensor<P>& x, int k0, int cols) {
-      mma::start_tile_copy<P>(tile_to, ld, keys, D, x, b, h, k0, L - k0 < keys ? L - k0 : keys, cols, tid, size);
-    };
-    team.team_barrier();  // a block that runs several teams: the previous team's tiles are no longer read
-    start(Ks, k, 0, dk);
-    start(Vs, v, 0, dv);
-    for (int k0 = 0; k0 < end; k0 += keys) {
-      const int nk = (L - k0 < keys ? L - k0 : keys);
-      const bool next = k0 + keys < end;
-      const bool seen = !causal || k0 <= row0 + 15;  // some query of the warp sees these keys
-      mma::finish_tile_copy<1, P>(Ks, ld, keys, D, dk, tid, size);
-      team.team_barrier();
-      mma::Accumulator<keys> S;
-      mma::zero(S);
-      if (seen) mma::add_abt(S, Q, Ks, ld);
-      team.team_barrier();  // every warp has read the keys
-      if (next) start(Ks, k, k0 + keys, dk);
-      if (seen) {
-        mma::for_each_entry(S, [&](int r, int c, float& s) {
-          const bool visible = c < nk && (!causal || k0 + c <= row0 + r);
-          s = visible ? s * scale_log2 : -INFINITY;
+    // Online softmax over the key tiles; past the diagonal they are skipped.
+    const int end = causal ? (tile.first + tile.count < L ? tile.first + tile.count : L) : L;
+    mma::attend_streamed<P, D, keys>(
+        team, Q, O, Ks, Vs, k, v, b, h, L, 0, end, dk, dv, -1,
+        [&](int k0) { return !causal || k0 <= row0 + 15; },  // some query of the warp sees these keys
+        [&](mma::Accumulator<keys>& S, int k0, int nk) {
+          mma::for_each_entry(S, [&](int r, int c, float& s) {
+            const bool visible = c < nk && (!causal || k0 + c <= row0 + r);
+            s = visible ? s * scale_log2 : -INFINITY;
+          });
+          float m_new[2] = {m[0], m[1]};
+          mma::row_max(S, m_new);
+          mma::for_each_entry(S, [&](int r, int, float& s) { s = s == -INFINITY ? 0.f : exp2f(s - m_new[r >> 3]); });
+          const float alpha[2] = {exp2f(m[0] - m_new[0]), exp2f(m[1] - m_new[1])};  // <= 1
+          mma::for_each_entry(O, [&](int r, int, float& x) { x *= alpha[r >> 3]; });
+          for (int i = 0; i < 2; ++i) {
+            l[i] *= alpha[i];
+            m[i] = m_new[i];
+          }
+          mma::add_row_sums(S, l);
         });
-        float m_new[2] = {m[0], m[1]};
-        mma::row_max(S, m_new);
-        mma::for_each_entry(S, [&](int r, int, float& s) { s = s == -INFINITY ? 0.f : exp2f(s - m_new[r >> 3]); });
-        const float alpha[2] = {exp2f(m[0] - m_new[0]), exp2f(m[1] - m_new[1])};  // <= 1
-        mma::for_each_entry(O, [&](int r, int, float& x) { x *= alpha[r >> 3]; });
-        for (int i = 0; i < 2; ++i) {
-          l[i] *= alpha[i];
-          m[i] = m_new[i];
-        }
-        mma::add_row_sums(S, l);
-      }
-      if (next)
-        mma::finish_tile_copy<1, P>(Vs, ld, keys, D, dv, tid, size);
-      else
-        mma::finish_tile_copy<0, P>(Vs, ld, keys, D, dv, tid, size);
-      team.team_barrier();
-      if (seen) mma::add_ab<P>(O, S, Vs, ld);
-      team.team_barrier();  // every warp has read the values
-      if (next) start(Vs, v, k0 + keys, dv);
-    }
     const float sum[2] = {mma::quad_sum(l[0]), mma::quad_sum(l[1])};
     mma::for_each_entry(O, [&](int r, int c, float& x) {
       if (row0 + r < L && c < dv) o(b, h, row0 + r, c) = storage_t<P>(x / sum[r >> 3]);
@@ -269,7 +221,7 @@ bool tensor_core_forward(const Kokkos::Cuda& exec, const char* label, const Cuda
     launch_tiles(label, exec, s.batch * s.heads * tiles, 32 * F::warps,
                  F{q, k, v, o, logsumexp, s.seq, s.heads, tiles, s.dk, s.dv, scale_log2, causal});
   };
-  return with_padded_head(s.dk, s.dv, run);
+  return mma::with_padded_head(s.dk, s.dv, run);
 }
 
 // The tensor-core backward passes (delta = rowsum(dO O) already computed);
@@ -294,7 +246,7 @@ bool tensor_core_backward(const Kokkos::Cuda& exec, const Shape& s, const CudaTe
                  DkDv{k, v, q, d_o, dk, dv, logsumexp, delta, s.seq, s.heads, tiles, s.dk, s.dv, scale,
                       scale * log2_e, causal});
   };
-  return with_padded_head(s.dk, s.dv, run);
+  return mma::with_padded_head(s.dk, s.dv, run);
 }
 
 #endif  // KOKKOS_ENABLE_CUDA

@@ -11,6 +11,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "common/mma_tiles.hpp"
 #include "inputs.hpp"
 #include "registry.hpp"
 
@@ -67,6 +68,22 @@ inline const Form& form_named(const char* name) {
   const Form* f = find_form(name);
   REQUIRE(f != nullptr);
   return *f;
+}
+
+// f(tensor_cores) once per tile path the backend has: on CUDA the tensor-core
+// kernels (tensor_cores = true) and the portable ones (the switch bench
+// --tiles portable sets), elsewhere the portable ones only. The switch is
+// restored afterwards, whatever f throws.
+template <class Exec, class F>
+void for_each_tile_path(F f) {
+  struct Restore {
+    ~Restore() { tensor_cores_enabled() = true; }
+  } restore;
+  for (const bool tensor_cores : {true, false}) {
+    if (!tensor_cores && is_host_space<Exec>()) continue;
+    tensor_cores_enabled() = tensor_cores;
+    f(tensor_cores);
+  }
 }
 
 // Runs form in precision P (a tag); the form must have a kernel in it.

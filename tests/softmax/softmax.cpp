@@ -78,16 +78,11 @@ TEMPLATE_LIST_TEST_CASE("softmax: the tensor-core and the portable paths both ma
                         Configs) {
   using Exec = typename TestType::Exec;
   using P = typename TestType::Precision;
-  struct RestoreTensorCores {
-    ~RestoreTensorCores() { tensor_cores_enabled() = true; }
-  } restore;
   const std::uint64_t seed = test_seed();
   const Shape shapes[] = {{1, 2, 1, 16, 16}, {2, 3, 70, 16, 8}, {1, 2, 130, 40, 64}, {1, 1, 200, 128, 128},
                           {1, 1, 45, 256, 32}};
   int ran = 0;
-  for (const bool tensor_cores : {true, false}) {
-    if (!tensor_cores && is_host_space<Exec>()) continue;  // one path only
-    tensor_cores_enabled() = tensor_cores;
+  for_each_tile_path<Exec>([&](bool tensor_cores) {
     for (const Shape& s : shapes)
       for (const char* name : {"softmax/full", "softmax/causal", "softmax/full_fwd_bwd", "softmax/causal_fwd_bwd"}) {
         const Form& form = form_named(name);
@@ -98,6 +93,6 @@ TEMPLATE_LIST_TEST_CASE("softmax: the tensor-core and the portable paths both ma
         check_close<P>(run_form<Exec, P>(form, p, {}), form.reference(p, {}, {}));
         ++ran;
       }
-  }
+  });
   require_ran<P>(ran, "softmax form");
 }

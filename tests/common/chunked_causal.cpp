@@ -1,0 +1,50 @@
+// The chunk form shared by causal linear attention and Lightning Attention
+// (common/chunked_causal.hpp) on each tile path its backend has: on CUDA the
+// tensor-core kernels, which store the state entering every chunk and compute
+// the chunks in parallel, and the portable kernel, which walks them in order.
+// Several chunks and one, a ragged last chunk, L = 1, head sizes 16 .. 256
+// (above 128 the tensor-core dispatch falls back), d_v != d_k both ways, and
+// chunk sizes the tensor-core tiles take (64, 128) and leave to the portable
+// path (16, 100). Lightning's backward runs the same kernel in reverse time.
+#include "forms/check.hpp"
+
+using namespace attn;
+using namespace attn::test;
+
+namespace {
+
+struct ChunkCase {
+  Shape shape;
+  int chunk;
+};
+
+const ChunkCase chunk_cases[] = {
+    {{1, 2, 1, 16, 16}, 64},     {{2, 3, 200, 16, 8}, 64},  {{1, 2, 300, 40, 64}, 128}, {{1, 1, 256, 128, 128}, 64},
+    {{1, 2, 150, 64, 128}, 64},  {{1, 1, 45, 256, 32}, 16}, {{1, 1, 130, 32, 32}, 100},
+};
+
+}  // namespace
+
+TEMPLATE_LIST_TEST_CASE("chunked causal forms: the tensor-core and the portable paths both match the reference",
+                        "[forms][lightning]", Configs) {
+  using Exec = typename TestType::Exec;
+  using P = typename TestType::Precision;
+  const std::uint64_t seed = test_seed();
+  int ran = 0;
+  for_each_tile_path<Exec>([&](bool tensor_cores) {
+    for (const ChunkCase& c : chunk_cases)
+      for (const char* name : {"linear/chunk", "lightning/fwd", "lightning/fwd_bwd"}) {
+        const Form& form = form_named(name);
+        const Shape& s = c.shape;
+        FormParams params;
+        params.chunk = c.chunk;
+        INFO(name << " on " << backend_name<Exec>() << " in " << precision_name<P>() << (tensor_cores ? "" : ", portable")
+                  << ", B=" << s.batch << " H=" << s.heads << " L=" << s.seq << " dk=" << s.dk << " dv=" << s.dv
+                  << " chunk=" << c.chunk << ", seed " << seed);
+        const HostProblem p = random_problem(s, form, seed, {}, params);
+        check_close<P>(run_form<Exec, P>(form, p, params), form.reference(p, params, {}));
+        ++ran;
+      }
+  });
+  require_ran<P>(ran, "chunked form");
+}
