@@ -29,9 +29,9 @@ namespace attn::detail {
 
 #if defined(KOKKOS_ENABLE_CUDA)
 
-template <class P>
-using CudaChunkTensor = Tensor4<Kokkos::Cuda, storage_t<P>>;
-using CudaTeam = Kokkos::TeamPolicy<Kokkos::Cuda>::member_type;
+using mma::CudaTeam;
+using mma::CudaTensor;
+using mma::launch_tiles;
 
 // lambda^n for n >= 0 (1 without decay).
 KOKKOS_INLINE_FUNCTION float decay_power(float rate, int n) { return rate == 0.f ? 1.f : expf(-rate * float(n)); }
@@ -42,9 +42,9 @@ struct ChunkStates {
   static constexpr int tokens = 32;  // one shared tile of keys and values; C is a multiple
   static constexpr int ld = mma::k_major_stride<P>(block);
 
-  CudaChunkTensor<P> k, v;
+  CudaTensor<P> k, v;
   Vector<Kokkos::Cuda, storage_t<P>> decay_rate;  // empty: no decay
-  CudaChunkTensor<P> states;                      // [B H][chunk - 1][D][D]: the state entering chunk 1, 2, ...
+  CudaTensor<P> states;                      // [B H][chunk - 1][D][D]: the state entering chunk 1, 2, ...
   Tensor3<Kokkos::Cuda, float> normalisers;       // [B H][chunk - 1][D], or empty
   int L, H, C, chunks, dk, dv, mirror;
 
@@ -75,7 +75,9 @@ struct ChunkStates {
       mma::start_tile_copy<P>(Vs[i & 1], ld, tokens, block, v, b, h, i * tokens, tokens, dv - vb * block, tid, size,
                               mirror, vb * block);
     };
-    const int per_chunk = C / tokens, total = (chunks - 1) * per_chunk;  // the last chunk's keys are never a state
+    // Launched for two chunks or more: total >= per_chunk >= 2 tiles. The
+    // last chunk's keys are never part of a stored state.
+    const int per_chunk = C / tokens, total = (chunks - 1) * per_chunk;
     team.team_barrier();  // a block that runs several teams: the previous team's tiles are no longer read
     start(0);
     for (int i = 0; i < total; ++i) {
@@ -105,23 +107,11 @@ struct ChunkStates {
         mma::add_ab_step<P>(S, mma::prepare<P>(a), Vs[buf], ld, kk);
       }
       if (keeps_z)
-        for (int u = 0; u < tokens; ++u) z += factor[buf][u] * operand_as_float<P>(Ks[buf][u * ld + tid]);
+        for (int u = 0; u < tokens; ++u) z += factor[buf][u] * mma::operand_to_float<P>(Ks[buf][u * ld + tid]);
       team.team_barrier();  // buffer buf is free for tile i + 2
     }
-    if (total > 0) store(chunks - 1);
+    store(chunks - 1);
 #endif
-  }
-
-  // A shared operand as the float it stands for.
-  template <class Q>
-  static KOKKOS_INLINE_FUNCTION float operand_as_float(mma::operand_t<Q> x) {
-    if constexpr (std::is_same_v<Q, bf16>) {
-      bf16 y;
-      y.bits = x;
-      return float(y);
-    } else {
-      return x;
-    }
   }
 };
 
@@ -134,9 +124,9 @@ struct ChunkOutputs {
   static constexpr int slice_ld = mma::k_major_stride<P>(D);
   static constexpr int shared = 2 * keys * ld > 2 * slice * slice_ld ? 2 * keys * ld : 2 * slice * slice_ld;
 
-  CudaChunkTensor<P> q, k, v, o;
+  CudaTensor<P> q, k, v, o;
   Vector<Kokkos::Cuda, storage_t<P>> decay_rate;
-  CudaChunkTensor<P> states;
+  CudaTensor<P> states;
   Tensor3<Kokkos::Cuda, float> normalisers;  // [B H][chunk - 1][D] when normalising
   int L, H, tiles, C, dk, dv, mirror;
   bool normalise;
@@ -218,32 +208,30 @@ struct ChunkOutputs {
 // sweep, -1 otherwise.
 template <class P>
 bool tensor_core_chunked(const Kokkos::Cuda& exec, const char* label, const Shape& s,
-                         const CudaChunkTensor<P>& q, const CudaChunkTensor<P>& k, const CudaChunkTensor<P>& v,
-                         const Vector<Kokkos::Cuda, storage_t<P>>& decay_rate, const CudaChunkTensor<P>& o, int chunk,
+                         const CudaTensor<P>& q, const CudaTensor<P>& k, const CudaTensor<P>& v,
+                         const Vector<Kokkos::Cuda, storage_t<P>>& decay_rate, const CudaTensor<P>& o, int chunk,
                          bool normalise, bool reverse) {
   const int L = s.seq, C = chunk < L ? chunk : L, chunks = ceil_div(L, C);
   if (chunks > 1 && C % 64 != 0) return false;
   const int mirror = reverse ? L - 1 : -1, BH = s.batch * s.heads;
   auto run = [&](auto head) {
     constexpr int D = decltype(head)::value;
-    CudaChunkTensor<P> states;
+    CudaTensor<P> states;
     Tensor3<Kokkos::Cuda, float> normalisers;
     if (chunks > 1) {
       using States = ChunkStates<P, D>;
-      states = CudaChunkTensor<P>(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label) + " chunk states"),
+      states = CudaTensor<P>(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label) + " chunk states"),
                                   BH, chunks - 1, D, D);
       if (normalise)
         normalisers = Tensor3<Kokkos::Cuda, float>(
             Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label) + " chunk normalisers"), BH, chunks - 1, D);
-      Kokkos::parallel_for(std::string(label) + " states",
-                           Kokkos::TeamPolicy<Kokkos::Cuda>(exec, BH * States::blocks * States::blocks, 32 * States::warps),
-                           States{k, v, decay_rate, states, normalisers, L, s.heads, C, chunks, s.dk, s.dv, mirror});
+      launch_tiles(std::string(label) + " states", exec, BH * States::blocks * States::blocks, 32 * States::warps,
+                   States{k, v, decay_rate, states, normalisers, L, s.heads, C, chunks, s.dk, s.dv, mirror});
     }
     using Outputs = ChunkOutputs<P, D>;
     const int tiles = ceil_div(L, Outputs::rows);
-    Kokkos::parallel_for(std::string(label) + " outputs",
-                         Kokkos::TeamPolicy<Kokkos::Cuda>(exec, BH * tiles, 32 * Outputs::warps),
-                         Outputs{q, k, v, o, decay_rate, states, normalisers, L, s.heads, tiles, C, s.dk, s.dv, mirror, normalise});
+    launch_tiles(std::string(label) + " outputs", exec, BH * tiles, 32 * Outputs::warps,
+                 Outputs{q, k, v, o, decay_rate, states, normalisers, L, s.heads, tiles, C, s.dk, s.dv, mirror, normalise});
   };
   return mma::with_padded_head(s.dk, s.dv, run);
 }

@@ -28,8 +28,10 @@
 // permutation. The sum over k does not depend on its order.
 #pragma once
 #include "common/precision.hpp"
+#include "common/views.hpp"
 
 #include <cstdint>
+#include <string>
 #include <type_traits>
 
 #if defined(KOKKOS_ENABLE_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
@@ -49,6 +51,20 @@ inline bool& tensor_cores_enabled() {
 }  // namespace attn
 
 namespace attn::mma {
+
+#if defined(KOKKOS_ENABLE_CUDA)
+// What the tensor-core kernels take and how they launch: tensors stored as
+// precision P stores them, and one Kokkos team of `threads` (whole warps) per
+// unit of work.
+template <class P>
+using CudaTensor = Tensor4<Kokkos::Cuda, storage_t<P>>;
+using CudaTeam = Kokkos::TeamPolicy<Kokkos::Cuda>::member_type;
+
+template <class Functor>
+void launch_tiles(const std::string& label, const Kokkos::Cuda& exec, int league, int threads, const Functor& f) {
+  Kokkos::parallel_for(label, Kokkos::TeamPolicy<Kokkos::Cuda>(exec, league, threads), f);
+}
+#endif
 
 // Tensor-core kernels are compiled for head sizes 32, 64 and 128; a
 // problem runs in the smallest that holds both d_k and d_v (the padding
@@ -131,6 +147,20 @@ __device__ __forceinline__ std::uint32_t tf32_truncated_bits(float x) { return _
 
 __device__ __forceinline__ std::uint32_t pack_bf16(float lo, float hi) {
   return std::uint32_t(bf16(lo).bits) | (std::uint32_t(bf16(hi).bits) << 16);
+}
+
+// A shared-memory operand as the float it stands for (bf16 bits widened).
+template <class P>
+__device__ __forceinline__ float operand_to_float(operand_t<P> x) {
+  if constexpr (std::is_same_v<P, bf16>)
+    return __uint_as_float(std::uint32_t(x) << 16);
+  else
+    return x;
+}
+
+// The two floats of a packed bf16 pair (low half first), as pack_bf16 packs them.
+__device__ __forceinline__ float2 unpack_bf16(std::uint32_t pair) {
+  return make_float2(__uint_as_float(pair << 16), __uint_as_float(pair & 0xffff0000u));
 }
 
 __device__ __forceinline__ std::uint32_t pack_bits(std::uint16_t lo, std::uint16_t hi) {
@@ -308,10 +338,8 @@ __device__ __forceinline__ void scale_fragment_columns(std::uint32_t (&a)[4], F 
   if constexpr (std::is_same_v<P, bf16>) {
     const float f0 = f(2 * t), f1 = f(2 * t + 1), f8 = f(2 * t + 8), f9 = f(2 * t + 9);
     auto scaled = [](std::uint32_t pair, float lo, float hi) {
-      bf16 x, y;
-      x.bits = std::uint16_t(pair & 0xffffu);
-      y.bits = std::uint16_t(pair >> 16);
-      return pack_bf16(float(x) * lo, float(y) * hi);
+      const float2 x = unpack_bf16(pair);
+      return pack_bf16(x.x * lo, x.y * hi);
     };
     a[0] = scaled(a[0], f0, f1);
     a[1] = scaled(a[1], f0, f1);
@@ -517,8 +545,8 @@ __device__ __forceinline__ void finish_tile_copy(operand_t<P>* dst, int ld, int 
 // Both halves at once (the caller's team barrier still follows).
 template <class P, class View>
 __device__ __forceinline__ void load_tile(operand_t<P>* dst, int ld, int rows, int width, const View& x, int b, int h,
-                                          int first, int count, int cols, int rank, int size, int mirror = -1) {
-  start_tile_copy<P>(dst, ld, rows, width, x, b, h, first, count, cols, rank, size, mirror);
+                                          int first, int count, int cols, int rank, int size) {
+  start_tile_copy<P>(dst, ld, rows, width, x, b, h, first, count, cols, rank, size);
   finish_tile_copy<0, P>(dst, ld, rows, width, cols, rank, size);
 }
 
@@ -597,12 +625,8 @@ __device__ __forceinline__ void add_row_dots(const RowTile<P, K>& A, const float
     if constexpr (std::is_same_v<P, bf16>) {
       const float* zc = z + kk * 16 + 2 * t;
       auto dot = [&](std::uint32_t lo_pair, std::uint32_t hi_pair) {
-        bf16 x0, x1, x8, x9;
-        x0.bits = std::uint16_t(lo_pair & 0xffffu);
-        x1.bits = std::uint16_t(lo_pair >> 16);
-        x8.bits = std::uint16_t(hi_pair & 0xffffu);
-        x9.bits = std::uint16_t(hi_pair >> 16);
-        return float(x0) * zc[0] + float(x1) * zc[1] + float(x8) * zc[8] + float(x9) * zc[9];
+        const float2 lo = unpack_bf16(lo_pair), hi = unpack_bf16(hi_pair);
+        return lo.x * zc[0] + lo.y * zc[1] + hi.x * zc[8] + hi.y * zc[9];
       };
       s[0] += dot(A.a[kk][0], A.a[kk][2]);
       s[1] += dot(A.a[kk][1], A.a[kk][3]);

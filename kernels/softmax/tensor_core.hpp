@@ -25,10 +25,10 @@ namespace attn::detail {
 constexpr float log2_e = 1.4426950408889634f;
 constexpr float ln_2 = 0.6931471805599453f;
 
-template <class P>
-using CudaTensor = Tensor4<Kokkos::Cuda, storage_t<P>>;
+using mma::CudaTeam;
+using mma::CudaTensor;
+using mma::launch_tiles;
 using CudaRows = Tensor3<Kokkos::Cuda, float>;
-using CudaMember = Kokkos::TeamPolicy<Kokkos::Cuda>::member_type;
 
 // Forward, one team per (batch, head, 64 query rows): Q in registers, key and
 // value tiles streamed through shared memory, the running row max m, sum l and
@@ -45,7 +45,7 @@ struct FlashForward {
   float scale_log2;
   bool causal;
 
-  KOKKOS_INLINE_FUNCTION void operator()(const CudaMember& team) const {
+  KOKKOS_INLINE_FUNCTION void operator()(const CudaTeam& team) const {
 #if defined(ATTN_MMA_DEVICE_PASS)
     using E = mma::operand_t<P>;
     __shared__ __align__(16) E Ks[keys * ld];
@@ -119,7 +119,7 @@ struct FlashBackwardPass {
   float scale, scale_log2;
   bool causal;
 
-  KOKKOS_INLINE_FUNCTION void operator()(const CudaMember& team) const {
+  KOKKOS_INLINE_FUNCTION void operator()(const CudaTeam& team) const {
 #if defined(ATTN_MMA_DEVICE_PASS)
     using E = mma::operand_t<P>;
     __shared__ __align__(16) E X1[owned * ld];
@@ -196,11 +196,6 @@ struct FlashBackwardPass {
 #endif
   }
 };
-
-template <class Functor>
-void launch_tiles(const char* label, const Kokkos::Cuda& exec, int league, int threads, const Functor& f) {
-  Kokkos::parallel_for(label, Kokkos::TeamPolicy<Kokkos::Cuda>(exec, league, threads), f);
-}
 
 // The tensor-core forward (shapes checked); false, with nothing run, when a
 // head size exceeds 128.
