@@ -8,9 +8,10 @@ namespace attn {
 namespace {
 
 struct LinearParallel {
-  template <class Exec, class T>
-  static void run(const Exec& exec, const Inputs<Exec, T>& x, const FormParams&) {
-    linear_parallel_forward(exec, x.q, x.k, x.v, x.o);
+  using precisions = Precisions;
+  template <class Exec, class P>
+  static void run(const Exec& exec, const Inputs<Exec, storage_t<P>>& x, const FormParams&) {
+    linear_parallel_forward<P>(exec, x.q, x.k, x.v, x.o);
   }
 };
 struct LinearRecurrent {

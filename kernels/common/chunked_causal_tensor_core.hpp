@@ -8,8 +8,12 @@
 //      and stores the state entering every chunk n >= 1,
 //        S_n = lambda^C S_{n-1} + sum_{u in chunk n-1} lambda^(nC-1-u) k_u v_u^T,
 //      and the normaliser z_n alike (v = 1). Every chunk before the last is
-//      whole, so its decay is lambda^C.
-//   2. ChunkOutputs: one team per (batch, head, 64 query rows of one chunk),
+//      whole, so its decay is lambda^C. When these walks are too few to fill
+//      the GPU (few heads), the sequence is cut into segments walked in
+//      parallel from zero, then JoinChunkSegments adds to each stored state
+//      the decayed state entering its segment.
+//   2. ChunkOutputs: one team per (batch, head, 64 query rows of one chunk,
+//      64 value columns),
 //        o_t = lambda^(t-t0+1) q_t^T S_n + sum_{t0<=u<=t} lambda^(t-u) (q_t.k_u) v_u,
 //      divided, when normalising, by lambda^(t-t0+1) q_t.z_n + the same sum
 //      with v = 1. The state part streams S_n in slices of 32 rows, the
@@ -23,7 +27,20 @@
 #include "common/team_tiles.hpp"
 #include "common/views.hpp"
 
+#include <algorithm>
 #include <type_traits>
+
+namespace attn {
+
+// How many segments the tensor-core chunk form cuts each sequence's state walk
+// into: 0 (the default) chooses by the device's size (see tensor_core_chunked);
+// the tests force one walk per sequence, and several segments of several chunks.
+inline int& chunk_state_segments() {
+  static int segments = 0;
+  return segments;
+}
+
+}  // namespace attn
 
 namespace attn::detail {
 
@@ -39,7 +56,10 @@ KOKKOS_INLINE_FUNCTION float decay_power(float rate, int n) { return rate == 0.f
 template <class P, int D>
 struct ChunkStates {
   static constexpr int block = D < 64 ? D : 64, warps = block / 16, blocks = D / block;
-  static constexpr int tokens = 32;  // one shared tile of keys and values; C is a multiple
+  // Key and value tiles of `tokens` steps (C is a multiple) in a ring of
+  // `stages` buffers, stages - 1 of them in flight while one is multiplied
+  // (as many as 48 KB of static shared memory hold).
+  static constexpr int tokens = 32, stages = std::is_same_v<P, bf16> ? 4 : 2;
   static constexpr int ld = mma::k_major_stride<P>(block);
 
   CudaTensor<P> k, v;
@@ -47,15 +67,17 @@ struct ChunkStates {
   CudaTensor<P> states;                      // [B H][chunk - 1][D][D]: the state entering chunk 1, 2, ...
   Tensor3<Kokkos::Cuda, float> normalisers;       // [B H][chunk - 1][D], or empty
   int L, H, C, chunks, dk, dv, mirror;
+  int segment_chunks;  // chunks per segment of the sequence; each segment is walked from a zero state
 
   KOKKOS_INLINE_FUNCTION void operator()(const CudaTeam& team) const {
 #if defined(ATTN_MMA_DEVICE_PASS)
     using E = mma::operand_t<P>;
-    __shared__ __align__(16) E Ks[2][tokens * ld];
-    __shared__ __align__(16) E Vs[2][tokens * ld];
-    __shared__ float factor[2][tokens];  // lambda^(end of chunk - 1 - u) of the tile's tokens
+    __shared__ __align__(16) E Ks[stages][tokens * ld];
+    __shared__ __align__(16) E Vs[stages][tokens * ld];
+    __shared__ float factor[tokens];  // lambda^(end of chunk - 1 - u) of the tile's tokens
     const int rank = team.league_rank(), tid = team.team_rank(), size = team.team_size();
-    const int vb = rank % blocks, kb = (rank / blocks) % blocks, bh = rank / (blocks * blocks);
+    const int vb = rank % blocks, kb = (rank / blocks) % blocks, segment = (rank / (blocks * blocks)) % segments();
+    const int bh = rank / (blocks * blocks * segments());
     const int b = bh / H, h = bh % H, warp = tid / 32;
     const float rate = decay_rate.extent(0) ? float(decay_rate(h)) : 0.f;
     const bool keeps_z = normalisers.data() && vb == 0 && tid < block;  // thread tid: z of d_k row kb*block + tid
@@ -69,30 +91,33 @@ struct ChunkStates {
       });
       if (keeps_z) normalisers(bh, entering - 1, kb * block + tid) = z;
     };
-    auto start = [&](int i) {  // copy tile i (tokens i*tokens ..) into buffer i % 2
-      mma::start_tile_copy<P>(Ks[i & 1], ld, tokens, block, k, b, h, i * tokens, tokens, dk - kb * block, tid, size,
-                              mirror, kb * block);
-      mma::start_tile_copy<P>(Vs[i & 1], ld, tokens, block, v, b, h, i * tokens, tokens, dv - vb * block, tid, size,
-                              mirror, vb * block);
+    auto start = [&](int i) {  // copy tile i (tokens i*tokens ..) into buffer i % stages
+      mma::start_tile_copy<P>(Ks[i % stages], ld, tokens, block, k, b, h, i * tokens, tokens, dk - kb * block, tid,
+                              size, mirror, kb * block);
+      mma::start_tile_copy<P>(Vs[i % stages], ld, tokens, block, v, b, h, i * tokens, tokens, dv - vb * block, tid,
+                              size, mirror, vb * block);
     };
-    // Launched for two chunks or more: total >= per_chunk >= 2 tiles. The
-    // last chunk's keys are never part of a stored state.
-    const int per_chunk = C / tokens, total = (chunks - 1) * per_chunk;
+    // The segment's chunks first .. last - 1 (the last chunk's keys are never
+    // part of a stored state), every one whole: at least 2 tiles.
+    const int per_chunk = C / tokens, first = segment * segment_chunks;
+    const int last = first + segment_chunks < chunks - 1 ? first + segment_chunks : chunks - 1;
+    const int begin = first * per_chunk, end = last * per_chunk;
     team.team_barrier();  // a block that runs several teams: the previous team's tiles are no longer read
-    start(0);
-    for (int i = 0; i < total; ++i) {
-      const int n = i / per_chunk, buf = i & 1;
-      if (i > 0 && i % per_chunk == 0) {  // chunk n - 1 is in: S is the state entering chunk n
+    for (int i = begin; i < begin + stages - 1 && i < end; ++i) start(i);
+    for (int i = begin; i < end; ++i) {
+      const int n = i / per_chunk, buf = i % stages;
+      if (i > begin && i % per_chunk == 0) {  // chunk n - 1 is in: S is the state entering chunk n
         store(n);
         const float chunk_decay = decay_power(rate, C);
         mma::for_each_entry(S, [&](int, int, float& x) { x *= chunk_decay; });
         z *= chunk_decay;
       }
-      if (tid < tokens) factor[buf][tid] = decay_power(rate, (n + 1) * C - 1 - (i * tokens + tid));
-      if (i + 1 < total) {
-        start(i + 1);
-        mma::finish_tile_copy<2, P>(Ks[buf], ld, tokens, block, dk - kb * block, tid, size);
-        mma::finish_tile_copy<2, P>(Vs[buf], ld, tokens, block, dv - vb * block, tid, size);
+      if (tid < tokens) factor[tid] = decay_power(rate, (n + 1) * C - 1 - (i * tokens + tid));
+      // Tile i is in once at most the two copies (K and V) of each later tile in flight are pending.
+      if (i + stages - 1 < end) {
+        start(i + stages - 1);
+        mma::finish_tile_copy<2 * (stages - 1), P>(Ks[buf], ld, tokens, block, dk - kb * block, tid, size);
+        mma::finish_tile_copy<2 * (stages - 1), P>(Vs[buf], ld, tokens, block, dv - vb * block, tid, size);
       } else {
         mma::finish_tile_copy<0, P>(Ks[buf], ld, tokens, block, dk - kb * block, tid, size);
         mma::finish_tile_copy<0, P>(Vs[buf], ld, tokens, block, dv - vb * block, tid, size);
@@ -103,26 +128,70 @@ struct ChunkStates {
       for (int kk = 0; kk < tokens / mma::k_step<P>; ++kk) {
         std::uint32_t a[4];
         mma::transposed_fragment_from_shared<P>(a, Ks[buf] + 16 * warp, ld, kk);
-        mma::scale_fragment_columns<P>(a, [&](int c) { return factor[buf][kk * mma::k_step<P> + c]; });
+        mma::scale_fragment_columns<P>(a, [&](int c) { return factor[kk * mma::k_step<P> + c]; });
         mma::add_ab_step<P>(S, mma::prepare<P>(a), Vs[buf], ld, kk);
       }
       if (keeps_z)
-        for (int u = 0; u < tokens; ++u) z += factor[buf][u] * mma::operand_to_float<P>(Ks[buf][u * ld + tid]);
-      team.team_barrier();  // buffer buf is free for tile i + 2
+        for (int u = 0; u < tokens; ++u) z += factor[u] * mma::operand_to_float<P>(Ks[buf][u * ld + tid]);
+      team.team_barrier();  // buffer buf is free for tile i + stages, factor for tile i + 1
     }
-    store(chunks - 1);
+    store(last);
 #endif
+  }
+
+  KOKKOS_INLINE_FUNCTION int segments() const { return ceil_div(chunks - 1, segment_chunks); }
+};
+
+// Joins the segments of ChunkStates: a stored state S'_n of segment g (first
+// chunk f) counts only the keys from chunk f on, so the state entering chunk n
+// is S_n = S'_n + lambda^(C (n - f)) S_f, with S_f the (joined) state
+// entering the segment. One thread per (batch, head, state entry) walks the
+// chunks in order; the entries of the normaliser z likewise.
+template <class P>
+struct JoinChunkSegments {
+  CudaTensor<P> states;                       // [B H][chunk - 1][D][D]
+  Tensor3<Kokkos::Cuda, float> normalisers;  // [B H][chunk - 1][D], or empty
+  Vector<Kokkos::Cuda, storage_t<P>> decay_rate;
+  int H, C, chunks, segment_chunks, entries;  // entries per (batch, head): D^2, + D with the normaliser
+
+  template <class Entry>
+  KOKKOS_INLINE_FUNCTION void join(float rate, Entry entry) const {
+    float entering_segment = 0.f;  // S_f of the current segment
+    for (int n = 1; n < chunks; ++n) {
+      const int first = (n - 1) / segment_chunks * segment_chunks;
+      float x = float(entry(n));
+      if (first > 0) {
+        x += decay_power(rate, C * (n - first)) * entering_segment;
+        entry(n) = storage_t<P>(x);
+      }
+      if (n % segment_chunks == 0) entering_segment = x;  // chunk n opens the next segment
+    }
+  }
+
+  KOKKOS_INLINE_FUNCTION void operator()(int i) const {
+    const int bh = i / entries, e = i % entries, D = int(states.extent(2));
+    const float rate = decay_rate.extent(0) ? float(decay_rate(bh % H)) : 0.f;
+    if (e < D * D)
+      join(rate, [&](int n) -> storage_t<P>& { return states(bh, n - 1, e / D, e % D); });
+    else
+      join(rate, [&](int n) -> float& { return normalisers(bh, n - 1, e - D * D); });
   }
 };
 
 template <class P, int D>
 struct ChunkOutputs {
   static constexpr int warps = 4, rows = 16 * warps;
+  // Value columns per team: in float and tf32 a 64-column block, so that O
+  // (16 x 64 per warp) and Q (16 x D) stay in registers for D = 128, the
+  // scores computed once per block (flash-linear-attention's chunk_fwd_o
+  // splits V so); in bf16 (Q in half the registers) every column, which
+  // measured faster (2.3 against 2.9 ms at B=4 H=32 L=16k d=128).
+  static constexpr int value_block = D > 64 && !std::is_same_v<P, bf16> ? 64 : D, value_blocks = D / value_block;
   static constexpr int keys = std::is_same_v<P, bf16> ? 64 : 32;  // streamed key and value tiles
-  static constexpr int ld = mma::padded_stride<P>(D);
+  static constexpr int ld = mma::padded_stride<P>(D), ldv = mma::padded_stride<P>(value_block);
   static constexpr int slice = 32;  // rows of S per step of the state part, two in flight
-  static constexpr int slice_ld = mma::k_major_stride<P>(D);
-  static constexpr int shared = 2 * keys * ld > 2 * slice * slice_ld ? 2 * keys * ld : 2 * slice * slice_ld;
+  static constexpr int slice_ld = mma::k_major_stride<P>(value_block);
+  static constexpr int shared = keys * (ld + ldv) > 2 * slice * slice_ld ? keys * (ld + ldv) : 2 * slice * slice_ld;
 
   CudaTensor<P> q, k, v, o;
   Vector<Kokkos::Cuda, storage_t<P>> decay_rate;
@@ -138,7 +207,13 @@ struct ChunkOutputs {
     __shared__ float z[D];
     E* const Ks = tile_memory;
     E* const Vs = tile_memory + keys * ld;
-    const TeamTile tile = team_tile(team.league_rank(), tiles, H, rows, L);
+    // The value blocks of one row tile are neighbours in the league (their Q
+    // and K tiles are read twice, the second time mostly from L2). The last
+    // tiles of a chunk see the most keys (with one chunk, linear/parallel,
+    // all the keys before them): start them first.
+    const int rank = team.league_size() - 1 - team.league_rank();
+    const int vb = rank % value_blocks, first_value = vb * value_block;
+    const TeamTile tile = team_tile(rank / value_blocks, tiles, H, rows, L);
     const int b = tile.b, h = tile.h, bh = b * H + h, tid = team.team_rank(), size = team.team_size();
     const int row0 = tile.first + 16 * (tid / 32);  // the warp's first step
     const int n = tile.first / C, t0 = n * C;        // the chunk of every row of the tile
@@ -146,25 +221,31 @@ struct ChunkOutputs {
 
     mma::RowTile<P, D> Q;
     mma::load_rows(Q, q, b, h, row0, L, dk, mirror);
-    mma::Accumulator<D> O;
+    mma::Accumulator<value_block> O;
     mma::zero(O);
     float den[2] = {0.f, 0.f};  // the thread's share of its two rows' normalisers
     if (n > 0) {
-      // Inter-chunk: q^T S_n, S_n streamed in slices of rows, the next slice
-      // copied while this one is multiplied; then lambda^(t - t0 + 1).
+      // Inter-chunk: q^T S_n (the team's value block of it), S_n streamed in
+      // slices of rows, the next slice copied while this one is multiplied;
+      // then lambda^(t - t0 + 1).
       constexpr int slices = D / slice;
       auto buffer = [&](int i) { return tile_memory + (i & 1) * slice * slice_ld; };
       auto start = [&](int i) {
-        mma::start_tile_copy<P>(buffer(i), slice_ld, slice, D, states, bh, n - 1, i * slice, slice, D, tid, size);
+        mma::start_tile_copy<P>(buffer(i), slice_ld, slice, value_block, states, bh, n - 1, i * slice, slice,
+                                D - first_value, tid, size, -1, first_value);
+      };
+      auto finish = [&](auto pending, int i) {
+        mma::finish_tile_copy<decltype(pending)::value, P>(buffer(i), slice_ld, slice, value_block, D - first_value,
+                                                           tid, size);
       };
       team.team_barrier();  // a block that runs several teams: the previous team's tiles are no longer read
       start(0);
       for (int i = 0; i < slices; ++i) {
         if (i + 1 < slices) {
           start(i + 1);
-          mma::finish_tile_copy<1, P>(buffer(i), slice_ld, slice, D, D, tid, size);
+          finish(std::integral_constant<int, 1>{}, i);
         } else {
-          mma::finish_tile_copy<0, P>(buffer(i), slice_ld, slice, D, D, tid, size);
+          finish(std::integral_constant<int, 0>{}, i);
         }
         team.team_barrier();
         mma::add_ab_slice<P, slice / mma::k_step<P>>(O, Q, i * slice / mma::k_step<P>, buffer(i), slice_ld);
@@ -184,7 +265,7 @@ struct ChunkOutputs {
     // Intra-chunk: keys t0 .. t (key tiles past the warp's last row skipped),
     // weights (q_t.k_u) lambda^(t-u), the masked pairs zero, never decayed.
     mma::attend_streamed<P, D, keys>(
-        team, Q, O, Ks, Vs, k, v, b, h, L, t0, tile.first + tile.count, dk, dv, mirror,
+        team, Q, O, Ks, Vs, k, v, b, h, L, t0, tile.first + tile.count, dk, dv, first_value, mirror,
         [&](int k0) { return k0 <= row0 + 15; },
         [&](mma::Accumulator<keys>& S, int k0, int nk) {
           mma::for_each_entry(S, [&](int r, int c, float& s) {
@@ -195,8 +276,9 @@ struct ChunkOutputs {
         });
     const float total[2] = {mma::quad_sum(den[0]), mma::quad_sum(den[1])};
     mma::for_each_entry(O, [&](int r, int c, float& x) {
-      if (row0 + r < L && c < dv)
-        o(b, h, mma::stored_row(row0 + r, mirror), c) = storage_t<P>(normalise ? x / total[r >> 3] : x);
+      if (row0 + r < L && first_value + c < dv)
+        o(b, h, mma::stored_row(row0 + r, mirror), first_value + c) =
+            storage_t<P>(normalise ? x / total[r >> 3] : x);
     });
 #endif
   }
@@ -225,12 +307,29 @@ bool tensor_core_chunked(const Kokkos::Cuda& exec, const char* label, const Shap
       if (normalise)
         normalisers = Tensor3<Kokkos::Cuda, float>(
             Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label) + " chunk normalisers"), BH, chunks - 1, D);
-      launch_tiles(std::string(label) + " states", exec, BH * States::blocks * States::blocks, 32 * States::warps,
-                   States{k, v, decay_rate, states, normalisers, L, s.heads, C, chunks, s.dk, s.dv, mirror});
+      // Few (batch, head, state block) walks leave most of the GPU idle: then
+      // the sequence is cut into segments walked in parallel and joined after
+      // (a two-level scan), so that the walks' warps fill about a fifth of
+      // the device's warp slots.
+      const int walks = BH * States::blocks * States::blocks, warp_slots = exec.concurrency() / 32;
+      const int wanted = chunk_state_segments() > 0 ? chunk_state_segments()
+                                                    : std::max(1, ceil_div(warp_slots / 5, walks * States::warps));
+      const int segments = std::min(chunks - 1, wanted);
+      const int segment_chunks = ceil_div(chunks - 1, segments);
+      launch_tiles(std::string(label) + " states", exec, walks * ceil_div(chunks - 1, segment_chunks),
+                   32 * States::warps,
+                   States{k, v, decay_rate, states, normalisers, L, s.heads, C, chunks, s.dk, s.dv, mirror,
+                          segment_chunks});
+      if (segment_chunks < chunks - 1) {
+        const int entries = D * D + (normalise ? D : 0);
+        Kokkos::parallel_for(std::string(label) + " join segments", Kokkos::RangePolicy<Kokkos::Cuda>(exec, 0, BH * entries),
+                             JoinChunkSegments<P>{states, normalisers, decay_rate, s.heads, C, chunks, segment_chunks,
+                                                  entries});
+      }
     }
     using Outputs = ChunkOutputs<P, D>;
     const int tiles = ceil_div(L, Outputs::rows);
-    launch_tiles(std::string(label) + " outputs", exec, BH * tiles, 32 * Outputs::warps,
+    launch_tiles(std::string(label) + " outputs", exec, BH * tiles * Outputs::value_blocks, 32 * Outputs::warps,
                  Outputs{q, k, v, o, decay_rate, states, normalisers, L, s.heads, tiles, C, s.dk, s.dv, mirror, normalise});
   };
   return mma::with_padded_head(s.dk, s.dv, run);

@@ -416,12 +416,30 @@ __device__ __forceinline__ void add_abt_step(Accumulator<N>& C, const AFragment<
   }
 }
 
+// The registers of a RowTile k-step as values the compiler must treat as new
+// at this point: a RowTile is loop-invariant in the key loops that multiply
+// it, and without this the compiler hoists every k-step's prepared fragment
+// out of the loop (for float, 3xTF32 halves: 2 x D / 8 x 4 more registers;
+// ChunkOutputs<float, 128> reached 255 registers and spilled). Preparing it
+// again per use costs a few integer operations.
+__device__ __forceinline__ void opaque(const std::uint32_t (&in)[4], std::uint32_t (&out)[4]) {
+  #pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    out[i] = in[i];
+    asm volatile("" : "+r"(out[i]));
+  }
+}
+
 // C (16 x N) += A (16 x K) B^T, B = rows 0 .. N-1 of a [n][k] shared tile.
 // A is a RowTile in registers, or rows of a shared tile (`const operand_t<P>*`).
 template <class P, int N, int K>
 __device__ __forceinline__ void add_abt(Accumulator<N>& C, const RowTile<P, K>& A, const operand_t<P>* B, int ld) {
   #pragma unroll
-  for (int kk = 0; kk < K / k_step<P>; ++kk) add_abt_step<P>(C, prepare<P>(A.a[kk]), B, ld, kk);
+  for (int kk = 0; kk < K / k_step<P>; ++kk) {
+    std::uint32_t raw[4];
+    opaque(A.a[kk], raw);
+    add_abt_step<P>(C, prepare<P>(raw), B, ld, kk);
+  }
 }
 template <class P, int N, int K>
 __device__ __forceinline__ void add_abt(Accumulator<N>& C, const operand_t<P>* A, int lda, const operand_t<P>* B,
@@ -641,29 +659,36 @@ __device__ __forceinline__ void add_row_dots(const RowTile<P, K>& A, const float
 // Team operation: each warp's O (its 16 query rows, Q in registers) +=
 // weights(Q K^T) V over the keys begin .. end - 1 of k and v (steps of a sweep,
 // stored as stored_row(step, mirror) says), Keys at a time through the shared
-// tiles Ks and Vs (Keys rows, stride padded_stride<P>(D)). The copies overlap
-// the work: the next key tile is copied during this tile's weights and W V,
-// the next value tile during the next Q K^T. seen(k0): whether the warp's rows
-// see any key of the tile starting at k0 (else the warp skips its products);
-// weigh(S, k0, nk) turns the warp's scores of that tile (nk keys inside the
-// problem) into weights in place, and may rescale O. Every thread reaches
-// every barrier.
-template <class P, int D, int Keys, class Member, class View, class Seen, class Weigh>
-__device__ __forceinline__ void attend_streamed(const Member& team, const RowTile<P, D>& Q, Accumulator<D>& O,
+// tiles Ks (Keys rows, stride padded_stride<P>(D)) and Vs (Keys rows, stride
+// padded_stride<P>(DV)). O holds DV value columns, v's columns first_value ..
+// first_value + DV - 1 (a block of the value columns, so that a team's
+// accumulators stay in registers for wide heads; the scores are then computed
+// once per block). The copies overlap the work: the next key tile is copied
+// during this tile's weights and W V, the next value tile during the next
+// Q K^T. seen(k0): whether the warp's rows see any key of the tile starting
+// at k0 (else the warp skips its products); weigh(S, k0, nk) turns the warp's
+// scores of that tile (nk keys inside the problem) into weights in place, and
+// may rescale O. Every thread reaches every barrier.
+template <class P, int D, int Keys, int DV, class Member, class View, class Seen, class Weigh>
+__device__ __forceinline__ void attend_streamed(const Member& team, const RowTile<P, D>& Q, Accumulator<DV>& O,
                                                 operand_t<P>* Ks, operand_t<P>* Vs, const View& k, const View& v,
-                                                int b, int h, int L, int begin, int end, int dk, int dv, int mirror,
-                                                Seen seen, Weigh weigh) {
-  constexpr int ld = padded_stride<P>(D);
-  const int tid = team.team_rank(), size = team.team_size();
-  auto start = [&](operand_t<P>* to, const View& x, int k0, int cols) {
-    start_tile_copy<P>(to, ld, Keys, D, x, b, h, k0, L - k0 < Keys ? L - k0 : Keys, cols, tid, size, mirror);
+                                                int b, int h, int L, int begin, int end, int dk, int dv,
+                                                int first_value, int mirror, Seen seen, Weigh weigh) {
+  constexpr int ld = padded_stride<P>(D), ldv = padded_stride<P>(DV);
+  const int tid = team.team_rank(), size = team.team_size(), value_cols = dv - first_value;
+  auto rows_from = [&](int k0) { return L - k0 < Keys ? L - k0 : Keys; };
+  auto start_keys = [&](int k0) {
+    start_tile_copy<P>(Ks, ld, Keys, D, k, b, h, k0, rows_from(k0), dk, tid, size, mirror);
+  };
+  auto start_values = [&](int k0) {
+    start_tile_copy<P>(Vs, ldv, Keys, DV, v, b, h, k0, rows_from(k0), value_cols, tid, size, mirror, first_value);
   };
   team.team_barrier();  // nobody still reads the shared tiles (a team before, or the caller)
   if (begin >= end) return;
-  start(Ks, k, begin, dk);
-  start(Vs, v, begin, dv);
+  start_keys(begin);
+  start_values(begin);
   for (int k0 = begin; k0 < end; k0 += Keys) {
-    const int nk = (L - k0 < Keys ? L - k0 : Keys);
+    const int nk = rows_from(k0);
     const bool next = k0 + Keys < end, visible = seen(k0);
     finish_tile_copy<1, P>(Ks, ld, Keys, D, dk, tid, size);
     team.team_barrier();
@@ -671,16 +696,16 @@ __device__ __forceinline__ void attend_streamed(const Member& team, const RowTil
     zero(S);
     if (visible) add_abt(S, Q, Ks, ld);
     team.team_barrier();  // every warp has read the keys
-    if (next) start(Ks, k, k0 + Keys, dk);
+    if (next) start_keys(k0 + Keys);
     if (visible) weigh(S, k0, nk);
     if (next)
-      finish_tile_copy<1, P>(Vs, ld, Keys, D, dv, tid, size);
+      finish_tile_copy<1, P>(Vs, ldv, Keys, DV, value_cols, tid, size);
     else
-      finish_tile_copy<0, P>(Vs, ld, Keys, D, dv, tid, size);
+      finish_tile_copy<0, P>(Vs, ldv, Keys, DV, value_cols, tid, size);
     team.team_barrier();
-    if (visible) add_ab<P>(O, S, Vs, ld);
+    if (visible) add_ab<P>(O, S, Vs, ldv);
     team.team_barrier();  // every warp has read the values
-    if (next) start(Vs, v, k0 + Keys, dv);
+    if (next) start_values(k0 + Keys);
   }
 }
 

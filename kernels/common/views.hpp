@@ -115,6 +115,6 @@ int tile_rows_that_fit(int max_rows, Bytes bytes) {
                               " do not fit one tile row in team scratch");
 }
 
-inline int ceil_div(int a, int b) { return (a + b - 1) / b; }
+KOKKOS_INLINE_FUNCTION constexpr int ceil_div(int a, int b) { return (a + b - 1) / b; }
 
 }  // namespace attn

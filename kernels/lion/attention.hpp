@@ -4,7 +4,9 @@
 // One team per (batch, head, query tile) streams key/value tiles through team
 // scratch (as kernels/common/tiled_attention.hpp does) and accumulates the
 // numerator and, as one more column against v = 1, the row sum C_i (Eq. 61);
-// the L x L scores are never materialised: memory O(L d).
+// the L x L scores are never materialised: memory O(L d). On CUDA, in float
+// with head sizes up to 128, the same tiles run on tensor cores
+// (lion/tensor_core.hpp).
 //
 // Cost per (batch, head), exp counted as one FLOP:
 //   FLOPs  = L^2 (2 dk + 2 dv)          scores and scores x V
@@ -16,8 +18,10 @@
 //   (each query tile re-reads K and V: actual traffic adds sizeof(T) L (dk + dv) per tile)
 #pragma once
 #include "lion/mask.hpp"
+#include "lion/tensor_core.hpp"
 
 #include <algorithm>
+#include <type_traits>
 
 namespace attn {
 
@@ -36,6 +40,10 @@ void lion_attention_forward(const Exec& exec, const Tensor4<Exec, T>& q, const T
   const bool scaled = options.scaled;
   const int width = dv + (scaled ? 1 : 0);  // column dv accumulates the row sum
   const auto mask = detail::lion_log_mask<Exec, T>(exec, options, decay_rate, log_decay);
+#if defined(KOKKOS_ENABLE_CUDA)
+  if constexpr (std::is_same_v<Exec, Kokkos::Cuda> && std::is_same_v<T, float>)
+    if (tensor_cores_enabled() && detail::lion_tensor_core_attention<float>(exec, s, q, k, v, mask, o, options)) return;
+#endif
 
   // The key tile is stored transposed (dk x rows, stride rows + 1), as the
   // scores read it; each query and key row also carries its two mask coordinates.

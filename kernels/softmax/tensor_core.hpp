@@ -65,7 +65,7 @@ struct FlashForward {
     // Online softmax over the key tiles; past the diagonal they are skipped.
     const int end = causal ? (tile.first + tile.count < L ? tile.first + tile.count : L) : L;
     mma::attend_streamed<P, D, keys>(
-        team, Q, O, Ks, Vs, k, v, b, h, L, 0, end, dk, dv, -1,
+        team, Q, O, Ks, Vs, k, v, b, h, L, 0, end, dk, dv, 0, -1,
         [&](int k0) { return !causal || k0 <= row0 + 15; },  // some query of the warp sees these keys
         [&](mma::Accumulator<keys>& S, int k0, int nk) {
           mma::for_each_entry(S, [&](int r, int c, float& s) {

@@ -6,7 +6,10 @@
 // (above 128 the tensor-core dispatch falls back), d_v != d_k both ways, and
 // chunk sizes the tensor-core tiles take (64, 128) and leave to the portable
 // path (16, 100). Lightning's backward runs the same kernel in reverse time.
+#include "common/chunked_causal_tensor_core.hpp"
 #include "forms/check.hpp"
+
+#include <vector>
 
 using namespace attn;
 using namespace attn::test;
@@ -19,8 +22,8 @@ struct ChunkCase {
 };
 
 const ChunkCase chunk_cases[] = {
-    {{1, 2, 1, 16, 16}, 64},     {{2, 3, 200, 16, 8}, 64},  {{1, 2, 300, 40, 64}, 128}, {{1, 1, 256, 128, 128}, 64},
-    {{1, 2, 150, 64, 128}, 64},  {{1, 1, 45, 256, 32}, 16}, {{1, 1, 130, 32, 32}, 100},
+    {{1, 2, 1, 16, 16}, 64},    {{2, 3, 200, 16, 8}, 64},  {{1, 2, 300, 40, 64}, 128},  {{1, 1, 256, 128, 128}, 64},
+    {{1, 2, 150, 64, 128}, 64}, {{1, 1, 45, 256, 32}, 16}, {{1, 1, 130, 32, 32}, 100},  {{1, 2, 700, 128, 96}, 64},
 };
 
 }  // namespace
@@ -31,20 +34,30 @@ TEMPLATE_LIST_TEST_CASE("chunked causal forms: the tensor-core and the portable 
   using P = typename TestType::Precision;
   const std::uint64_t seed = test_seed();
   int ran = 0;
+  struct Restore {
+    ~Restore() { chunk_state_segments() = 0; }
+  } restore;
   for_each_tile_path<Exec>([&](bool tensor_cores) {
-    for (const ChunkCase& c : chunk_cases)
-      for (const char* name : {"linear/chunk", "lightning/fwd", "lightning/fwd_bwd"}) {
-        const Form& form = form_named(name);
-        const Shape& s = c.shape;
-        FormParams params;
-        params.chunk = c.chunk;
-        INFO(name << " on " << backend_name<Exec>() << " in " << precision_name<P>() << (tensor_cores ? "" : ", portable")
-                  << ", B=" << s.batch << " H=" << s.heads << " L=" << s.seq << " dk=" << s.dk << " dv=" << s.dv
-                  << " chunk=" << c.chunk << ", seed " << seed);
-        const HostProblem p = random_problem(s, form, seed, {}, params);
-        check_close<P>(run_form<Exec, P>(form, p, params), form.reference(p, params, {}));
-        ++ran;
-      }
+    // The tensor-core state walk: as the device's size chooses, one walk per
+    // sequence, and segments of two chunks or more joined after.
+    const bool segmented = tensor_cores && !is_host_space<Exec>();
+    for (const int segments : segmented ? std::vector<int>{0, 1, 3} : std::vector<int>{0}) {
+      chunk_state_segments() = segments;
+      for (const ChunkCase& c : chunk_cases)
+        for (const char* name : {"linear/chunk", "lightning/fwd", "lightning/fwd_bwd"}) {
+          const Form& form = form_named(name);
+          const Shape& s = c.shape;
+          FormParams params;
+          params.chunk = c.chunk;
+          INFO(name << " on " << backend_name<Exec>() << " in " << precision_name<P>()
+                    << (tensor_cores ? "" : ", portable") << ", B=" << s.batch << " H=" << s.heads << " L=" << s.seq
+                    << " dk=" << s.dk << " dv=" << s.dv << " chunk=" << c.chunk << ", state segments " << segments
+                    << ", seed " << seed);
+          const HostProblem p = random_problem(s, form, seed, {}, params);
+          check_close<P>(run_form<Exec, P>(form, p, params), form.reference(p, params, {}));
+          ++ran;
+        }
+    }
   });
   require_ran<P>(ran, "chunked form");
 }

@@ -31,9 +31,11 @@ TEMPLATE_LIST_TEST_CASE("lion: every form equals both fp64 references under ever
   using Exec = typename TestType::Exec;
   using P = typename TestType::Precision;
   const std::uint64_t seed = test_seed();
-  // L = 1; chunk 1; chunk not dividing L; chunk >= L; dv != dk; B*H > 1; prime L.
+  // L = 1; chunk 1; chunk not dividing L; chunk >= L; dv != dk; B*H > 1; prime L; a head of 128 over
+  // several 64-row tiles (the tensor-core tiles' value blocks). On CUDA both tile paths.
   const struct { Shape shape; int chunk; } cases[] = {
-      {{2, 2, 1, 8, 5}, 3}, {{2, 3, 37, 12, 7}, 1}, {{1, 2, 37, 16, 40}, 5}, {{1, 1, 13, 8, 8}, 16}, {{1, 2, 101, 32, 16}, 32}};
+      {{2, 2, 1, 8, 5}, 3},         {{2, 3, 37, 12, 7}, 1},      {{1, 2, 37, 16, 40}, 5}, {{1, 1, 13, 8, 8}, 16},
+      {{1, 2, 101, 32, 16}, 32},    {{1, 1, 200, 128, 96}, 64}};
   for (const std::string family : {"lion-lit", "lion-d", "lion-s"}) {
     for (const auto& c : cases) {
       const HostProblem p = random_problem(c.shape, *lion_family(family)[0], seed);
@@ -47,9 +49,13 @@ TEMPLATE_LIST_TEST_CASE("lion: every form equals both fp64 references under ever
             params.chunk = form->takes(Param::chunk) ? c.chunk : 0;
             params.mask_convention = convention;
             params.scaled = scaled;
-            INFO(form->name << " " << variant_of(*form, params, {}) << " on " << backend_name<Exec>() << " in "
-                            << precision_name<P>() << ", L=" << c.shape.seq << " chunk=" << c.chunk << ", seed " << seed);
-            check_close<P>(run_form<Exec, P>(*form, p, params).o, want);
+            for_each_tile_path<Exec>([&](bool tensor_cores) {
+              INFO(form->name << " " << variant_of(*form, params, {}) << " on " << backend_name<Exec>() << " in "
+                              << precision_name<P>() << (tensor_cores ? "" : ", portable") << ", L=" << c.shape.seq
+                              << " dk=" << c.shape.dk << " dv=" << c.shape.dv << " chunk=" << c.chunk << ", seed "
+                              << seed);
+              check_close<P>(run_form<Exec, P>(*form, p, params).o, want);
+            });
           }
         }
       }
@@ -57,7 +63,7 @@ TEMPLATE_LIST_TEST_CASE("lion: every form equals both fp64 references under ever
   }
 }
 
-TEMPLATE_LIST_TEST_CASE("lion: no NaN at the decay extremes over 16K tokens; chunk equals rnn", "[lion][stability]",
+TEMPLATE_LIST_TEST_CASE("lion: no NaN at the decay extremes over 16K tokens; chunk and attention equal rnn", "[lion][stability]",
                         ExactConfigs) {
   using Exec = typename TestType::Exec;
   using P = typename TestType::Precision;
@@ -85,10 +91,13 @@ TEMPLATE_LIST_TEST_CASE("lion: no NaN at the decay extremes over 16K tokens; chu
     const ref::Outputs from_rnn = run_form<Exec, P>(rnn, p, params);
     params.chunk = 64;
     const ref::Outputs from_chunk = run_form<Exec, P>(chunk, p, params);
+    const ref::Outputs from_attention = run_form<Exec, P>(*find_form("lion-s/attention"), p, params);
     INFO("convention " << convention << " on " << backend_name<Exec>() << " in " << precision_name<P>() << ", seed " << seed);
     CHECK(all_finite(from_rnn.o));
     CHECK(all_finite(from_chunk.o));
+    CHECK(all_finite(from_attention.o));
     check_close<P>(from_chunk, from_rnn);
+    check_close<P>(from_attention, from_rnn);
   }
   // Lion-d with lambda at 1e-7 and within 1e-6 of 1, through every form but the L^2 one.
   for (double rate : {-std::log(1e-7), 1e-6}) {
