@@ -10,6 +10,7 @@
 #include <new>
 #include <stdexcept>
 
+#include "common/workspace.hpp"
 #include "inputs.hpp"
 #include "memory.hpp"
 
@@ -257,6 +258,11 @@ ResultRow measure_point(const Form& form, const Shape& shape, const FormParams& 
   const ref::HeadList heads = heads_to_check(shape, cost.reference_flops, options.check_flops);
 
   try {
+    // Kernels' kept buffers (common/workspace.hpp) go with the point, however
+    // it ends: the next point's peak counts its own.
+    struct ReleaseWorkspaces {
+      ~ReleaseWorkspaces() { release_workspaces(); }
+    } release_after_point;
     const HostProblem& problem = kept.problem();
     memory::reset_peak(space);
     const Exec exec;

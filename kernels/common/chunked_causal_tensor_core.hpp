@@ -26,8 +26,10 @@
 #include "common/mma_tiles.hpp"
 #include "common/team_tiles.hpp"
 #include "common/views.hpp"
+#include "common/workspace.hpp"
 
 #include <algorithm>
+#include <cstddef>
 #include <type_traits>
 
 namespace attn {
@@ -187,6 +189,9 @@ struct ChunkOutputs {
   // splits V so); in bf16 (Q in half the registers) every column, which
   // measured faster (2.3 against 2.9 ms at B=4 H=32 L=16k d=128).
   static constexpr int value_block = D > 64 && !std::is_same_v<P, bf16> ? 64 : D, value_blocks = D / value_block;
+  // Teams resident per SM the registers must allow: in float and tf32, 3
+  // (168 registers; 171 without the cap left room for 2, 12 % of the warps).
+  static constexpr int min_blocks = std::is_same_v<P, bf16> ? 0 : 3;
   static constexpr int keys = std::is_same_v<P, bf16> ? 64 : 32;  // streamed key and value tiles
   static constexpr int ld = mma::padded_stride<P>(D), ldv = mma::padded_stride<P>(value_block);
   static constexpr int slice = 32;  // rows of S per step of the state part, two in flight
@@ -302,11 +307,15 @@ bool tensor_core_chunked(const Kokkos::Cuda& exec, const char* label, const Shap
     Tensor3<Kokkos::Cuda, float> normalisers;
     if (chunks > 1) {
       using States = ChunkStates<P, D>;
-      states = CudaTensor<P>(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label) + " chunk states"),
-                                  BH, chunks - 1, D, D);
+      // Kept between calls (common/workspace.hpp); every chunk form and pass shares them.
+      const std::size_t stored = std::size_t(BH) * (chunks - 1);
+      states = CudaTensor<P>(reinterpret_cast<storage_t<P>*>(workspace<Kokkos::CudaSpace>(
+                                 "chunk states", stored * D * D * sizeof(storage_t<P>))),
+                             BH, chunks - 1, D, D);
       if (normalise)
         normalisers = Tensor3<Kokkos::Cuda, float>(
-            Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label) + " chunk normalisers"), BH, chunks - 1, D);
+            reinterpret_cast<float*>(workspace<Kokkos::CudaSpace>("chunk normalisers", stored * D * sizeof(float))),
+            BH, chunks - 1, D);
       // Few (batch, head, state block) walks leave most of the GPU idle: then
       // the sequence is cut into segments walked in parallel and joined after
       // (a two-level scan), so that the walks' warps fill about a fifth of
@@ -329,7 +338,8 @@ bool tensor_core_chunked(const Kokkos::Cuda& exec, const char* label, const Shap
     }
     using Outputs = ChunkOutputs<P, D>;
     const int tiles = ceil_div(L, Outputs::rows);
-    launch_tiles(std::string(label) + " outputs", exec, BH * tiles * Outputs::value_blocks, 32 * Outputs::warps,
+    launch_tiles<Outputs::min_blocks>(std::string(label) + " outputs", exec, BH * tiles * Outputs::value_blocks,
+                                      32 * Outputs::warps,
                  Outputs{q, k, v, o, decay_rate, states, normalisers, L, s.heads, tiles, C, s.dk, s.dv, mirror, normalise});
   };
   return mma::with_padded_head(s.dk, s.dv, run);

@@ -60,9 +60,17 @@ template <class P>
 using CudaTensor = Tensor4<Kokkos::Cuda, storage_t<P>>;
 using CudaTeam = Kokkos::TeamPolicy<Kokkos::Cuda>::member_type;
 
-template <class Functor>
+// MinBlocks > 0: compile the kernel for at least that many teams of
+// Functor::warps warps resident per SM (__launch_bounds__), capping its
+// registers (e.g. 3 teams of 128 threads: 168 registers).
+template <int MinBlocks = 0, class Functor>
 void launch_tiles(const std::string& label, const Kokkos::Cuda& exec, int league, int threads, const Functor& f) {
-  Kokkos::parallel_for(label, Kokkos::TeamPolicy<Kokkos::Cuda>(exec, league, threads), f);
+  if constexpr (MinBlocks > 0)
+    Kokkos::parallel_for(
+        label, Kokkos::TeamPolicy<Kokkos::Cuda, Kokkos::LaunchBounds<32 * Functor::warps, MinBlocks>>(exec, league, threads),
+        f);
+  else
+    Kokkos::parallel_for(label, Kokkos::TeamPolicy<Kokkos::Cuda>(exec, league, threads), f);
 }
 #endif
 
@@ -669,7 +677,13 @@ __device__ __forceinline__ void add_row_dots(const RowTile<P, K>& A, const float
 // at k0 (else the warp skips its products); weigh(S, k0, nk) turns the warp's
 // scores of that tile (nk keys inside the problem) into weights in place, and
 // may rescale O. Every thread reaches every barrier.
-template <class P, int D, int Keys, int DV, class Member, class View, class Seen, class Weigh>
+// ExactSums: each tile's weights times values go into a fresh accumulator,
+// then into O by fp32 additions. The tensor cores' own fp32 accumulation
+// truncates (Fasi et al. 2021, "Numerical behavior of NVIDIA tensor cores"),
+// so a sum over thousands of keys in one accumulator drifts: LION at lambda
+// within 1e-6 of 1 over 16K tokens was 1e-4 off in float, against 2e-5 for
+// the portable tiles. It costs DV / 2 registers per thread.
+template <class P, int D, int Keys, bool ExactSums = false, int DV, class Member, class View, class Seen, class Weigh>
 __device__ __forceinline__ void attend_streamed(const Member& team, const RowTile<P, D>& Q, Accumulator<DV>& O,
                                                 operand_t<P>* Ks, operand_t<P>* Vs, const View& k, const View& v,
                                                 int b, int h, int L, int begin, int end, int dk, int dv,
@@ -703,7 +717,16 @@ __device__ __forceinline__ void attend_streamed(const Member& team, const RowTil
     else
       finish_tile_copy<0, P>(Vs, ldv, Keys, DV, value_cols, tid, size);
     team.team_barrier();
-    if (visible) add_ab<P>(O, S, Vs, ldv);
+    if (visible) {
+      if constexpr (ExactSums) {
+        Accumulator<DV> part;
+        zero(part);
+        add_ab<P>(part, S, Vs, ldv);
+        for_each_entry(O, part, [](int, int, float& total, float& x) { total += x; });
+      } else {
+        add_ab<P>(O, S, Vs, ldv);
+      }
+    }
     team.team_barrier();  // every warp has read the values
     if (next) start_values(k0 + Keys);
   }

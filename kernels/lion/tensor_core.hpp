@@ -7,7 +7,8 @@
 //   M_ij = exp(F_i - F_j) (i >= j),  exp(G_j - G_i) (i < j)
 // from the float64 token coordinates of lion/mask.hpp (an exponent <= 0, never
 // masked after the fact), and, for Scale, the row sums of the weights kept
-// beside O. Memory O(L d), like the portable tiled form.
+// beside O, every key tile's products summed into O by fp32 additions (the
+// sums run over the whole sequence). Memory O(L d), like the portable tiled form.
 #pragma once
 #include "common/mma_tiles.hpp"
 #include "lion/mask.hpp"
@@ -53,7 +54,8 @@ struct LionTensorCoreTiles {
       forward_row[half] = masked ? mask.forward(b, h, i) : MaskCoordinate{0.0, 0.0};
       backward_row[half] = masked ? mask.backward(b, h, i) : MaskCoordinate{0.0, 0.0};
     }
-    mma::attend_streamed<P, D, keys>(
+    // Every key of the sequence adds into O: exact sums (see attend_streamed).
+    mma::attend_streamed<P, D, keys, true>(
         team, Q, O, Ks, Vs, k, v, b, h, L, 0, L, dk, dv, first_value, -1, [](int) { return true; },
         [&](mma::Accumulator<keys>& S, int k0, int nk) {
           mma::for_each_entry(S, [&](int r, int c, float& s) {
