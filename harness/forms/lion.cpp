@@ -26,9 +26,10 @@ struct Materialised {
 };
 template <LionVariant V>
 struct Tiled {
-  template <class Exec, class T>
-  static void run(const Exec& exec, const Inputs<Exec, T>& x, const FormParams& p) {
-    lion_attention_forward(exec, x.q, x.k, x.v, x.decay_rate, x.log_decay, x.o, options_of<V>(p));
+  using precisions = Precisions;
+  template <class Exec, class P>
+  static void run(const Exec& exec, const Inputs<Exec, storage_t<P>>& x, const FormParams& p) {
+    lion_attention_forward<P>(exec, x.q, x.k, x.v, x.decay_rate, x.log_decay, x.o, options_of<V>(p));
   }
 };
 template <LionVariant V>

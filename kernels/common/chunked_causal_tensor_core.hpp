@@ -156,17 +156,32 @@ struct JoinChunkSegments {
   Vector<Kokkos::Cuda, storage_t<P>> decay_rate;
   int H, C, chunks, segment_chunks, entries;  // entries per (batch, head): D^2, + D with the normaliser
 
+  // entry(n): the stored state entering chunk n (1 <= n < chunks). Segment 0
+  // starts from the true zero state, so its states are final; each later
+  // segment, first chunk f, takes S_f = the (joined) state entering f, and its
+  // states are independent of each other: loaded `batch` at a time so that
+  // the loads are in flight together.
   template <class Entry>
   KOKKOS_INLINE_FUNCTION void join(float rate, Entry entry) const {
-    float entering_segment = 0.f;  // S_f of the current segment
-    for (int n = 1; n < chunks; ++n) {
-      const int first = (n - 1) / segment_chunks * segment_chunks;
-      float x = float(entry(n));
-      if (first > 0) {
-        x += decay_power(rate, C * (n - first)) * entering_segment;
-        entry(n) = storage_t<P>(x);
+    constexpr int batch = 8;
+    float entering = float(entry(segment_chunks < chunks - 1 ? segment_chunks : chunks - 1));
+    for (int f = segment_chunks; f < chunks - 1; f += segment_chunks) {
+      const int last = f + segment_chunks < chunks - 1 ? f + segment_chunks : chunks - 1;
+      float next = entering;
+      for (int n0 = f + 1; n0 <= last; n0 += batch) {
+        float x[batch];
+        #pragma unroll
+        for (int j = 0; j < batch; ++j)
+          if (n0 + j <= last) x[j] = float(entry(n0 + j));
+        #pragma unroll
+        for (int j = 0; j < batch; ++j)
+          if (n0 + j <= last) {
+            x[j] += decay_power(rate, C * (n0 + j - f)) * entering;
+            entry(n0 + j) = storage_t<P>(x[j]);
+            next = x[j];  // the last one enters the next segment
+          }
       }
-      if (n % segment_chunks == 0) entering_segment = x;  // chunk n opens the next segment
+      entering = next;
     }
   }
 

@@ -4,8 +4,8 @@
 // One team per (batch, head, query tile) streams key/value tiles through team
 // scratch (as kernels/common/tiled_attention.hpp does) and accumulates the
 // numerator and, as one more column against v = 1, the row sum C_i (Eq. 61);
-// the L x L scores are never materialised: memory O(L d). On CUDA, in float
-// with head sizes up to 128, the same tiles run on tensor cores
+// the L x L scores are never materialised: memory O(L d). On CUDA, in float,
+// tf32 and bf16 with head sizes up to 128, the same tiles run on tensor cores
 // (lion/tensor_core.hpp).
 //
 // Cost per (batch, head), exp counted as one FLOP:
@@ -25,24 +25,29 @@
 
 namespace attn {
 
-template <class Exec, class T>
-void lion_attention_forward(const Exec& exec, const Tensor4<Exec, T>& q, const Tensor4<Exec, T>& k,
-                            const Tensor4<Exec, T>& v, const Vector<Exec, T>& decay_rate,
-                            const Tensor3<Exec, T>& log_decay, const Tensor4<Exec, T>& o,
+// In precision P (kernels/common/precision.hpp): tensors, decays included,
+// stored as storage_t<P>, tiles and sums kept in accum_t<P>, the q, k, v
+// operands rounded to TF32 on loading in tf32; the mask coordinates are fp64
+// whatever P.
+template <class P, class Exec, class S = storage_t<P>>
+void lion_attention_forward(const Exec& exec, const Tensor4<Exec, S>& q, const Tensor4<Exec, S>& k,
+                            const Tensor4<Exec, S>& v, const Vector<Exec, S>& decay_rate,
+                            const Tensor3<Exec, S>& log_decay, const Tensor4<Exec, S>& o,
                             const LionOptions& options) {
+  using T = accum_t<P>;
   using Scratch = ScratchMatrix<Exec, T>;
   using Coordinates = ScratchMatrix<Exec, detail::MaskCoordinate>;
-  const Shape s = detail::checked_lion_shape<Exec, T>("lion/attention", q, k, v, decay_rate,
+  const Shape s = detail::checked_lion_shape<Exec, S>("lion/attention", q, k, v, decay_rate,
                                                       log_decay, o, options);
   if (s.seq == 0 || s.batch == 0 || s.heads == 0) return;
   const int dk = s.dk, dv = s.dv, L = s.seq, H = s.heads;
   const bool masked = options.variant != LionVariant::lit;
   const bool scaled = options.scaled;
   const int width = dv + (scaled ? 1 : 0);  // column dv accumulates the row sum
-  const auto mask = detail::lion_log_mask<Exec, T>(exec, options, decay_rate, log_decay);
+  const auto mask = detail::lion_log_mask<Exec, S>(exec, options, decay_rate, log_decay);
 #if defined(KOKKOS_ENABLE_CUDA)
-  if constexpr (std::is_same_v<Exec, Kokkos::Cuda> && std::is_same_v<T, float>)
-    if (tensor_cores_enabled() && detail::lion_tensor_core_attention<float>(exec, s, q, k, v, mask, o, options)) return;
+  if constexpr (std::is_same_v<Exec, Kokkos::Cuda> && !std::is_same_v<P, double>)
+    if (tensor_cores_enabled() && detail::lion_tensor_core_attention<P>(exec, s, q, k, v, mask, o, options)) return;
 #endif
 
   // The key tile is stored transposed (dk x rows, stride rows + 1), as the
@@ -65,29 +70,29 @@ void lion_attention_forward(const Exec& exec, const Tensor4<Exec, T>& q, const T
 
     Scratch Qs(team.team_scratch(0), R, dk + 1), Kt(team.team_scratch(0), dk, R + 1);
     Scratch Vs(team.team_scratch(0), R, width), acc(team.team_scratch(0), R, width);
-    Scratch P(team.team_scratch(0), R, R + 1);
+    Scratch W(team.team_scratch(0), R, R + 1);
     Coordinates query_coords(team.team_scratch(0), R, 2), key_coords(team.team_scratch(0), R, 2);
 
-    detail::load_rows(team, Qs, q, b, h, r0, nr, dk);
+    detail::load_rows<P>(team, Qs, q, b, h, r0, nr, dk);
     detail::zero(team, acc, nr, width);
     detail::load_mask_coordinates(team, query_coords, mask, b, h, r0, nr);
 
     for (int kt = 0; kt < tiles; ++kt) {
       const int k0 = kt * R;
       const int nk = (L - k0 < R) ? L - k0 : R;
-      team.team_barrier();  // the previous tile's V and P are no longer read
-      detail::load_rows_transposed(team, Kt, k, b, h, k0, nk, dk);
-      detail::load_values_and_ones(team, Vs, v, b, h, k0, nk, dv, width);
+      team.team_barrier();  // the previous tile's V and W are no longer read
+      detail::load_rows_transposed<P>(team, Kt, k, b, h, k0, nk, dk);
+      detail::load_values_and_ones<P>(team, Vs, v, b, h, k0, nk, dv, width);
       detail::load_mask_coordinates(team, key_coords, mask, b, h, k0, nk);
       team.team_barrier();
       // Weights (q_i . k_j) M_ij, the mask built in log space (docs/lion.md §3.4).
       detail::scores(team, Qs, Kt, nr, nk, dk, [&](int r, int j, T dot) {
-        P(r, j) = masked ? dot * detail::lion_mask_entry<T>(r0 + r, query_coords(r, 0), query_coords(r, 1), k0 + j,
+        W(r, j) = masked ? dot * detail::lion_mask_entry<T>(r0 + r, query_coords(r, 0), query_coords(r, 1), k0 + j,
                                                             key_coords(j, 0), key_coords(j, 1))
                          : dot;
       });
       team.team_barrier();
-      detail::add_product(team, acc, P, Vs, nr, nk, width);
+      detail::add_product(team, acc, W, Vs, nr, nk, width);
     }
     team.team_barrier();
     detail::store_lion_rows(team, o, acc, b, h, r0, nr, dv, scaled);

@@ -170,8 +170,9 @@ KOKKOS_INLINE_FUNCTION void load_mask_coordinates(const Member& team, const Coor
 template <class Member, class Acc, class Out>
 KOKKOS_INLINE_FUNCTION void store_lion_rows(const Member& team, const Out& o, const Acc& acc, int b, int h,
                                             int first, int count, int dv, bool scaled) {
+  using Stored = typename Out::non_const_value_type;
   team_for_each(team, count, dv,
-                [&](int r, int c) { o(b, h, first + r, c) = scaled ? acc(r, c) / acc(r, dv) : acc(r, c); });
+                [&](int r, int c) { o(b, h, first + r, c) = Stored(scaled ? acc(r, c) / acc(r, dv) : acc(r, c)); });
 }
 
 // Builds the log mask; for Lion-s this computes the prefix sums of the

@@ -1,5 +1,5 @@
 // LION's full linear attention form (docs/lion.md §3.1, Eq. 16) on tensor cores
-// (CUDA, sm_80+): the tiled form of lion/attention.hpp written as warp tile
+// (CUDA, sm_80+; float, tf32, bf16): the tiled form of lion/attention.hpp written as warp tile
 // operations (common/mma_tiles.hpp). One team of 4 warps per (batch, head,
 // 64 query rows, 64 value columns): Q in registers, every key and value tile
 // streamed through shared memory (mma::attend_streamed, no causal skip: the
