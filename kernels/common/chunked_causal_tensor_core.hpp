@@ -10,8 +10,9 @@
 //      and the normaliser z_n alike (v = 1). Every chunk before the last is
 //      whole, so its decay is lambda^C. When these walks are too few to fill
 //      the GPU (few heads), the sequence is cut into segments walked in
-//      parallel from zero, then JoinChunkSegments adds to each stored state
-//      the decayed state entering its segment.
+//      parallel from zero; JoinChunkSegments makes the states entering the
+//      segments exact, and ChunkOutputs adds the decayed state entering its
+//      segment to any other state as it reads it.
 //   2. ChunkOutputs: one team per (batch, head, 64 query rows of one chunk,
 //      64 value columns),
 //        o_t = lambda^(t-t0+1) q_t^T S_n + sum_{t0<=u<=t} lambda^(t-u) (q_t.k_u) v_u,
@@ -144,11 +145,15 @@ struct ChunkStates {
   KOKKOS_INLINE_FUNCTION int segments() const { return ceil_div(chunks - 1, segment_chunks); }
 };
 
-// Joins the segments of ChunkStates: a stored state S'_n of segment g (first
-// chunk f) counts only the keys from chunk f on, so the state entering chunk n
-// is S_n = S'_n + lambda^(C (n - f)) S_f, with S_f the (joined) state
-// entering the segment. One thread per (batch, head, state entry) walks the
-// chunks in order; the entries of the normaliser z likewise.
+// Joins the segments of ChunkStates at their boundaries: a stored state S'_n
+// of segment g (first chunk f_g = g Sc) counts only the keys from chunk f_g on,
+// so S_n = S'_n + lambda^(C (n - f_g)) S_(f_g). The stored states at the
+// multiples of Sc (each the state entering a segment, or the last one) are
+// made exact here, S_(g Sc) += lambda^(C Sc) S_((g-1) Sc) in order (segment 0
+// starts from the true zero state, so S_(Sc) is exact already);
+// ChunkOutputs adds the decayed S_(f_g) to the others as it reads them, so
+// that only one stored state in Sc is rewritten. One thread per (batch, head,
+// state entry), the normaliser's entries likewise.
 template <class P>
 struct JoinChunkSegments {
   CudaTensor<P> states;                       // [B H][chunk - 1][D][D]
@@ -156,32 +161,14 @@ struct JoinChunkSegments {
   Vector<Kokkos::Cuda, storage_t<P>> decay_rate;
   int H, C, chunks, segment_chunks, entries;  // entries per (batch, head): D^2, + D with the normaliser
 
-  // entry(n): the stored state entering chunk n (1 <= n < chunks). Segment 0
-  // starts from the true zero state, so its states are final; each later
-  // segment, first chunk f, takes S_f = the (joined) state entering f, and its
-  // states are independent of each other: loaded `batch` at a time so that
-  // the loads are in flight together.
   template <class Entry>
   KOKKOS_INLINE_FUNCTION void join(float rate, Entry entry) const {
-    constexpr int batch = 8;
-    float entering = float(entry(segment_chunks < chunks - 1 ? segment_chunks : chunks - 1));
-    for (int f = segment_chunks; f < chunks - 1; f += segment_chunks) {
-      const int last = f + segment_chunks < chunks - 1 ? f + segment_chunks : chunks - 1;
-      float next = entering;
-      for (int n0 = f + 1; n0 <= last; n0 += batch) {
-        float x[batch];
-        #pragma unroll
-        for (int j = 0; j < batch; ++j)
-          if (n0 + j <= last) x[j] = float(entry(n0 + j));
-        #pragma unroll
-        for (int j = 0; j < batch; ++j)
-          if (n0 + j <= last) {
-            x[j] += decay_power(rate, C * (n0 + j - f)) * entering;
-            entry(n0 + j) = storage_t<P>(x[j]);
-            next = x[j];  // the last one enters the next segment
-          }
-      }
-      entering = next;
+    const float segment_decay = decay_power(rate, C * segment_chunks);
+    float entering = float(entry(segment_chunks));
+    // Every f = g Sc up to the last stored state (chunks - 1) opens segment g or ends the last one.
+    for (int f = 2 * segment_chunks; f <= chunks - 1; f += segment_chunks) {
+      entering = float(entry(f)) + segment_decay * entering;
+      entry(f) = storage_t<P>(entering);
     }
   }
 
@@ -211,13 +198,16 @@ struct ChunkOutputs {
   static constexpr int ld = mma::padded_stride<P>(D), ldv = mma::padded_stride<P>(value_block);
   static constexpr int slice = 32;  // rows of S per step of the state part, two in flight
   static constexpr int slice_ld = mma::k_major_stride<P>(value_block);
-  static constexpr int shared = keys * (ld + ldv) > 2 * slice * slice_ld ? keys * (ld + ldv) : 2 * slice * slice_ld;
+  // Two slices in flight, each with the slice of the segment's entering state
+  // it is corrected by (see JoinChunkSegments), or the key and value tiles.
+  static constexpr int shared = keys * (ld + ldv) > 4 * slice * slice_ld ? keys * (ld + ldv) : 4 * slice * slice_ld;
 
   CudaTensor<P> q, k, v, o;
   Vector<Kokkos::Cuda, storage_t<P>> decay_rate;
   CudaTensor<P> states;
   Tensor3<Kokkos::Cuda, float> normalisers;  // [B H][chunk - 1][D] when normalising
   int L, H, tiles, C, dk, dv, mirror;
+  int segment_chunks;  // of the state walk (chunks - 1 or more: one walk)
   bool normalise;
 
   KOKKOS_INLINE_FUNCTION void operator()(const CudaTeam& team) const {
@@ -247,32 +237,58 @@ struct ChunkOutputs {
     if (n > 0) {
       // Inter-chunk: q^T S_n (the team's value block of it), S_n streamed in
       // slices of rows, the next slice copied while this one is multiplied;
-      // then lambda^(t - t0 + 1).
+      // then lambda^(t - t0 + 1). Inside a segment of the walk but its first
+      // chunk after the first, S_n = S'_n + lambda^(C (n - f)) S_f (f the
+      // segment's first chunk): the slice of S_f is copied beside and added.
       constexpr int slices = D / slice;
+      const int f = (n - 1) / segment_chunks * segment_chunks;
+      const bool corrected = f > 0 && n % segment_chunks != 0;
+      const float correction = corrected ? decay_power(rate, C * (n - f)) : 0.f;
       auto buffer = [&](int i) { return tile_memory + (i & 1) * slice * slice_ld; };
+      auto entering = [&](int i) { return tile_memory + (2 + (i & 1)) * slice * slice_ld; };
       auto start = [&](int i) {
         mma::start_tile_copy<P>(buffer(i), slice_ld, slice, value_block, states, bh, n - 1, i * slice, slice,
                                 D - first_value, tid, size, -1, first_value);
+        if (corrected)
+          mma::start_tile_copy<P>(entering(i), slice_ld, slice, value_block, states, bh, f - 1, i * slice, slice,
+                                  D - first_value, tid, size, -1, first_value);
       };
       auto finish = [&](auto pending, int i) {
         mma::finish_tile_copy<decltype(pending)::value, P>(buffer(i), slice_ld, slice, value_block, D - first_value,
                                                            tid, size);
+        if (corrected)
+          mma::finish_tile_copy<decltype(pending)::value, P>(entering(i), slice_ld, slice, value_block,
+                                                             D - first_value, tid, size);
       };
       team.team_barrier();  // a block that runs several teams: the previous team's tiles are no longer read
       start(0);
       for (int i = 0; i < slices; ++i) {
         if (i + 1 < slices) {
           start(i + 1);
-          finish(std::integral_constant<int, 1>{}, i);
+          // Slice i is in once the copies of slice i + 1 (one, or two when corrected) are all that pend.
+          if (corrected)
+            finish(std::integral_constant<int, 2>{}, i);
+          else
+            finish(std::integral_constant<int, 1>{}, i);
         } else {
           finish(std::integral_constant<int, 0>{}, i);
         }
         team.team_barrier();
+        if (corrected) {
+          E* const to = buffer(i);
+          const E* const from = entering(i);
+          for (int e = tid; e < slice * value_block; e += size) {
+            const int at = (e / value_block) * slice_ld + e % value_block;
+            to[at] = mma::operand_from_float<P>(mma::operand_to_float<P>(to[at]) +
+                                                correction * mma::operand_to_float<P>(from[at]));
+          }
+          team.team_barrier();
+        }
         mma::add_ab_slice<P, slice / mma::k_step<P>>(O, Q, i * slice / mma::k_step<P>, buffer(i), slice_ld);
         team.team_barrier();  // buffer i & 1 is free for slice i + 2
       }
       if (normalise) {
-        if (tid < D) z[tid] = normalisers(bh, n - 1, tid);
+        if (tid < D) z[tid] = normalisers(bh, n - 1, tid) + (corrected ? correction * normalisers(bh, f - 1, tid) : 0.f);
         team.team_barrier();
         mma::add_row_dots(Q, z, den);
       }
@@ -320,6 +336,7 @@ bool tensor_core_chunked(const Kokkos::Cuda& exec, const char* label, const Shap
     constexpr int D = decltype(head)::value;
     CudaTensor<P> states;
     Tensor3<Kokkos::Cuda, float> normalisers;
+    int segment_chunks = chunks;  // one walk per sequence unless cut below
     if (chunks > 1) {
       using States = ChunkStates<P, D>;
       // Kept between calls (common/workspace.hpp); every chunk form and pass shares them.
@@ -334,17 +351,19 @@ bool tensor_core_chunked(const Kokkos::Cuda& exec, const char* label, const Shap
       // Few (batch, head, state block) walks leave most of the GPU idle: then
       // the sequence is cut into segments walked in parallel and joined after
       // (a two-level scan), so that the walks' warps fill about a fifth of
-      // the device's warp slots.
+      // the device's warp slots. Joining every stored state took as long as
+      // the walk (0.17 ms at B=1 H=8 L=16k bf16); only the segments' first
+      // states are joined here, the others as the outputs read them.
       const int walks = BH * States::blocks * States::blocks, warp_slots = exec.concurrency() / 32;
       const int wanted = chunk_state_segments() > 0 ? chunk_state_segments()
                                                     : std::max(1, ceil_div(warp_slots / 5, walks * States::warps));
       const int segments = std::min(chunks - 1, wanted);
-      const int segment_chunks = ceil_div(chunks - 1, segments);
+      segment_chunks = ceil_div(chunks - 1, segments);
       launch_tiles(std::string(label) + " states", exec, walks * ceil_div(chunks - 1, segment_chunks),
                    32 * States::warps,
                    States{k, v, decay_rate, states, normalisers, L, s.heads, C, chunks, s.dk, s.dv, mirror,
                           segment_chunks});
-      if (segment_chunks < chunks - 1) {
+      if (2 * segment_chunks <= chunks - 1) {  // a state at 2 Sc or later needs the second segment's entering one
         const int entries = D * D + (normalise ? D : 0);
         Kokkos::parallel_for(std::string(label) + " join segments", Kokkos::RangePolicy<Kokkos::Cuda>(exec, 0, BH * entries),
                              JoinChunkSegments<P>{states, normalisers, decay_rate, s.heads, C, chunks, segment_chunks,
@@ -355,7 +374,8 @@ bool tensor_core_chunked(const Kokkos::Cuda& exec, const char* label, const Shap
     const int tiles = ceil_div(L, Outputs::rows);
     launch_tiles<Outputs::min_blocks>(std::string(label) + " outputs", exec, BH * tiles * Outputs::value_blocks,
                                       32 * Outputs::warps,
-                 Outputs{q, k, v, o, decay_rate, states, normalisers, L, s.heads, tiles, C, s.dk, s.dv, mirror, normalise});
+                 Outputs{q, k, v, o, decay_rate, states, normalisers, L, s.heads, tiles, C, s.dk, s.dv, mirror,
+                         segment_chunks, normalise});
   };
   return mma::with_padded_head(s.dk, s.dv, run);
 }

@@ -166,6 +166,17 @@ __device__ __forceinline__ float operand_to_float(operand_t<P> x) {
     return x;
 }
 
+// x as a shared-memory operand of precision P (bf16 bits, TF32-rounded, or as it is).
+template <class P>
+__device__ __forceinline__ operand_t<P> operand_from_float(float x) {
+  if constexpr (std::is_same_v<P, bf16>)
+    return bf16(x).bits;
+  else if constexpr (std::is_same_v<P, tf32>)
+    return round_to_tf32(x);
+  else
+    return x;
+}
+
 // The two floats of a packed bf16 pair (low half first), as pack_bf16 packs them.
 __device__ __forceinline__ float2 unpack_bf16(std::uint32_t pair) {
   return make_float2(__uint_as_float(pair << 16), __uint_as_float(pair & 0xffff0000u));
