@@ -12,7 +12,7 @@
 //      the GPU (few heads), the sequence is cut into segments walked in
 //      parallel from zero; JoinChunkSegments makes the states entering the
 //      segments exact, and ChunkOutputs adds the decayed state entering its
-//      segment to any other state as it reads it.
+//      segment to any other state as it reads it (docs/lightning.md §4.3a).
 //   2. ChunkOutputs: one team per (batch, head, 64 query rows of one chunk,
 //      64 value columns),
 //        o_t = lambda^(t-t0+1) q_t^T S_n + sum_{t0<=u<=t} lambda^(t-u) (q_t.k_u) v_u,
