@@ -16,15 +16,17 @@ struct GsaRecurrent {
   }
 };
 struct GsaChunk {
-  template <class Exec, class T>
-  static void run(const Exec& exec, const Inputs<Exec, T>& x, const FormParams& p) {
-    gsa_chunk_forward(exec, x.q, x.k, x.v, x.log_gate, x.o, p.chunk);
+  using precisions = Precisions;
+  template <class Exec, class P>
+  static void run(const Exec& exec, const Inputs<Exec, storage_t<P>>& x, const FormParams& p) {
+    gsa_chunk_forward<P>(exec, x.q, x.k, x.v, x.log_gate, x.o, p.chunk);
   }
 };
 struct GsaChunkForwardBackward {
-  template <class Exec, class T>
-  static void run(const Exec& exec, const Inputs<Exec, T>& x, const FormParams& p) {
-    gsa_chunk_forward_backward(exec, x.q, x.k, x.v, x.log_gate, x.o, x.d_o, x.dq, x.dk, x.dv, x.dlog_gate,
+  using precisions = Precisions;
+  template <class Exec, class P>
+  static void run(const Exec& exec, const Inputs<Exec, storage_t<P>>& x, const FormParams& p) {
+    gsa_chunk_forward_backward<P>(exec, x.q, x.k, x.v, x.log_gate, x.o, x.d_o, x.dq, x.dk, x.dv, x.dlog_gate,
                                p.chunk);
   }
 };

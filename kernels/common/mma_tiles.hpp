@@ -15,6 +15,8 @@
 //   add_ab(C, P, B)            C += P B, P an Accumulator (e.g. softmax weights)
 //                              used as the A operand, B rows in shared memory ([k][n])
 //   for_each_entry(C[, D], f)  f(row, col, value&[, value&]) over the thread's entries
+//   scale_entries(A, f)        A(row, col) *= f(row, col), A a RowTile
+//   scale_tile(tile, ..., f)   the same for a shared tile, by the whole team
 //   row_max / row_sum          over a row of C: a thread's share, then its quad
 // Fragment layouts (g = lane / 4, t = lane % 4), from the PTX ISA:
 //   m16n8k8 tf32   A: (g, t) (g+8, t) (g, t+4) (g+8, t+4)   B: (k=t, n=g) (k=t+4, n=g)
@@ -370,6 +372,45 @@ __device__ __forceinline__ void scale_fragment_columns(std::uint32_t (&a)[4], F 
     a[1] = __float_as_uint(__uint_as_float(a[1]) * lo);
     a[2] = __float_as_uint(__uint_as_float(a[2]) * hi);
     a[3] = __float_as_uint(__uint_as_float(a[3]) * hi);
+  }
+}
+
+// f(row, col) multiplies entry (row, col) of A (16 x K) in fp32, e.g. a
+// per-entry gate (bf16 pairs are unpacked, scaled and rounded back; tf32
+// values are rounded again when prepared).
+template <class P, int K, class F>
+__device__ __forceinline__ void scale_entries(RowTile<P, K>& A, F f) {
+  const int g = lane_id() >> 2, t = lane_id() & 3;
+  #pragma unroll
+  for (int kk = 0; kk < K / k_step<P>; ++kk) {
+    if constexpr (std::is_same_v<P, bf16>) {
+      const int c = kk * 16 + 2 * t;
+      auto scaled = [&](std::uint32_t pair, int r, int col) {
+        const float2 x = unpack_bf16(pair);
+        return pack_bf16(x.x * f(r, col), x.y * f(r, col + 1));
+      };
+      A.a[kk][0] = scaled(A.a[kk][0], g, c);
+      A.a[kk][1] = scaled(A.a[kk][1], g + 8, c);
+      A.a[kk][2] = scaled(A.a[kk][2], g, c + 8);
+      A.a[kk][3] = scaled(A.a[kk][3], g + 8, c + 8);
+    } else {
+      const int c = kk * 8 + t;
+      auto scaled = [&](std::uint32_t x, int r, int col) { return __float_as_uint(__uint_as_float(x) * f(r, col)); };
+      A.a[kk][0] = scaled(A.a[kk][0], g, c);
+      A.a[kk][1] = scaled(A.a[kk][1], g + 8, c);
+      A.a[kk][2] = scaled(A.a[kk][2], g, c + 4);
+      A.a[kk][3] = scaled(A.a[kk][3], g + 8, c + 4);
+    }
+  }
+}
+
+// Team operation: entry (r, c) of a shared tile of `rows` x `cols` operands
+// (stride ld) times f(r, c), in fp32, stored back as an operand of P.
+template <class P, class F>
+__device__ __forceinline__ void scale_tile(operand_t<P>* tile, int ld, int rows, int cols, int rank, int size, F f) {
+  for (int e = rank; e < rows * cols; e += size) {
+    operand_t<P>& x = tile[(e / cols) * ld + e % cols];
+    x = operand_from_float<P>(operand_to_float<P>(x) * f(e / cols, e % cols));
   }
 }
 

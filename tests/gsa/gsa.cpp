@@ -56,7 +56,7 @@ TEST_CASE("the GSA reference gradients match central finite differences", "[gsa]
   });
 }
 
-TEMPLATE_LIST_TEST_CASE("GSA forms at the gate extremes and with many slots", "[gsa][forms]", ExactConfigs) {
+TEMPLATE_LIST_TEST_CASE("GSA forms at the gate extremes and with many slots", "[gsa][forms]", Configs) {
   using Exec = typename TestType::Exec;
   using P = typename TestType::Precision;
   const std::uint64_t seed = test_seed();
@@ -71,42 +71,77 @@ TEMPLATE_LIST_TEST_CASE("GSA forms at the gate extremes and with many slots", "[
        }},
   };
   for (const Form& form : forms()) {
-    if (form.family != "gsa") continue;
+    if (form.family != "gsa" || !form.supports<P>()) continue;
     for (const Gates& gates : extremes)
       for (int slots : {1, 6, 256}) {
         const Shape s{1, 2, 130, 16, 24};
         const HostProblem p = problem_with_gates(s, form, slots, seed, gates.draw);
         FormParams params = params_for(form, 64, slots);
-        INFO(form.name << ", " << gates.name << ", m=" << slots << " on " << backend_name<Exec>() << " in "
-                       << precision_name<P>() << ", seed " << seed);
-        const ref::Outputs got = run_form<Exec, P>(form, p, params), want = form.reference(p, params, {});
-        // Float gate sums reach |b| ~ 1000 at tau = 1, so weights exp(b_t - b_u)
-        // carry ~1000 eps of relative rounding: 4x the usual tolerance.
-        const double conditioning = 4;
-        check_close<P>(got.o, want.o, conditioning);
-        // Gradients are judged against the largest output, not their own norms:
-        // at these gates p is nearly uniform and d o' = p (dp - <p, dp>), like
-        // dg = revcumsum(p dp + o' do' - s ds) (§3.6), is a difference of terms
-        // that cancel, so dq, dk and dg are tiny and carry those terms' rounding.
-        for (auto member : {&ref::Outputs::dq, &ref::Outputs::dk, &ref::Outputs::dv, &ref::Outputs::dg}) {
-          if ((want.*member).data.empty()) continue;
-          const ErrorStats e = compare(got.*member, want.*member);
-          INFO("gradient max abs error " << e.max_abs << ", largest output " << magnitude(want));
-          CHECK(e.finite);
-          CHECK(e.max_abs <= conditioning * magnitude(want) * Tolerance<P>::max_abs);
-        }
+        const ref::Outputs want = form.reference(p, params, {});
+        for_each_tile_path<Exec>([&](bool tensor_cores) {
+          INFO(form.name << ", " << gates.name << ", m=" << slots << " on " << backend_name<Exec>() << " in "
+                         << precision_name<P>() << (tensor_cores ? "" : ", portable") << ", seed " << seed);
+          const ref::Outputs got = run_form<Exec, P>(form, p, params);
+          // Float gate sums reach |b| ~ 1000 at tau = 1, so weights exp(b_t - b_u)
+          // carry ~1000 eps of relative rounding: 4x the usual tolerance.
+          const double conditioning = 4;
+          check_close<P>(got.o, want.o, conditioning);
+          // Gradients are judged against the largest output, not their own norms:
+          // at these gates p is nearly uniform and d o' = p (dp - <p, dp>), like
+          // dg = revcumsum(p dp + o' do' - s ds) (§3.6), is a difference of terms
+          // that cancel, so dq, dk and dg are tiny and carry those terms' rounding.
+          for (auto member : {&ref::Outputs::dq, &ref::Outputs::dk, &ref::Outputs::dv, &ref::Outputs::dg}) {
+            if ((want.*member).data.empty()) continue;
+            const ErrorStats e = compare(got.*member, want.*member);
+            INFO("gradient max abs error " << e.max_abs << ", largest output " << magnitude(want));
+            CHECK(e.finite);
+            CHECK(e.max_abs <= conditioning * magnitude(want) * Tolerance<P>::max_abs);
+          }
+        });
       }
   }
 }
 
-TEMPLATE_LIST_TEST_CASE("GSA with closed gates (alpha = 0) returns v exactly", "[gsa][forms]", ExactConfigs) {
+// The chunk forms' tensor-core tiles (kernels/gsa/gated_chunk_tensor_core.hpp)
+// apply at chunks of 64 and multiples, or one chunk: several chunks with a
+// short last one, chunks of two row tiles, L = 1, head and slot sizes that
+// pad to 64 and to 128, d_v != d_k both ways; and the portable tiles alike.
+TEMPLATE_LIST_TEST_CASE("GSA chunk forms on every tile path", "[gsa][forms][tiles]", Configs) {
+  using Exec = typename TestType::Exec;
+  using P = typename TestType::Precision;
+  const std::uint64_t seed = test_seed();
+  struct Case { Shape shape; int chunk, slots; };
+  const Case cases[] = {{{1, 2, 200, 128, 64}, 64, 64}, {{2, 1, 300, 64, 128}, 128, 64}, {{1, 1, 1, 32, 16}, 64, 8},
+                        {{1, 1, 77, 48, 24}, 64, 100}, {{1, 1, 190, 96, 128}, 64, 128}};
+  for (const char* name : {"gsa/chunk", "gsa/chunk_fwd_bwd"}) {
+    const Form& form = form_named(name);
+    if (!form.supports<P>()) continue;
+    for (const Case& c : cases) {
+      const HostProblem p = random_problem(c.shape, form, seed, {}, params_for(form, c.chunk, c.slots));
+      const FormParams params = params_for(form, c.chunk, c.slots);
+      const ref::Outputs want = form.reference(p, params, {});
+      for_each_tile_path<Exec>([&](bool tensor_cores) {
+        INFO(form.name << " on " << backend_name<Exec>() << " in " << precision_name<P>()
+                       << (tensor_cores ? "" : ", portable") << ", L=" << c.shape.seq << " dk=" << c.shape.dk
+                       << " dv=" << c.shape.dv << " chunk=" << c.chunk << " m=" << c.slots << ", seed " << seed);
+        check_close<P>(run_form<Exec, P>(form, p, params), want);
+      });
+    }
+  }
+}
+
+TEMPLATE_LIST_TEST_CASE("GSA with closed gates (alpha = 0) returns v exactly", "[gsa][forms]", Configs) {
   using Exec = typename TestType::Exec;
   using P = typename TestType::Precision;
   // §7.5: g = -1e4, s = 1: every slot holds the latest token, p is uniform, o_t = v_t.
   for (const Form& form : forms()) {
-    if (form.family != "gsa" || form.backward) continue;
-    INFO(form.name << " on " << backend_name<Exec>() << " in " << precision_name<P>());
+    if (form.family != "gsa" || form.backward || !form.supports<P>()) continue;
     const HostProblem p = problem_with_gates({1, 1, 50, 8, 8}, form, 4, test_seed(), [](double) { return -1e4; });
-    check_close<P>(run_form<Exec, P>(form, p, params_for(form, 16, 4)).o, p.v);
+    for (int chunk : {16, 64})
+      for_each_tile_path<Exec>([&](bool tensor_cores) {
+        INFO(form.name << " on " << backend_name<Exec>() << " in " << precision_name<P>()
+                       << (tensor_cores ? "" : ", portable") << ", chunk " << chunk);
+        check_close<P>(run_form<Exec, P>(form, p, params_for(form, chunk, 4)).o, p.v);
+      });
   }
 }

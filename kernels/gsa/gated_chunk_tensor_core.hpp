@@ -1,0 +1,378 @@
+// The gated chunk sweep of gsa/gated_chunk.hpp on tensor cores (CUDA, sm_80+;
+// float, tf32, bf16), in two kernels as Alg. 1 and flash-linear-attention's
+// chunk_gsa/chunk_gla split it (docs/gsa.md §3.4-3.5). b is the chunk-local
+// inclusive sum of the log gates (by step), B_n its value at chunk n's last
+// step, and the gate axis (key: x, value: y) is m wide.
+//   1. GatedChunkStates: one team per (batch, head, 64 x 64 block of the
+//      X x Y state) walks the chunks in order, its block in fp32 registers,
+//      and stores the state entering every chunk n >= 1,
+//        S_n = exp(B_(n-1)) S_(n-1) + K~^T V~   (the gate on S's rows or columns),
+//      the gated side of the chunk's tokens scaled by exp(B - b_u) <= 1 in
+//      shared memory before the product.
+//   2. GatedChunkOutputs: one team per (batch, head, 64 rows of one chunk),
+//      a warp per 16-row sub-chunk, the keys streamed one 16-row sub-chunk j
+//      at a time. With r_w the gate sums at the warp's first row and r_j those
+//      at sub-chunk j's last row, a weight exp(b_t - b_u) of a key before the
+//      warp's rows factorises as
+//        exp(b_t - r_w) * exp(r_w - r_j) * exp(r_j - b_u),
+//      every factor <= 1: the first is folded into the warp's queries (key
+//      gate) or its outputs (value gate) once, the second is a per-column
+//      factor on the query fragments or on the sub-chunk's product, the third
+//      scales the sub-chunk's gated tile in shared memory once for all warps;
+//      the inter-chunk term, exp(b_t) q_t^T S_n, is the same with r_j = 0.
+//      The diagonal sub-chunk (u and t in the same 16 rows) takes
+//      exp(b_t - b_u) pair by pair for u <= t only, spread over the team.
+// No exponent is ever positive. The state is accumulated in fp32 and stored as
+// the inputs are (the operand of the inter-chunk product).
+#pragma once
+#include "common/mma_tiles.hpp"
+#include "common/team_tiles.hpp"
+#include "common/views.hpp"
+#include "common/workspace.hpp"
+
+#include <string>
+#include <type_traits>
+
+namespace attn::detail {
+
+#if defined(KOKKOS_ENABLE_CUDA)
+
+using GateSumView = Tensor4<Kokkos::Cuda, float>;  // b: [B, H, L, m], by step
+
+template <class P, int XD, int YD, bool KeyGated>
+struct GatedChunkStates {
+  static constexpr int block = 64, warps = block / 16, x_blocks = XD / block, y_blocks = YD / block;
+  // Tiles of `tokens` steps (keys, values and their gate sums), one multiplied
+  // while the next is copied: 32 in bf16, 16 in fp32 (48 KB of shared memory).
+  static constexpr int tokens = std::is_same_v<P, bf16> ? 32 : 16, stages = 2;
+  static constexpr int ld = mma::k_major_stride<P>(block), ld_sums = block + 4;
+
+  mma::CudaTensor<P> key, value;
+  GateSumView sums;
+  mma::CudaTensor<P> states;  // [B H][chunks - 1][XD][YD]: the state entering chunk 1, 2, ...
+  int L, H, C, chunks, X, Y, m, mirror;
+
+  KOKKOS_INLINE_FUNCTION void operator()(const mma::CudaTeam& team) const {
+#if defined(ATTN_MMA_DEVICE_PASS)
+    using E = mma::operand_t<P>;
+    __shared__ __align__(16) E Ks[stages][tokens * ld];
+    __shared__ __align__(16) E Vs[stages][tokens * ld];
+    __shared__ __align__(16) float Gs[stages][tokens * ld_sums];  // b of the tile's steps, the block's gate columns
+    __shared__ __align__(16) float chunk_end[stages][block];  // B_n of the tile's chunk, the block's gate columns
+    const int rank = team.league_rank(), tid = team.team_rank(), size = team.team_size(), warp = tid / 32;
+    const int yb = rank % y_blocks, xb = rank / y_blocks % x_blocks, bh = rank / (x_blocks * y_blocks);
+    const int b = bh / H, h = bh % H, x0 = xb * block, y0 = yb * block, g0 = KeyGated ? x0 : y0;
+
+    mma::Accumulator<block> S;  // the warp's 16 rows of the state block
+    mma::zero(S);
+    const int per_chunk = C / tokens;
+    auto start = [&](int i) {
+      mma::start_tile_copy<P>(Ks[i % stages], ld, tokens, block, key, b, h, i * tokens, tokens, X - x0, tid, size,
+                              mirror, x0);
+      mma::start_tile_copy<P>(Vs[i % stages], ld, tokens, block, value, b, h, i * tokens, tokens, Y - y0, tid, size,
+                              mirror, y0);
+      mma::start_tile_copy<float>(Gs[i % stages], ld_sums, tokens, block, sums, b, h, i * tokens, tokens, m - g0, tid,
+                                  size, -1, g0);
+      const int last = (i / per_chunk) * C + C - 1;  // the chunk's last step
+      mma::start_tile_copy<float>(chunk_end[i % stages], block, 1, block, sums, b, h, last, 1, m - g0, tid, size, -1,
+                                  g0);
+    };
+    auto store = [&](int entering) {
+      mma::for_each_entry(S, [&](int r, int c, float& x) {
+        states(bh, entering - 1, x0 + 16 * warp + r, y0 + c) = storage_t<P>(x);
+      });
+    };
+    // Chunks 0 .. chunks - 2, all whole (the last chunk's keys are in no stored state).
+    const int end = (chunks - 1) * per_chunk;
+    team.team_barrier();
+    start(0);
+    for (int i = 0; i < end; ++i) {
+      const int n = i / per_chunk, buf = i % stages;
+      const bool opens_chunk = i % per_chunk == 0;
+      if (opens_chunk && i > 0) store(n);  // S is the state entering chunk n
+      if (i + 1 < end) {
+        start(i + 1);
+        // Tile i is in once the four copies of tile i + 1 are all that pend.
+        mma::finish_tile_copy<4, P>(Ks[buf], ld, tokens, block, X - x0, tid, size);
+        mma::finish_tile_copy<4, P>(Vs[buf], ld, tokens, block, Y - y0, tid, size);
+      } else {
+        mma::finish_tile_copy<0, P>(Ks[buf], ld, tokens, block, X - x0, tid, size);
+        mma::finish_tile_copy<0, P>(Vs[buf], ld, tokens, block, Y - y0, tid, size);
+      }
+      team.team_barrier();
+      if (opens_chunk && i > 0)  // S_n = exp(B_n) S_n before chunk n's keys
+        mma::for_each_entry(S, [&](int r, int c, float& x) { x *= expf(chunk_end[buf][KeyGated ? 16 * warp + r : c]); });
+      // The gated side decayed to the chunk's end: exp(B_n - b_u) <= 1.
+      mma::scale_tile<P>(KeyGated ? Ks[buf] : Vs[buf], ld, tokens, block, tid, size, [&](int u, int c) {
+        return g0 + c < m ? expf(chunk_end[buf][c] - Gs[buf][u * ld_sums + c]) : 0.f;
+      });
+      team.team_barrier();
+      #pragma unroll
+      for (int kk = 0; kk < tokens / mma::k_step<P>; ++kk) {
+        std::uint32_t a[4];
+        mma::transposed_fragment_from_shared<P>(a, Ks[buf] + 16 * warp, ld, kk);
+        mma::add_ab_step<P>(S, mma::prepare<P>(a), Vs[buf], ld, kk);
+      }
+      team.team_barrier();  // buffer buf is free for tile i + 2
+    }
+    if (end > 0) store(chunks - 1);
+#endif
+  }
+};
+
+template <class P, int XD, int YD, bool KeyGated>
+struct GatedChunkOutputs {
+  static constexpr int warps = 4, rows = 16 * warps, keys = 16;
+  static constexpr int G = KeyGated ? XD : YD;  // gate columns (padded)
+  static constexpr int ld_sums = G + 4;          // rows 16-byte aligned, 4 banks apart
+  static constexpr int ld = mma::padded_stride<P>(XD), ldv = mma::padded_stride<P>(YD);
+  static constexpr int slice = 16, slice_ld = mma::k_major_stride<P>(YD);  // rows of S_n per step, two in flight
+  // The sub-chunk's raw keys and values, the gated one scaled by exp(r_j - b_u),
+  // and (key gate) the raw queries of a diagonal sub-chunk; or the slices of S_n.
+  static constexpr int tiles = KeyGated ? 3 * keys * ld + keys * ldv : keys * ld + 2 * keys * ldv;
+  static constexpr int shared = tiles > 2 * slice * slice_ld ? tiles : 2 * slice * slice_ld;
+
+  mma::CudaTensor<P> query, key, value, out;
+  GateSumView sums;
+  mma::CudaTensor<P> states;
+  mma::CudaTensor<P> softmax;  // empty, or (value gate) the softmax of every output row
+  int L, H, row_tiles, C, X, Y, m, mirror;
+
+  KOKKOS_INLINE_FUNCTION void operator()(const mma::CudaTeam& team) const {
+#if defined(ATTN_MMA_DEVICE_PASS)
+    using E = mma::operand_t<P>;
+    __shared__ __align__(16) E tile_memory[shared];
+    __shared__ __align__(16) float sub_sums[keys * ld_sums];  // b of the sub-chunk's steps
+    __shared__ float first_sums[warps][G];    // r_w: b at each warp's first row
+    __shared__ float diagonal[keys][keys + 1];  // the diagonal sub-chunk's weights (key gate) or scores (value gate)
+    __shared__ float diagonal_out[KeyGated ? 1 : keys][KeyGated ? 1 : YD + 1];  // value gate: its outputs
+    E* const Kt = tile_memory;
+    E* const Vt = Kt + keys * ld;
+    E* const gated = Vt + keys * ldv;  // Kt or Vt scaled by exp(r_j - b_u)
+    E* const Qt = gated + keys * ld;   // key gate: the diagonal sub-chunk's queries
+    // The last tiles of a chunk see the most keys: start them first.
+    const TeamTile tile = team_tile(team.league_size() - 1 - team.league_rank(), row_tiles, H, rows, L);
+    const int b = tile.b, h = tile.h, bh = b * H + h, tid = team.team_rank(), size = team.team_size();
+    const int warp = tid / 32, row0 = tile.first + 16 * warp;
+    const int n = tile.first / C, t0 = n * C;
+    const bool active = row0 < L;
+    auto gate_sum = [&](int step, int c) { return c < m ? sums(b, h, step < L ? step : L - 1, c) : 0.f; };
+
+    team.team_barrier();  // a block that runs several teams: the previous team's tiles are no longer read
+    for (int e = tid; e < warps * G; e += size) first_sums[e / G][e % G] = gate_sum(tile.first + 16 * (e / G), e % G);
+    team.team_barrier();
+    const float* const r_w = first_sums[warp];
+
+    mma::RowTile<P, XD> Q;
+    mma::load_rows(Q, query, b, h, row0, L, X, mirror);
+    if constexpr (KeyGated)  // q_t exp(b_t - r_w)
+      mma::scale_entries(Q, [&](int r, int c) { return c < m ? expf(gate_sum(row0 + r, c) - r_w[c]) : 0.f; });
+    mma::Accumulator<YD> O;
+    mma::zero(O);
+
+    if (n > 0) {
+      // Inter-chunk: exp(b_t) q_t^T S_n = exp(b_t - r_w) (q_t exp(r_w))^T S_n, S_n
+      // streamed in slices of rows, the next copied while this one is multiplied.
+      constexpr int slices = XD / slice;
+      auto buffer = [&](int i) { return tile_memory + (i & 1) * slice * slice_ld; };
+      auto start = [&](int i) {
+        mma::start_tile_copy<P>(buffer(i), slice_ld, slice, YD, states, bh, n - 1, i * slice, slice, YD, tid, size);
+      };
+      start(0);
+      #pragma unroll  // Q's k-steps are indexed by i: registers only with constant indices
+      for (int i = 0; i < slices; ++i) {
+        if (i + 1 < slices) {
+          start(i + 1);
+          mma::finish_tile_copy<1, P>(buffer(i), slice_ld, slice, YD, YD, tid, size);
+        } else {
+          mma::finish_tile_copy<0, P>(buffer(i), slice_ld, slice, YD, YD, tid, size);
+        }
+        team.team_barrier();
+        #pragma unroll
+        for (int kk = 0; kk < slice / mma::k_step<P>; ++kk) {
+          const int step = i * slice / mma::k_step<P> + kk;
+          std::uint32_t a[4];
+          mma::row_tile_step(Q, step, a);
+          if constexpr (KeyGated)
+            mma::scale_fragment_columns<P>(a, [&](int c) { return expf(r_w[step * mma::k_step<P> + c]); });
+          mma::add_ab_step<P>(O, mma::prepare<P>(a), buffer(i), slice_ld, kk);
+        }
+        team.team_barrier();  // buffer i & 1 is free for slice i + 2
+      }
+      if constexpr (!KeyGated) mma::for_each_entry(O, [&](int, int c, float& x) { x *= expf(r_w[c]); });
+    }
+
+    // Intra-chunk, one key sub-chunk at a time, up to the team's last rows.
+    for (int j0 = t0; j0 < tile.first + tile.count; j0 += keys) {
+      const int nk = L - j0 < keys ? L - j0 : keys;
+      const bool diagonal_step = j0 >= tile.first;  // the sub-chunk of warp (j0 - first) / 16
+      const int owner = (j0 - tile.first) / keys;
+      team.team_barrier();  // the previous sub-chunk's tiles are consumed
+      mma::start_tile_copy<P>(Kt, ld, keys, XD, key, b, h, j0, nk, X, tid, size, mirror);
+      mma::start_tile_copy<P>(Vt, ldv, keys, YD, value, b, h, j0, nk, Y, tid, size, mirror);
+      if constexpr (KeyGated)
+        if (diagonal_step) mma::start_tile_copy<P>(Qt, ld, keys, XD, query, b, h, j0, nk, X, tid, size, mirror);
+      mma::start_tile_copy<float>(sub_sums, ld_sums, keys, G, sums, b, h, j0, nk, m, tid, size);
+      mma::finish_tile_copy<0, P>(Kt, ld, keys, XD, X, tid, size);
+      mma::finish_tile_copy<0, P>(Vt, ldv, keys, YD, Y, tid, size);
+      if constexpr (KeyGated)
+        if (diagonal_step) mma::finish_tile_copy<0, P>(Qt, ld, keys, XD, X, tid, size);
+      mma::finish_tile_copy<0, float>(sub_sums, ld_sums, keys, G, m, tid, size);
+      team.team_barrier();
+      const float* const r_j = sub_sums + (nk - 1) * ld_sums;
+      if constexpr (!KeyGated)  // the diagonal's scores q_t . k_u, u <= t
+        if (diagonal_step && warp == owner) {
+          mma::Accumulator<keys> A;
+          mma::zero(A);
+          mma::add_abt(A, Q, Kt, ld);
+          mma::for_each_entry(A, [&](int r, int c, float& x) { diagonal[r][c] = c <= r && c < nk ? x : 0.f; });
+        }
+      {  // the gated side times exp(r_j - b_u), for the warps past the sub-chunk
+        const E* raw = KeyGated ? Kt : Vt;
+        const int stride = KeyGated ? ld : ldv;
+        for (int e = tid; e < keys * G; e += size) {
+          const int u = e / G, c = e % G;
+          gated[u * stride + c] = mma::operand_from_float<P>(mma::operand_to_float<P>(raw[u * stride + c]) *
+                                                             (c < m && u < nk ? expf(r_j[c] - sub_sums[(u) * ld_sums + c]) : 0.f));
+        }
+      }
+      if constexpr (KeyGated)  // the diagonal's weights, pair by pair
+        if (diagonal_step)
+          for (int e = tid; e < keys * keys; e += size) {
+            const int t = e / keys, u = e % keys;
+            float w = 0.f;
+            if (u <= t && t < nk)
+              for (int x = 0; x < X; ++x)
+                w += mma::operand_to_float<P>(Qt[t * ld + x]) * mma::operand_to_float<P>(Kt[u * ld + x]) *
+                     expf(sub_sums[(t) * ld_sums + x] - sub_sums[(u) * ld_sums + x]);
+            diagonal[t][u] = w;
+          }
+      team.team_barrier();
+      if constexpr (!KeyGated)  // the diagonal's outputs, pair by pair
+        if (diagonal_step) {
+          for (int e = tid; e < keys * Y; e += size) {
+            const int t = e / Y, y = e % Y;
+            float sum = 0.f;
+            for (int u = 0; u <= t && t < nk; ++u)
+              sum += diagonal[t][u] * mma::operand_to_float<P>(Vt[u * ldv + y]) * expf(sub_sums[(t) * ld_sums + y] - sub_sums[(u) * ld_sums + y]);
+            diagonal_out[t][y] = sum;
+          }
+          team.team_barrier();
+        }
+      if (active && row0 >= j0 + keys) {  // the warp's rows are past the sub-chunk
+        mma::Accumulator<keys> A;  // its weights against the sub-chunk's keys
+        mma::zero(A);
+        if constexpr (KeyGated) {
+          #pragma unroll
+          for (int kk = 0; kk < XD / mma::k_step<P>; ++kk) {
+            std::uint32_t a[4];
+            mma::row_tile_step(Q, kk, a);
+            mma::scale_fragment_columns<P>(a, [&](int c) {
+              const int x = kk * mma::k_step<P> + c;
+              return expf(r_w[x] - r_j[x]);
+            });
+            mma::add_abt_step<P>(A, mma::prepare<P>(a), gated, ld, kk);
+          }
+          mma::add_ab<P>(O, A, Vt, ldv);
+        } else {
+          mma::add_abt(A, Q, Kt, ld);
+          mma::Accumulator<YD> part;
+          mma::zero(part);
+          mma::add_ab<P>(part, A, gated, ldv);
+          mma::for_each_entry(O, part, [&](int, int c, float& total, float& x) { total += x * expf(r_w[c] - r_j[c]); });
+        }
+      }
+      if (diagonal_step && warp == owner) {
+        if constexpr (KeyGated) {
+          mma::Accumulator<keys> A;
+          mma::for_each_entry(A, [&](int r, int c, float& x) { x = diagonal[r][c]; });
+          mma::add_ab<P>(O, A, Vt, ldv);
+        } else {  // the off-diagonal and inter-chunk sums take exp(b_t - r_w) now, then the diagonal's
+          mma::for_each_entry(O, [&](int r, int c, float& x) {
+            x = x * (c < m && r < nk ? expf(sub_sums[(r) * ld_sums + c] - r_w[c]) : 0.f) + (c < Y ? diagonal_out[r][c] : 0.f);
+          });
+        }
+      }
+    }
+    if (!active) return;
+    mma::for_each_entry(O, [&](int r, int c, float& x) {
+      if (row0 + r < L && c < Y) out(b, h, mma::stored_row(row0 + r, mirror), c) = storage_t<P>(x);
+    });
+    if constexpr (!KeyGated)
+      if (softmax.data()) {  // the softmax of each output row over its Y columns (GSA's slots), from the fp32 sums
+        float top[2] = {-3.0e38f, -3.0e38f}, total[2] = {0.f, 0.f};
+        mma::for_each_entry(O, [&](int r, int c, float& x) {
+          if (c < Y) top[r >> 3] = fmaxf(top[r >> 3], x);
+        });
+        top[0] = mma::quad_max(top[0]);
+        top[1] = mma::quad_max(top[1]);
+        mma::for_each_entry(O, [&](int r, int c, float& x) {
+          x = c < Y ? expf(x - top[r >> 3]) : 0.f;
+          total[r >> 3] += x;
+        });
+        total[0] = mma::quad_sum(total[0]);
+        total[1] = mma::quad_sum(total[1]);
+        mma::for_each_entry(O, [&](int r, int c, float& x) {
+          if (row0 + r < L && c < Y)
+            softmax(b, h, mma::stored_row(row0 + r, mirror), c) = storage_t<P>(x / total[r >> 3]);
+        });
+      }
+#endif
+  }
+};
+
+// f(XD, YD) with X and Y padded to 64 or 128; false, with nothing run, when
+// either exceeds 128.
+template <class F>
+bool with_padded_sizes(int X, int Y, F f) {
+  if (X > 128 || Y > 128) return false;
+  auto y_padded = [&](auto xd) {
+    if (Y <= 64)
+      f(xd, std::integral_constant<int, 64>{});
+    else
+      f(xd, std::integral_constant<int, 128>{});
+  };
+  if (X <= 64)
+    y_padded(std::integral_constant<int, 64>{});
+  else
+    y_padded(std::integral_constant<int, 128>{});
+  return true;
+}
+
+// The tensor-core sweep; false, with nothing run, when it does not apply: X or
+// Y above 128, or chunks that a 64-row tile would straddle (C not a multiple
+// of 64, and more than one chunk). `softmax` (value gate): also the softmax of
+// every output row, computed from the fp32 outputs in registers.
+template <class P, bool KeyGated>
+bool tensor_core_gated_chunk(const Kokkos::Cuda& exec, const std::string& name, const mma::CudaTensor<P>& query,
+                             const mma::CudaTensor<P>& key, const mma::CudaTensor<P>& value, const GateSumView& sums,
+                             const mma::CudaTensor<P>& out, int C, bool reverse,
+                             const mma::CudaTensor<P>& softmax = {}) {
+  const int B = int(query.extent(0)), H = int(query.extent(1)), L = int(query.extent(2));
+  const int X = int(query.extent(3)), Y = int(value.extent(3)), m = int(sums.extent(3));
+  const int chunks = ceil_div(L, C);
+  if (chunks > 1 && C % 64 != 0) return false;
+  const int mirror = reverse ? L - 1 : -1;
+  return with_padded_sizes(X, Y, [&](auto xd, auto yd) {
+    constexpr int XD = decltype(xd)::value, YD = decltype(yd)::value;
+    mma::CudaTensor<P> states;
+    if (chunks > 1) {
+      using States = GatedChunkStates<P, XD, YD, KeyGated>;
+      const std::size_t stored = std::size_t(B) * H * (chunks - 1);
+      // Kept between calls (common/workspace.hpp), shared by every sweep.
+      states = mma::CudaTensor<P>(reinterpret_cast<storage_t<P>*>(workspace<Kokkos::CudaSpace>(
+                                      "chunk states", stored * XD * YD * sizeof(storage_t<P>))),
+                                  B * H, chunks - 1, XD, YD);
+      mma::launch_tiles(name + ": chunk states", exec, B * H * States::x_blocks * States::y_blocks,
+                        32 * States::warps, States{key, value, sums, states, L, H, C, chunks, X, Y, m, mirror});
+    }
+    using Outputs = GatedChunkOutputs<P, XD, YD, KeyGated>;
+    const int row_tiles = ceil_div(L, Outputs::rows);
+    mma::launch_tiles(name + ": chunk outputs", exec, B * H * row_tiles, 32 * Outputs::warps,
+                      Outputs{query, key, value, out, sums, states, softmax, L, H, row_tiles, C, X, Y, m, mirror});
+  });
+}
+
+#endif  // KOKKOS_ENABLE_CUDA
+
+}  // namespace attn::detail
