@@ -35,9 +35,10 @@
 
 namespace attn {
 
-// How many segments the tensor-core chunk form cuts each sequence's state walk
-// into: 0 (the default) chooses by the device's size (see tensor_core_chunked);
-// the tests force one walk per sequence, and several segments of several chunks.
+// How many segments the tensor-core chunk forms (this file's, and GSA's gated
+// chunks) cut each sequence's state walk into: 0 (the default) chooses by the
+// device's size (see tensor_core_chunked); the tests force one walk per
+// sequence, and several segments of several chunks.
 inline int& chunk_state_segments() {
   static int segments = 0;
   return segments;
