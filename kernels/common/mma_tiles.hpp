@@ -404,13 +404,13 @@ __device__ __forceinline__ void scale_entries(RowTile<P, K>& A, F f) {
   }
 }
 
-// Team operation: entry (r, c) of a shared tile of `rows` x `cols` operands
+// Team operation: entry (r, c) of a shared tile of Rows x Cols operands
 // (stride ld) times f(r, c), in fp32, stored back as an operand of P.
-template <class P, class F>
-__device__ __forceinline__ void scale_tile(operand_t<P>* tile, int ld, int rows, int cols, int rank, int size, F f) {
-  for (int e = rank; e < rows * cols; e += size) {
-    operand_t<P>& x = tile[(e / cols) * ld + e % cols];
-    x = operand_from_float<P>(operand_to_float<P>(x) * f(e / cols, e % cols));
+template <class P, int Rows, int Cols, class F>
+__device__ __forceinline__ void scale_tile(operand_t<P>* tile, int ld, int rank, int size, F f) {
+  for (int e = rank; e < Rows * Cols; e += size) {
+    operand_t<P>& x = tile[(e / Cols) * ld + e % Cols];
+    x = operand_from_float<P>(operand_to_float<P>(x) * f(e / Cols, e % Cols));
   }
 }
 

@@ -8,7 +8,9 @@
 //      and stores the state entering every chunk n >= 1,
 //        S_n = exp(B_(n-1)) S_(n-1) + K~^T V~   (the gate on S's rows or columns),
 //      the gated side of the chunk's tokens scaled by exp(B - b_u) <= 1 in
-//      shared memory before the product.
+//      shared memory before the product. With few walks the sequence is cut
+//      into segments walked in parallel from zero, and JoinGatedSegments adds
+//      each segment's decayed entering state to its stored states.
 //   2. GatedChunkOutputs: one team per (batch, head, 64 rows of one chunk),
 //      a warp per 16-row sub-chunk, the keys streamed one 16-row sub-chunk j
 //      at a time. With r_w the gate sums at the warp's first row and r_j those
@@ -22,6 +24,8 @@
 //      the inter-chunk term, exp(b_t) q_t^T S_n, is the same with r_j = 0.
 //      The diagonal sub-chunk (u and t in the same 16 rows) takes
 //      exp(b_t - b_u) pair by pair for u <= t only, spread over the team.
+//      A value-gated sweep may also write the softmax of every output row
+//      (GSA's pass 1: p = softmax(o') over the slots) from the fp32 sums.
 // No exponent is ever positive. The state is accumulated in fp32 and stored as
 // the inputs are (the operand of the inter-chunk product).
 #pragma once
@@ -137,7 +141,7 @@ struct GatedChunkStates {
       if (opens_chunk && i > begin)  // S_n = exp(B_n) S_n before chunk n's keys
         mma::for_each_entry(S, [&](int r, int c, float& x) { x *= weight_exp(chunk_end[buf][KeyGated ? 16 * warp + r : c]); });
       // The gated side decayed to the chunk's end: exp(B_n - b_u) <= 1.
-      mma::scale_tile<P>(KeyGated ? Ks[buf] : Vs[buf], ld, tokens, block, tid, size, [&](int u, int c) {
+      mma::scale_tile<P, tokens, block>(KeyGated ? Ks[buf] : Vs[buf], ld, tid, size, [&](int u, int c) {
         return g0 + c < m ? weight_exp(chunk_end[buf][c] - Gs[buf][u * ld_sums + c]) : 0.f;
       });
       team.team_barrier();
