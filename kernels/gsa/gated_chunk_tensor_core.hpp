@@ -158,8 +158,9 @@ struct GatedChunkStates {
   }
 };
 
-// Joins the segments of GatedChunkStates: a stored state S'_n of a segment
-// whose first chunk is f > 0 counts only the keys from chunk f on, so
+// Joins the segments of GatedChunkStates (docs/gsa.md §3.4, "Segments of the
+// walk"): a stored state S'_n of a segment whose first chunk is f > 0 counts
+// only the keys from chunk f on, so
 //   S_n = S'_n + exp(B_f + ... + B_(n-1)) S_f
 // with the gate on S's rows (key) or columns (value): every exponent a sum of
 // chunk gate sums, <= 0. One thread per (batch, head, state entry) walks the
