@@ -183,25 +183,25 @@ struct JoinGatedSegments {
     for (int n0 = 1; n0 < chunks; n0 += group) {
       float state[group], chunk_sum[group];
       #pragma unroll
-      for (int i = 0; i < group; ++i)
-        if (n0 + i < chunks) {
-          state[i] = float(states(bh, n0 + i - 1, x, y));
-          chunk_sum[i] = sums(b, h, (n0 + i - 1) * C + C - 1, c);
+      for (int k = 0; k < group; ++k)
+        if (n0 + k < chunks) {
+          state[k] = float(states(bh, n0 + k - 1, x, y));
+          chunk_sum[k] = sums(b, h, (n0 + k - 1) * C + C - 1, c);
         }
       #pragma unroll
-      for (int i = 0; i < group; ++i) {
-        const int n = n0 + i;
+      for (int k = 0; k < group; ++k) {
+        const int n = n0 + k;
         if (n >= chunks) break;
         if ((n - 1) % segment_chunks == 0) {  // chunk n - 1 opens a segment: f = n - 1
           entering = previous;
           decay = 0.f;
         }
-        decay += chunk_sum[i];
+        decay += chunk_sum[k];
         if (n - 1 >= segment_chunks) {
-          state[i] += weight_exp(decay) * entering;
-          states(bh, n - 1, x, y) = storage_t<P>(state[i]);
+          state[k] += weight_exp(decay) * entering;
+          states(bh, n - 1, x, y) = storage_t<P>(state[k]);
         }
-        previous = state[i];
+        previous = state[k];
       }
     }
 #endif
