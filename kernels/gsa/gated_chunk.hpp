@@ -22,9 +22,9 @@
 // as storage_t<P>, the gate sums and every sum kept in accum_t<P>.
 #pragma once
 #include "common/math.hpp"
-#include "gsa/gated_chunk_tensor_core.hpp"
 #include "common/precision.hpp"
 #include "common/views.hpp"
+#include "gsa/gated_chunk_tensor_core.hpp"
 
 #include <algorithm>
 #include <stdexcept>
