@@ -323,8 +323,8 @@ struct GatedChunkOutputs {
         const int stride = KeyGated ? ld : ldv;
         for (int e = tid; e < keys * G; e += size) {
           const int u = e / G, c = e % G;
-          gated[u * stride + c] = mma::operand_from_float<P>(mma::operand_to_float<P>(raw[u * stride + c]) *
-                                                             (c < m && u < nk ? weight_exp(r_j[c] - sub_sums[(u) * ld_sums + c]) : 0.f));
+          const float factor = c < m && u < nk ? weight_exp(r_j[c] - sub_sums[u * ld_sums + c]) : 0.f;
+          gated[u * stride + c] = mma::operand_from_float<P>(mma::operand_to_float<P>(raw[u * stride + c]) * factor);
         }
       }
       // The diagonal sub-chunk pair by pair: thread (row t, lane l of 8) takes
@@ -414,7 +414,8 @@ struct GatedChunkOutputs {
           mma::add_ab<P>(O, A, Vt, ldv);
         } else {  // the off-diagonal and inter-chunk sums take exp(b_t - r_w) now, then the diagonal's
           mma::for_each_entry(O, [&](int r, int c, float& x) {
-            x = x * (c < m && r < nk ? weight_exp(sub_sums[(r) * ld_sums + c] - r_w[c]) : 0.f) + (c < Y ? diagonal_out[r][c] : 0.f);
+            const float to_row = c < m && r < nk ? weight_exp(sub_sums[r * ld_sums + c] - r_w[c]) : 0.f;
+            x = x * to_row + (c < Y ? diagonal_out[r][c] : 0.f);
           });
         }
       }

@@ -6,10 +6,7 @@
 // (above 128 the tensor-core dispatch falls back), d_v != d_k both ways, and
 // chunk sizes the tensor-core tiles take (64, 128) and leave to the portable
 // path (16, 100). Lightning's backward runs the same kernel in reverse time.
-#include "common/chunked_causal_tensor_core.hpp"
 #include "forms/check.hpp"
-
-#include <vector>
 
 using namespace attn;
 using namespace attn::test;
@@ -34,15 +31,10 @@ TEMPLATE_LIST_TEST_CASE("chunked causal forms: the tensor-core and the portable 
   using P = typename TestType::Precision;
   const std::uint64_t seed = test_seed();
   int ran = 0;
-  struct Restore {
-    ~Restore() { chunk_state_segments() = 0; }
-  } restore;
   for_each_tile_path<Exec>([&](bool tensor_cores) {
     // The tensor-core state walk: as the device's size chooses, one walk per
     // sequence, and segments of two chunks or more joined after.
-    const bool segmented = tensor_cores && !is_host_space<Exec>();
-    for (const int segments : segmented ? std::vector<int>{0, 1, 3} : std::vector<int>{0}) {
-      chunk_state_segments() = segments;
+    for_each_state_walk<Exec>(tensor_cores, {0, 1, 3}, [&](int segments) {
       for (const ChunkCase& c : chunk_cases)
         for (const char* name : {"linear/chunk", "lightning/fwd", "lightning/fwd_bwd"}) {
           const Form& form = form_named(name);
@@ -57,7 +49,7 @@ TEMPLATE_LIST_TEST_CASE("chunked causal forms: the tensor-core and the portable 
           check_close<P>(run_form<Exec, P>(form, p, params), form.reference(p, params, {}));
           ++ran;
         }
-    }
+    });
   });
   require_ran<P>(ran, "chunked form");
 }

@@ -10,7 +10,9 @@
 #include <tuple>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
+#include "common/chunked_causal_tensor_core.hpp"
 #include "common/mma_tiles.hpp"
 #include "inputs.hpp"
 #include "registry.hpp"
@@ -83,6 +85,22 @@ void for_each_tile_path(F f) {
     if (!tensor_cores && is_host_space<Exec>()) continue;
     tensor_cores_enabled() = tensor_cores;
     f(tensor_cores);
+  }
+}
+
+// f(segments) for each way a test cuts the tensor-core chunk forms' state
+// walk (chunk_state_segments; 0: as the device's size chooses): on the
+// tensor-core path of a GPU backend, each of `forced` in turn; elsewhere once,
+// with 0. The switch is restored to 0 afterwards, whatever f throws.
+template <class Exec, class F>
+void for_each_state_walk(bool tensor_cores, const std::vector<int>& forced, F f) {
+  struct Restore {
+    ~Restore() { chunk_state_segments() = 0; }
+  } restore;
+  const bool segmented = tensor_cores && !is_host_space<Exec>();
+  for (const int segments : segmented ? forced : std::vector<int>{0}) {
+    chunk_state_segments() = segments;
+    f(segments);
   }
 }
 

@@ -4,9 +4,7 @@
 // including the overflow test of §3.5 and 256 slots.
 #include <cmath>
 #include <random>
-#include <vector>
 
-#include "common/chunked_causal_tensor_core.hpp"
 #include "forms/check.hpp"
 #include "gsa.hpp"
 
@@ -115,28 +113,23 @@ TEMPLATE_LIST_TEST_CASE("GSA chunk forms on every tile path", "[gsa][forms][tile
   struct Case { Shape shape; int chunk, slots; };
   const Case cases[] = {{{1, 2, 200, 128, 64}, 64, 64}, {{2, 1, 300, 64, 128}, 128, 64}, {{1, 1, 1, 32, 16}, 64, 8},
                         {{1, 1, 77, 48, 24}, 64, 100}, {{1, 1, 190, 96, 128}, 64, 128}};
-  struct Restore {
-    ~Restore() { chunk_state_segments() = 0; }
-  } restore;
   for (const char* name : {"gsa/chunk", "gsa/chunk_fwd_bwd"}) {
     const Form& form = form_named(name);
     if (!form.supports<P>()) continue;
     for (const Case& c : cases) {
-      const HostProblem p = random_problem(c.shape, form, seed, {}, params_for(form, c.chunk, c.slots));
       const FormParams params = params_for(form, c.chunk, c.slots);
+      const HostProblem p = random_problem(c.shape, form, seed, {}, params);
       const ref::Outputs want = form.reference(p, params, {});
       for_each_tile_path<Exec>([&](bool tensor_cores) {
         // The tensor-core state walk: as the device's size chooses, one walk
         // per sequence, and segments of one and two chunks joined after.
-        const bool segmented = tensor_cores && !is_host_space<Exec>();
-        for (const int segments : segmented ? std::vector<int>{0, 1, 2, 3} : std::vector<int>{0}) {
-          chunk_state_segments() = segments;
+        for_each_state_walk<Exec>(tensor_cores, {0, 1, 2, 3}, [&](int segments) {
           INFO(form.name << " on " << backend_name<Exec>() << " in " << precision_name<P>()
                          << (tensor_cores ? "" : ", portable") << ", state walk in " << segments
                          << " segments (0: chosen), L=" << c.shape.seq << " dk=" << c.shape.dk << " dv="
                          << c.shape.dv << " chunk=" << c.chunk << " m=" << c.slots << ", seed " << seed);
           check_close<P>(run_form<Exec, P>(form, p, params), want);
-        }
+        });
       });
     }
   }
