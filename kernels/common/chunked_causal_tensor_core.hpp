@@ -59,7 +59,11 @@ KOKKOS_INLINE_FUNCTION float decay_power(float rate, int n) { return rate == 0.f
 
 template <class P, int D>
 struct ChunkStates {
-  static constexpr int block = D < 64 ? D : 64, warps = block / 16, blocks = D / block;
+  // A warp owns 16 rows and `columns` columns of the team's state block: a
+  // 64 x 64 block is split in column halves over 8 warps, so that twice the
+  // warps hide the latency of each tile's short products.
+  static constexpr int block = D < 64 ? D : 64, blocks = D / block;
+  static constexpr int row_groups = block / 16, columns = block == 64 ? 32 : block, warps = row_groups * (block / columns);
   // Key and value tiles of `tokens` steps (C is a multiple) in a ring of
   // `stages` buffers, stages - 1 of them in flight while one is multiplied
   // (as many as 48 KB of static shared memory hold).
@@ -83,15 +87,16 @@ struct ChunkStates {
     const int vb = rank % blocks, kb = (rank / blocks) % blocks, segment = (rank / (blocks * blocks)) % segments();
     const int bh = rank / (blocks * blocks * segments());
     const int b = bh / H, h = bh % H, warp = tid / 32;
+    const int first_row = 16 * (warp % row_groups), first_col = columns * (warp / row_groups);
     const float rate = decay_rate.extent(0) ? float(decay_rate(h)) : 0.f;
     const bool keeps_z = normalisers.data() && vb == 0 && tid < block;  // thread tid: z of d_k row kb*block + tid
 
-    mma::Accumulator<block> S;  // the warp's 16 d_k rows of the state block
+    mma::Accumulator<columns> S;  // the warp's piece of the state block
     mma::zero(S);
     float z = 0.f;
     auto store = [&](int entering) {  // S is the state entering chunk `entering`
-      mma::for_each_entry(S, [&](int r, int c, float& x) {
-        states(bh, entering - 1, kb * block + 16 * warp + r, vb * block + c) = storage_t<P>(x);
+      mma::for_each_pair(S, [&](int r, int c, float& x0, float& x1) {
+        mma::store_pair<P>(&states(bh, entering - 1, kb * block + first_row + r, vb * block + first_col + c), x0, x1);
       });
       if (keeps_z) normalisers(bh, entering - 1, kb * block + tid) = z;
     };
@@ -131,9 +136,9 @@ struct ChunkStates {
       #pragma unroll
       for (int kk = 0; kk < tokens / mma::k_step<P>; ++kk) {
         std::uint32_t a[4];
-        mma::transposed_fragment_from_shared<P>(a, Ks[buf] + 16 * warp, ld, kk);
+        mma::transposed_fragment_from_shared<P>(a, Ks[buf] + first_row, ld, kk);
         mma::scale_fragment_columns<P>(a, [&](int c) { return factor[kk * mma::k_step<P> + c]; });
-        mma::add_ab_step<P>(S, mma::prepare<P>(a), Vs[buf], ld, kk);
+        mma::add_ab_step<P>(S, mma::prepare<P>(a), Vs[buf] + first_col, ld, kk);
       }
       if (keeps_z)
         for (int u = 0; u < tokens; ++u) z += factor[u] * mma::operand_to_float<P>(Ks[buf][u * ld + tid]);
@@ -231,7 +236,7 @@ struct ChunkOutputs {
     const float rate = decay_rate.extent(0) ? float(decay_rate(h)) : 0.f;
 
     mma::RowTile<P, D> Q;
-    mma::load_rows(Q, q, b, h, row0, L, dk, mirror);
+    mma::load_row_tiles<shared>(team, Q, tile_memory, q, b, h, tile.first, L, dk, mirror);
     mma::Accumulator<value_block> O;
     mma::zero(O);
     float den[2] = {0.f, 0.f};  // the thread's share of its two rows' normalisers
@@ -312,10 +317,17 @@ struct ChunkOutputs {
           if (normalise) mma::add_row_sums(S, den);
         });
     const float total[2] = {mma::quad_sum(den[0]), mma::quad_sum(den[1])};
-    mma::for_each_entry(O, [&](int r, int c, float& x) {
-      if (row0 + r < L && first_value + c < dv)
-        o(b, h, mma::stored_row(row0 + r, mirror), first_value + c) =
-            storage_t<P>(normalise ? x / total[r >> 3] : x);
+    const bool pairs = dv % 2 == 0;  // rows of even length: neighbouring entries stored together
+    mma::for_each_pair(O, [&](int r, int c, float& x0, float& x1) {
+      if (row0 + r >= L || first_value + c >= dv) return;
+      const float scale = normalise ? 1.f / total[r >> 3] : 1.f;
+      storage_t<P>* const at = &o(b, h, mma::stored_row(row0 + r, mirror), first_value + c);
+      if (pairs) {
+        mma::store_pair<P>(at, x0 * scale, x1 * scale);
+      } else {
+        at[0] = storage_t<P>(x0 * scale);
+        if (first_value + c + 1 < dv) at[1] = storage_t<P>(x1 * scale);
+      }
     });
 #endif
   }

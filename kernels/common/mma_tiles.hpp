@@ -10,6 +10,7 @@
 //   bf16  : m16n8k16 BF16
 // always accumulating in fp32. The named operations:
 //   RowTile<P, K>              A operand: 16 rows x K columns in registers
+//   load_row_tiles(...)        each warp's RowTile from global memory, through a shared tile
 //   Accumulator<N>             C: 16 x N fp32 in registers (the mma C layout)
 //   add_abt(C, A, B)           C += A B^T, B rows in shared memory ([n][k])
 //   add_ab(C, P, B)            C += P B, P an Accumulator (e.g. softmax weights)
@@ -184,10 +185,6 @@ __device__ __forceinline__ float2 unpack_bf16(std::uint32_t pair) {
   return make_float2(__uint_as_float(pair << 16), __uint_as_float(pair & 0xffff0000u));
 }
 
-__device__ __forceinline__ std::uint32_t pack_bits(std::uint16_t lo, std::uint16_t hi) {
-  return std::uint32_t(lo) | (std::uint32_t(hi) << 16);
-}
-
 __device__ __forceinline__ void mma_tf32(float (&c)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
                                          std::uint32_t b1) {
   asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
@@ -275,34 +272,6 @@ __device__ __forceinline__ operand_t<P> element(const View& x, int b, int h, int
     return round_to_tf32(value);
   else
     return value;
-}
-
-// A operand, rows first_row .. first_row + 15 of x(b, h, ., .) straight from
-// global memory (read once per kernel: the query tile FlashAttention-2 keeps
-// in registers); rows >= rows and columns >= cols are zero.
-template <class P, int K, class View>
-__device__ __forceinline__ void load_rows(RowTile<P, K>& A, const View& x, int b, int h, int first_row, int rows,
-                                          int cols, int mirror = -1) {
-  const int g = lane_id() >> 2, t = lane_id() & 3;
-  const int r0 = first_row + g, r1 = first_row + g + 8;
-  constexpr int ks = k_step<P>;
-  #pragma unroll
-  for (int kk = 0; kk < K / ks; ++kk) {
-    const int c0 = kk * ks;
-    if constexpr (std::is_same_v<P, bf16>) {
-      auto e = [&](int r, int c) { return element<P>(x, b, h, r, rows, c, cols, mirror); };
-      A.a[kk][0] = pack_bits(e(r0, c0 + 2 * t), e(r0, c0 + 2 * t + 1));
-      A.a[kk][1] = pack_bits(e(r1, c0 + 2 * t), e(r1, c0 + 2 * t + 1));
-      A.a[kk][2] = pack_bits(e(r0, c0 + 2 * t + 8), e(r0, c0 + 2 * t + 9));
-      A.a[kk][3] = pack_bits(e(r1, c0 + 2 * t + 8), e(r1, c0 + 2 * t + 9));
-    } else {
-      auto e = [&](int r, int c) { return __float_as_uint(element<P>(x, b, h, r, rows, c, cols, mirror)); };
-      A.a[kk][0] = e(r0, c0 + t);
-      A.a[kk][1] = e(r1, c0 + t);
-      A.a[kk][2] = e(r0, c0 + t + 4);
-      A.a[kk][3] = e(r1, c0 + t + 4);
-    }
-  }
 }
 
 // The A fragment of k-step kk of 16 rows held in shared memory ([row][k],
@@ -632,6 +601,36 @@ __device__ __forceinline__ void load_tile(operand_t<P>* dst, int ld, int rows, i
   finish_tile_copy<0, P>(dst, ld, rows, width, cols, rank, size);
 }
 
+// Team operation: each warp's A = rows first_row + 16 * warp .. + 15 of
+// x(b, h, ., .) (steps of a sweep, stored as stored_row says; rows >= rows
+// and columns >= cols zero), copied through `staging`, a shared tile of
+// Capacity operands, in whole 16-byte chunks rather than an element per load
+// (64 loads per thread for d = 128 in bf16). As many warps' rows as the tile
+// holds go at a time. Every thread reaches every barrier; the staging tile is
+// free again when it returns (the query tile FlashAttention-2 keeps in
+// registers).
+template <int Capacity, class P, int K, class View>
+__device__ __forceinline__ void load_row_tiles(const CudaTeam& team, RowTile<P, K>& A, operand_t<P>* staging,
+                                               const View& x, int b, int h, int first_row, int rows, int cols,
+                                               int mirror = -1) {
+  constexpr int ld = padded_stride<P>(K), warps_per_pass = Capacity / (16 * ld);
+  static_assert(warps_per_pass > 0, "the staging tile must hold 16 rows");
+  const int tid = team.team_rank(), size = team.team_size(), warp = tid / 32, warps = size / 32;
+  for (int w0 = 0; w0 < warps; w0 += warps_per_pass) {
+    const int first = first_row + 16 * w0, pass_rows = 16 * (warps - w0 < warps_per_pass ? warps - w0 : warps_per_pass);
+    const int count = rows - first < 0 ? 0 : (rows - first < pass_rows ? rows - first : pass_rows);
+    team.team_barrier();  // nobody still reads the staging tile
+    start_tile_copy<P>(staging, ld, pass_rows, K, x, b, h, first, count, cols, tid, size, mirror);
+    finish_tile_copy<0, P>(staging, ld, pass_rows, K, cols, tid, size);
+    team.team_barrier();
+    if (warp >= w0 && warp < w0 + warps_per_pass) {
+      #pragma unroll
+      for (int kk = 0; kk < K / k_step<P>; ++kk) fragment_from_shared<P>(A.a[kk], staging + 16 * (warp - w0) * ld, ld, kk);
+    }
+  }
+  team.team_barrier();
+}
+
 template <int N>
 __device__ __forceinline__ void zero(Accumulator<N>& C) {
   #pragma unroll
@@ -664,6 +663,27 @@ __device__ __forceinline__ void for_each_entry(Accumulator<N>& C, Accumulator<N>
   for (int j = 0; j < N / 8; ++j)
     #pragma unroll
     for (int e = 0; e < 4; ++e) f(entry_row(e), entry_col(j, e), C.c[j][e], D.c[j][e]);
+}
+
+// f(row, col, x0&, x1&) for each pair of the thread's entries that are
+// neighbours in a row of C (columns col and col + 1, col even): stored
+// together with store_pair, one store instead of two.
+template <int N, class F>
+__device__ __forceinline__ void for_each_pair(Accumulator<N>& C, F f) {
+  #pragma unroll
+  for (int j = 0; j < N / 8; ++j)
+    #pragma unroll
+    for (int e = 0; e < 4; e += 2) f(entry_row(e), entry_col(j, e), C.c[j][e], C.c[j][e + 1]);
+}
+
+// at[0] = x0, at[1] = x1 as precision P stores them, in one store (at is
+// aligned to two elements: an even column of a row of even length).
+template <class P>
+__device__ __forceinline__ void store_pair(storage_t<P>* at, float x0, float x1) {
+  if constexpr (std::is_same_v<P, bf16>)
+    *reinterpret_cast<std::uint32_t*>(at) = pack_bf16(x0, x1);
+  else
+    *reinterpret_cast<float2*>(at) = make_float2(x0, x1);
 }
 
 // Reductions over the four threads (a quad) that share a row of C.

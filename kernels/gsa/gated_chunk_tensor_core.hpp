@@ -73,7 +73,10 @@ __device__ __forceinline__ void load8(const mma::operand_t<P>* p, float (&x)[8])
 
 template <class P, int XD, int YD, bool KeyGated>
 struct GatedChunkStates {
-  static constexpr int block = 64, warps = block / 16, x_blocks = XD / block, y_blocks = YD / block;
+  // A warp owns 16 rows and 32 columns of the team's 64 x 64 state block (8
+  // warps, as ChunkStates: twice the warps hide the short products' latency).
+  static constexpr int block = 64, row_groups = block / 16, columns = 32, warps = row_groups * (block / columns);
+  static constexpr int x_blocks = XD / block, y_blocks = YD / block;
   // Tiles of `tokens` steps (keys, values and their gate sums), one multiplied
   // while the next is copied: 32 in bf16, 16 in fp32 (48 KB of shared memory).
   static constexpr int tokens = std::is_same_v<P, bf16> ? 32 : 16, stages = 2;
@@ -98,8 +101,9 @@ struct GatedChunkStates {
     const int segment = rank % segments(), yb = rank / segments() % y_blocks;
     const int xb = rank / (segments() * y_blocks) % x_blocks, bh = rank / (segments() * y_blocks * x_blocks);
     const int b = bh / H, h = bh % H, x0 = xb * block, y0 = yb * block, g0 = KeyGated ? x0 : y0;
+    const int first_row = 16 * (warp % row_groups), first_col = columns * (warp / row_groups);
 
-    mma::Accumulator<block> S;  // the warp's 16 rows of the state block
+    mma::Accumulator<columns> S;  // the warp's piece of the state block
     mma::zero(S);
     const int per_chunk = C / tokens;
     auto start = [&](int i) {
@@ -114,8 +118,8 @@ struct GatedChunkStates {
                                   g0);
     };
     auto store = [&](int entering) {
-      mma::for_each_entry(S, [&](int r, int c, float& x) {
-        states(bh, entering - 1, x0 + 16 * warp + r, y0 + c) = storage_t<P>(x);
+      mma::for_each_pair(S, [&](int r, int c, float& s0, float& s1) {
+        mma::store_pair<P>(&states(bh, entering - 1, x0 + first_row + r, y0 + first_col + c), s0, s1);
       });
     };
     // The segment's chunks first .. last - 1, all whole (the last chunk's keys are in no stored state).
@@ -139,7 +143,9 @@ struct GatedChunkStates {
       }
       team.team_barrier();
       if (opens_chunk && i > begin)  // S_n = exp(B_n) S_n before chunk n's keys
-        mma::for_each_entry(S, [&](int r, int c, float& x) { x *= weight_exp(chunk_end[buf][KeyGated ? 16 * warp + r : c]); });
+        mma::for_each_entry(S, [&](int r, int c, float& x) {
+          x *= weight_exp(chunk_end[buf][KeyGated ? first_row + r : first_col + c]);
+        });
       // The gated side decayed to the chunk's end: exp(B_n - b_u) <= 1.
       mma::scale_tile<P, tokens, block>(KeyGated ? Ks[buf] : Vs[buf], ld, tid, size, [&](int u, int c) {
         return g0 + c < m ? weight_exp(chunk_end[buf][c] - Gs[buf][u * ld_sums + c]) : 0.f;
@@ -148,8 +154,8 @@ struct GatedChunkStates {
       #pragma unroll
       for (int kk = 0; kk < tokens / mma::k_step<P>; ++kk) {
         std::uint32_t a[4];
-        mma::transposed_fragment_from_shared<P>(a, Ks[buf] + 16 * warp, ld, kk);
-        mma::add_ab_step<P>(S, mma::prepare<P>(a), Vs[buf], ld, kk);
+        mma::transposed_fragment_from_shared<P>(a, Ks[buf] + first_row, ld, kk);
+        mma::add_ab_step<P>(S, mma::prepare<P>(a), Vs[buf] + first_col, ld, kk);
       }
       team.team_barrier();  // buffer buf is free for tile i + 2
     }
@@ -255,7 +261,7 @@ struct GatedChunkOutputs {
     const float* const r_w = first_sums[warp];
 
     mma::RowTile<P, XD> Q;
-    mma::load_rows(Q, query, b, h, row0, L, X, mirror);
+    mma::load_row_tiles<shared>(team, Q, tile_memory, query, b, h, tile.first, L, X, mirror);
     if constexpr (KeyGated)  // q_t exp(b_t - r_w)
       mma::scale_entries(Q, [&](int r, int c) { return c < m ? weight_exp(gate_sum(row0 + r, c) - r_w[c]) : 0.f; });
     mma::Accumulator<YD> O;

@@ -42,7 +42,7 @@ struct LionTensorCoreTiles {
     const int b = tile.b, h = tile.h, row0 = tile.first + 16 * (team.team_rank() / 32);
 
     mma::RowTile<P, D> Q;
-    mma::load_rows(Q, q, b, h, row0, L, dk);
+    mma::load_row_tiles<keys * ld>(team, Q, Ks, q, b, h, tile.first, L, dk);
     mma::Accumulator<value_block> O;
     mma::zero(O);
     float den[2] = {0.f, 0.f};  // the thread's share of its two rows' sums of weights

@@ -57,7 +57,7 @@ struct FlashForward {
     const int row0 = tile.first + 16 * (team.team_rank() / 32);  // the warp's first query
 
     mma::RowTile<P, D> Q;
-    mma::load_rows(Q, q, b, h, row0, L, dk);
+    mma::load_row_tiles<keys * ld>(team, Q, Ks, q, b, h, tile.first, L, dk);
     mma::Accumulator<D> O;
     mma::zero(O);
     float m[2] = {-FLT_MAX, -FLT_MAX}, l[2] = {0.f, 0.f};  // per thread: its two rows (halves)

@@ -117,8 +117,9 @@ TEST_CASE("tile products: exp_nonpositive matches exp on its domain", "[tiles]")
 
 namespace {
 
-// One warp: C = A B^T with A (16 x K, `k_cols` valid columns) in registers and
-// B (N x K) in shared memory, then E = C F with the accumulator C as the A
+// One warp: C = A B^T with A (16 x K, `k_cols` valid columns) in registers
+// (load_row_tiles, staged through the tile As is then loaded into) and B
+// (N x K) in shared memory, then E = C F with the accumulator C as the A
 // operand and F (N x D) in shared memory; the A-from-shared overload gives
 // C2 = A B^T again. Rows of A beyond `a_rows` are zero-padded.
 template <class P, int K, int N, int D>
@@ -138,12 +139,12 @@ struct WarpProducts {
     __shared__ __align__(16) E Bs[N * ldk];
     __shared__ __align__(16) E Fs[N * ldd];
     const int rank = team.team_rank(), size = team.team_size();
+    attn::mma::RowTile<P, K> A;
+    attn::mma::load_row_tiles<16 * ldk>(team, A, As, a, 0, 0, 0, a_rows, k_cols);
     attn::mma::load_tile<P>(As, ldk, 16, K, a, 0, 0, 0, a_rows, k_cols, rank, size);
     attn::mma::load_tile<P>(Bs, ldk, N, K, b, 0, 0, 0, N, k_cols, rank, size);
     attn::mma::load_tile<P>(Fs, ldd, N, D, f, 0, 0, 0, N, D, rank, size);
     team.team_barrier();
-    attn::mma::RowTile<P, K> A;
-    attn::mma::load_rows(A, a, 0, 0, 0, a_rows, k_cols);
     attn::mma::Accumulator<N> C, C2;
     attn::mma::zero(C);
     attn::mma::zero(C2);
