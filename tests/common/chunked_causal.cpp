@@ -5,7 +5,7 @@
 // Several chunks and one, a ragged last chunk, L = 1, head sizes 16 .. 256
 // (above 128 the tensor-core dispatch falls back), d_v != d_k both ways, and
 // chunk sizes the tensor-core tiles take (64, 128) and leave to the portable
-// path (16, 100). Lightning's backward runs the same kernel in reverse time.
+// path (16, 100), an odd d_v. Lightning's backward runs the same kernel in reverse time.
 #include "forms/check.hpp"
 
 using namespace attn;
@@ -21,6 +21,7 @@ struct ChunkCase {
 const ChunkCase chunk_cases[] = {
     {{1, 2, 1, 16, 16}, 64},    {{2, 3, 200, 16, 8}, 64},  {{1, 2, 300, 40, 64}, 128},  {{1, 1, 256, 128, 128}, 64},
     {{1, 2, 150, 64, 128}, 64}, {{1, 1, 45, 256, 32}, 16}, {{1, 1, 130, 32, 32}, 100},  {{1, 2, 700, 128, 96}, 64},
+    {{1, 2, 190, 48, 33}, 64},  // odd d_v: output rows of odd length, stored entry by entry
 };
 
 }  // namespace
