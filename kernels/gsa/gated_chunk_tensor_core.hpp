@@ -498,12 +498,13 @@ bool tensor_core_gated_chunk(const Kokkos::Cuda& exec, const std::string& name, 
       // With few heads a walk per (batch, head, state block) leaves the GPU
       // mostly idle: the sequence is then cut into segments walked in parallel
       // and joined after (a two-level scan, as chunked_causal does), for walks
-      // on about a tenth of the warp slots. The join reads and writes every
+      // on about a fifth of the warp slots (as many segments as a tenth gave
+      // the walks of four warps these had before). The join reads and writes every
       // stored state once: at B=4 H=32 d=128 m=64 (256 walks) four segments
       // made the walk 0.23 ms faster and the join took 0.29 ms (bf16, 4k).
       const int walks = B * H * States::x_blocks * States::y_blocks, warp_slots = exec.concurrency() / 32;
       const int wanted = chunk_state_segments() > 0 ? chunk_state_segments()
-                                                    : ceil_div(warp_slots / 10, walks * States::warps);
+                                                    : ceil_div(warp_slots / 5, walks * States::warps);
       const int segment_chunks = ceil_div(chunks - 1, std::max(1, std::min(chunks - 1, wanted)));
       States walk{key, value, sums, states, L, H, C, chunks, X, Y, m, mirror, segment_chunks};
       mma::launch_tiles(name + ": chunk states", exec, walks * walk.segments(), 32 * States::warps, walk);
