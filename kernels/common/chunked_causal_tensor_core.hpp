@@ -197,9 +197,9 @@ struct ChunkOutputs {
   // splits V so); in bf16 (Q in half the registers) every column, which
   // measured faster (2.3 against 2.9 ms at B=4 H=32 L=16k d=128).
   static constexpr int value_block = D > 64 && !std::is_same_v<P, bf16> ? 64 : D, value_blocks = D / value_block;
-  // Teams resident per SM the registers must allow: in float and tf32, 3
-  // (168 registers; 171 without the cap left room for 2, 12 % of the warps).
-  static constexpr int min_blocks = std::is_same_v<P, bf16> ? 0 : 3;
+  // Teams resident per SM the registers must allow: 3 (168 registers; 171
+  // in float and 192 in bf16 without the cap left room for 2, 12 % of the warps).
+  static constexpr int min_blocks = 3;
   static constexpr int keys = std::is_same_v<P, bf16> ? 64 : 32;  // streamed key and value tiles
   static constexpr int ld = mma::padded_stride<P>(D), ldv = mma::padded_stride<P>(value_block);
   static constexpr int slice = 32;  // rows of S per step of the state part, two in flight
