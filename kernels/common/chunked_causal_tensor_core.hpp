@@ -57,13 +57,22 @@ using mma::launch_tiles;
 // lambda^n for n >= 0 (1 without decay).
 KOKKOS_INLINE_FUNCTION float decay_power(float rate, int n) { return rate == 0.f ? 1.f : expf(-rate * float(n)); }
 
+// How the warps of a state walk (ChunkStates, GSA's GatedChunkStates) split
+// a team's Block x Block state block: each owns 16 rows and Columns columns,
+// rows first. A 64 x 64 block goes in column halves over 8 warps, so that
+// twice the warps hide the latency of each tile's short products.
+template <int Block, int Columns>
+struct StateBlockWarps {
+  static constexpr int row_groups = Block / 16, warps = row_groups * (Block / Columns);
+  KOKKOS_INLINE_FUNCTION static int first_row(int warp) { return 16 * (warp % row_groups); }
+  KOKKOS_INLINE_FUNCTION static int first_col(int warp) { return Columns * (warp / row_groups); }
+};
+
 template <class P, int D>
 struct ChunkStates {
-  // A warp owns 16 rows and `columns` columns of the team's state block: a
-  // 64 x 64 block is split in column halves over 8 warps, so that twice the
-  // warps hide the latency of each tile's short products.
-  static constexpr int block = D < 64 ? D : 64, blocks = D / block;
-  static constexpr int row_groups = block / 16, columns = block == 64 ? 32 : block, warps = row_groups * (block / columns);
+  static constexpr int block = D < 64 ? D : 64, blocks = D / block, columns = block == 64 ? 32 : block;
+  using Pieces = StateBlockWarps<block, columns>;
+  static constexpr int warps = Pieces::warps;
   // Key and value tiles of `tokens` steps (C is a multiple) in a ring of
   // `stages` buffers, stages - 1 of them in flight while one is multiplied
   // (as many as 48 KB of static shared memory hold).
@@ -87,7 +96,7 @@ struct ChunkStates {
     const int vb = rank % blocks, kb = (rank / blocks) % blocks, segment = (rank / (blocks * blocks)) % segments();
     const int bh = rank / (blocks * blocks * segments());
     const int b = bh / H, h = bh % H, warp = tid / 32;
-    const int first_row = 16 * (warp % row_groups), first_col = columns * (warp / row_groups);
+    const int first_row = Pieces::first_row(warp), first_col = Pieces::first_col(warp);
     const float rate = decay_rate.extent(0) ? float(decay_rate(h)) : 0.f;
     const bool keeps_z = normalisers.data() && vb == 0 && tid < block;  // thread tid: z of d_k row kb*block + tid
 

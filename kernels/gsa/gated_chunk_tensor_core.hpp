@@ -73,9 +73,10 @@ __device__ __forceinline__ void load8(const mma::operand_t<P>* p, float (&x)[8])
 
 template <class P, int XD, int YD, bool KeyGated>
 struct GatedChunkStates {
-  // A warp owns 16 rows and 32 columns of the team's 64 x 64 state block (8
-  // warps, as ChunkStates: twice the warps hide the short products' latency).
-  static constexpr int block = 64, row_groups = block / 16, columns = 32, warps = row_groups * (block / columns);
+  // A warp owns 16 rows and 32 columns of the team's 64 x 64 state block (StateBlockWarps).
+  static constexpr int block = 64, columns = 32;
+  using Pieces = StateBlockWarps<block, columns>;
+  static constexpr int warps = Pieces::warps;
   static constexpr int x_blocks = XD / block, y_blocks = YD / block;
   // Tiles of `tokens` steps (keys, values and their gate sums), one multiplied
   // while the next is copied: 32 in bf16, 16 in fp32 (48 KB of shared memory).
@@ -101,7 +102,7 @@ struct GatedChunkStates {
     const int segment = rank % segments(), yb = rank / segments() % y_blocks;
     const int xb = rank / (segments() * y_blocks) % x_blocks, bh = rank / (segments() * y_blocks * x_blocks);
     const int b = bh / H, h = bh % H, x0 = xb * block, y0 = yb * block, g0 = KeyGated ? x0 : y0;
-    const int first_row = 16 * (warp % row_groups), first_col = columns * (warp / row_groups);
+    const int first_row = Pieces::first_row(warp), first_col = Pieces::first_col(warp);
 
     mma::Accumulator<columns> S;  // the warp's piece of the state block
     mma::zero(S);
