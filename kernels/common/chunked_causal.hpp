@@ -63,16 +63,18 @@ void chunked_causal_attention(const Exec& exec, const char* label, const Tensor4
   const int C = std::min(options.chunk, L);
   const bool normalise = options.normalise, reverse = options.reverse;
 
-  // Per team: state S (dk x cols) and the normaliser state z (dk); the Q
+  // Per team: state S (dk x cols) and the normaliser z (dk) entering the
+  // sub-tile, and z_t of its rows (rows x dk); the Q
   // sub-tile, the K sub-tile transposed (dk x rows: the host products read
   // contiguous key slices; stride rows + 1 against bank conflicts); V and the
   // output accumulator with its denominators; scores (rows x rows); and the
-  // powers lambda^0 .. lambda^C, every power the chunk needs, each one
-  // exp(-s n) computed once.
+  // table of decays (C + rows entries: every power the chunk needs, each one
+  // exp(-s n) computed once, then zeros for the masked pairs).
   auto bytes = [&](int rows, int cols) {
     return scratch_bytes<Exec, T>(dk, cols) + scratch_bytes<Exec, T>(1, dk) + scratch_bytes<Exec, T>(rows, dk + 1) +
            scratch_bytes<Exec, T>(dk, rows + 1) + 2 * scratch_bytes<Exec, T>(rows, cols) +
-           scratch_bytes<Exec, T>(1, rows) + scratch_bytes<Exec, T>(rows, rows + 1) + scratch_bytes<Exec, T>(1, C + 1);
+           scratch_bytes<Exec, T>(1, rows) + scratch_bytes<Exec, T>(rows, rows + 1) +
+           scratch_bytes<Exec, T>(1, C + rows) + scratch_bytes<Exec, T>(rows, dk);
   };
   // Plain ints, not a structured binding: the kernel lambda captures them.
   const std::pair<int, int> fit = fit_rows_and_columns<Exec>(max_tile_rows<Exec>(), std::min(dv, max_tile_rows<Exec>()), bytes);
@@ -97,10 +99,17 @@ void chunked_causal_attention(const Exec& exec, const char* label, const Tensor4
     Scratch Qs(team.team_scratch(0), R, dk + 1), Kt(team.team_scratch(0), dk, R + 1);
     Scratch Vs(team.team_scratch(0), R, cols), acc(team.team_scratch(0), R, cols), den(team.team_scratch(0), 1, R);
     Scratch W(team.team_scratch(0), R, R + 1);  // the masked, decayed scores
-    Scratch powers(team.team_scratch(0), 1, C + 1);
+    Scratch Zs(team.team_scratch(0), R, dk);     // z_t of the sub-tile's rows (normalising)
+    // decays(0, C - n) = lambda^n for 0 <= n <= C, and 0 past C: a masked
+    // pair (key after query, n < 0) reads a zero, so masking needs no branch,
+    // and the lookups along a key tile (n falling as the key advances) run
+    // forwards through the table, as vector loads.
+    Scratch decays(team.team_scratch(0), 1, C + R);
     const T rate = decayed ? T(decay_rate(h)) : T(0);
-    team_for_each(team, 1, C + 1, [&](int, int n) { powers(0, n) = decayed ? attn::exp(-rate * T(n)) : T(1); });
-    auto decay = [&](int n) { return powers(0, n); };  // lambda^n, 0 <= n <= C
+    team_for_each(team, 1, C + R, [&](int, int i) {
+      decays(0, i) = i > C ? T(0) : decayed ? attn::exp(-rate * T(C - i)) : T(1);
+    });
+    auto decay = [&](int n) { return decays(0, C - n); };  // lambda^n, n <= C; 0 for n < 0
     zero(team, S, dk, w);
     zero(team, z, 1, dk);
 
@@ -109,7 +118,9 @@ void chunked_causal_attention(const Exec& exec, const char* label, const Tensor4
       if (loaded == k0) return;
       team.team_barrier();  // nobody still reads the old tile
       team_for_each(team, nk, dk, [&](int j, int d) { Kt(d, j) = operand_value<P>(k(b, h, at(k0 + j), d)); });
-      team_for_each(team, nk, w, [&](int j, int c) { Vs(j, c) = operand_value<P>(v(b, h, at(k0 + j), c0 + c)); });
+      team_map_rows(
+          team, nk, w, [&](int j) { return &Vs(j, 0); }, [&](int j) { return &v(b, h, at(k0 + j), c0); },
+          [](int, storage_t<P> x) { return T(operand_value<P>(x)); });
       loaded = k0;
     };
 
@@ -117,45 +128,59 @@ void chunked_causal_attention(const Exec& exec, const char* label, const Tensor4
       const int start = n * C;
       const int len = (L - start < C) ? L - start : C;
       const int subtiles = (len + R - 1) / R;
+      if (n + 1 < chunks) {  // the next chunk's rows, fetched while this one is computed
+        const int next = start + C, count = (L - next < C) ? L - next : C, bytes = int(sizeof(storage_t<P>));
+        prefetch_rows(count, dk * bytes, [&](int r) { return &q(b, h, at(next + r), 0); });
+        prefetch_rows(count, dk * bytes, [&](int r) { return &k(b, h, at(next + r), 0); });
+        prefetch_rows(count, w * bytes, [&](int r) { return &v(b, h, at(next + r), c0); });
+      }
       for (int a = 0; a < subtiles; ++a) {
         const int q0 = start + a * R;
         const int nr = (start + len - q0 < R) ? start + len - q0 : R;
         team.team_barrier();  // acc and Qs of the previous sub-tile are consumed
-        team_for_each(team, nr, dk, [&](int r, int d) { Qs(r, d) = operand_value<P>(q(b, h, at(q0 + r), d)); });
+        team_map_rows(
+            team, nr, dk, [&](int r) { return &Qs(r, 0); }, [&](int r) { return &q(b, h, at(q0 + r), 0); },
+            [](int, storage_t<P> x) { return T(operand_value<P>(x)); });
         team.team_barrier();
         // Inter-chunk: all earlier chunks through the state, decayed by
         // lambda^(t - start + 1) (Alg 5's Lambda Q_t KV).
         team_product(
             team, nr, w, dk, [&](int r, int d) { return Qs(r, d); }, [&](int d, int c) { return S(d, c); },
             [&](int r, int c, T sum) { acc(r, c) = sum * decay(q0 + r - start + 1); });
-        if (normalise)
+        if (normalise) {
+          // The normaliser q_t . z_t, with z_t = lambda z_(t-1) + k_t run
+          // through the sub-tile's rows from the z entering it: one dot per
+          // row (held as its reciprocal), where the state part and every key
+          // sub-tile's weights would each need a row sum.
+          team_running_sum(
+              team, nr, dk, &z(0, 0), decay(1), [&](int r) { return &Zs(r, 0); },
+              [&](int r) { return &k(b, h, at(q0 + r), 0); });
+          team.team_barrier();
           team_row_sums(
-              team, nr, dk, [&](int r, int d) { return Qs(r, d) * z(0, d); },
-              [&](int r, T sum) { den(0, r) = sum * decay(q0 + r - start + 1); });
+              team, nr, dk, [&](int r, int d) { return Qs(r, d) * Zs(r, d); },
+              [&](int r, T sum) { den(0, r) = T(1) / sum; });
+          team_for_each(team, 1, dk, [&](int, int d) { z(0, d) = Zs(nr - 1, d); });  // z entering the next rows
+        }
         // Intra-chunk: the masked quadratic part, key sub-tiles up to the
-        // diagonal. In the diagonal sub-tile the masked pairs' products are
-        // computed with the rest and replaced by zeros; their decay is never
-        // used (its power would be negative: the clamped index only keeps a
-        // vectorised select inside the table).
+        // diagonal. Masked pairs get weight 0 from the table (never a
+        // negative power); in the diagonal sub-tile the products of wholly
+        // masked blocks are skipped (the band).
         for (int bs = 0; bs <= a; ++bs) {
           const int k0 = start + bs * R;
           const int nk = (start + len - k0 < R) ? start + len - k0 : R;
+          const LowerBand band{q0 - k0};
           load_keys(k0, nk);
           team.team_barrier();
-          scores(team, Qs, Kt, nr, nk, dk, [&](int r, int j, T dot) {
-            const int distance = q0 + r - k0 - j;
-            W(r, j) = distance >= 0 ? dot * decay(distance >= 0 ? distance : 0) : T(0);
-          });
+          scores(
+              team, Qs, Kt, nr, nk, dk,
+              [&](int r, int j, T dot) { W(r, j) = dot * decays(0, C - (q0 + r - k0) + j); }, band);
           team.team_barrier();
-          add_product(team, acc, W, Vs, nr, nk, w);
-          if (normalise)
-            team_row_sums(
-                team, nr, nk, [&](int r, int j) { return W(r, j); }, [&](int r, T sum) { den(0, r) += sum; });
+          add_product(team, acc, W, Vs, nr, nk, w, band);
         }
         team.team_barrier();
-        team_for_each(team, nr, w, [&](int r, int c) {
-          o(b, h, at(q0 + r), c0 + c) = storage_t<P>(normalise ? acc(r, c) / den(0, r) : acc(r, c));
-        });
+        team_map_rows(
+            team, nr, w, [&](int r) { return &o(b, h, at(q0 + r), c0); }, [&](int r) { return &acc(r, 0); },
+            [&](int r, T x) { return storage_t<P>(normalise ? x * den(0, r) : x); });  // den: reciprocals
       }
       // State update: KV' = lambda^len KV + sum_u lambda^(start+len-1-u) k_u v_u^T;
       // walking the sub-tiles backwards starts with the one still loaded.
@@ -163,18 +188,17 @@ void chunked_causal_attention(const Exec& exec, const char* label, const Tensor4
         team.team_barrier();
         const T block_decay = decay(len);
         team_for_each(team, dk, w, [&](int d, int c) { S(d, c) *= block_decay; });
-        team_for_each(team, 1, dk, [&](int, int d) { z(0, d) *= block_decay; });
       }
       for (int bs = subtiles - 1; bs >= 0; --bs) {
         const int k0 = start + bs * R;
         const int nk = (start + len - k0 < R) ? start + len - k0 : R;
         load_keys(k0, nk);
         team.team_barrier();
-        auto decayed_key = [&](int d, int j) { return Kt(d, j) * decay(start + len - 1 - k0 - j); };
+        // k_j decayed to the chunk's end, lambda^(start + len - 1 - k0 - j)
+        auto decayed_key = [&](int d, int j) { return Kt(d, j) * decays(0, C - (start + len - 1 - k0) + j); };
         team_product(
             team, dk, w, nk, decayed_key, [&](int j, int c) { return Vs(j, c); },
             [&](int d, int c, T sum) { S(d, c) += sum; });
-        if (normalise) team_row_sums(team, dk, nk, decayed_key, [&](int d, T sum) { z(0, d) += sum; });
       }
     }
   });

@@ -51,6 +51,69 @@ KOKKOS_INLINE_FUNCTION void team_for_each(const Member& team, int rows, int cols
 #endif
 }
 
+// out(r)[c] = f(r, in(r)[c]) for r < rows, c < cols, where in(r) and out(r)
+// point at the first of row r's contiguous entries (a token's row of a
+// tensor, a scratch row): on the host each row's pointers are taken once and
+// its entries mapped by a vectorised loop (indexing the views entry by entry
+// left the compiler gathering them one by one); on a GPU as team_for_each
+// (coalesced).
+template <class Member, class Out, class In, class F>
+KOKKOS_INLINE_FUNCTION void team_map_rows(const Member& team, int rows, int cols, const Out& out, const In& in,
+                                          const F& f) {
+#if defined(__CUDA_ARCH__)
+  Kokkos::parallel_for(Kokkos::TeamThreadRange(team, rows * cols), [&](int i) {
+    const int r = i / cols, c = i % cols;
+    out(r)[c] = f(r, in(r)[c]);
+  });
+#else
+  Kokkos::parallel_for(Kokkos::TeamThreadRange(team, rows), [&](int r) {
+    auto* const to = out(r);
+    const auto* const from = in(r);
+    ATTN_SIMD
+    for (int c = 0; c < cols; ++c) to[c] = f(r, from[c]);
+  });
+#endif
+}
+
+// Asks the host's caches for rows a team reads next (row(r) points at row
+// r's first entry, `bytes` per row): a tile of token rows spans several
+// pages, where the hardware's own prefetching stops. Nothing on a GPU.
+template <class Row>
+KOKKOS_INLINE_FUNCTION void prefetch_rows(int rows, int bytes, const Row& row) {
+#if !defined(__CUDA_ARCH__)
+  for (int r = 0; r < rows; ++r)
+    for (int byte = 0; byte < bytes; byte += 64) __builtin_prefetch(reinterpret_cast<const char*>(row(r)) + byte);
+#else
+  (void)rows, (void)bytes, (void)row;
+#endif
+}
+
+// The decayed running sum down the rows: out(r)[c] = decay * out(r-1)[c] +
+// x(r)[c] for r < rows, c < cols, out(-1) being `initial` (row pointers as
+// in team_map_rows). On a GPU a thread per column walks the rows; on the
+// host (one thread per team) row after row, each row vectorised.
+template <class Member, class T, class Out, class X>
+KOKKOS_INLINE_FUNCTION void team_running_sum(const Member& team, int rows, int cols, const T* initial, T decay,
+                                             const Out& out, const X& x) {
+#if defined(__CUDA_ARCH__)
+  Kokkos::parallel_for(Kokkos::TeamThreadRange(team, cols), [&](int c) {
+    T sum = initial[c];
+    for (int r = 0; r < rows; ++r) out(r)[c] = sum = decay * sum + T(x(r)[c]);
+  });
+#else
+  Kokkos::single(Kokkos::PerTeam(team), [&]() {
+    const T* previous = initial;
+    for (int r = 0; r < rows; ++r) {
+      T* const to = out(r);
+      const auto* const from = x(r);
+      ATTN_SIMD
+      for (int c = 0; c < cols; ++c) to[c] = decay * previous[c] + T(from[c]);
+      previous = to;
+    }
+  });
+#endif
+}
+
 // dst(r, c) = x(b, h, first + r, c) for r < count, c < dim, as a product in
 // precision P sees it (operand_value: TF32 rounds; P = void or others: as stored).
 template <class P = void, class Member, class Scratch, class View>
@@ -85,8 +148,23 @@ KOKKOS_INLINE_FUNCTION void zero(const Member& team, const Scratch& m, int rows,
   team_for_each(team, rows, cols, [&](int r, int c) { m(r, c) = T(0); });
 }
 
+// The causal band of a tile pair whose queries start `diagonal` steps after
+// its keys (q0 - k0): entry (r, j) pairs query r with key j, and only j <= r +
+// diagonal can be unmasked. None: every entry.
+struct LowerBand {
+  int diagonal = 1 << 30;
+  // The entries of rows up to last_row that can be unmasked: j < end(last_row, extent).
+  KOKKOS_INLINE_FUNCTION int end(int last_row, int extent) const {
+    return last_row + diagonal + 1 < extent ? last_row + diagonal + 1 : extent;
+  }
+};
+
 // The portable tile product: out(r, c) = sum_{j < inner} a(r, j) b(j, c) for
-// r < rows, c < cols, handed to store(r, c, value).
+// r < rows, c < cols, handed to store(r, c, value). Two optional bands let a
+// causal tile skip work, a block of outputs at a time: outputs (r, c) past
+// `outputs` are not needed (masked scores: the store masks them itself, and
+// may be handed 0 for them instead of the product), and the entries a(r, j)
+// past `left` must be zero (masked weights: the inner loop may stop early).
 // Host: each thread owns blocks of host_rows x host_cols outputs (8 rows of
 // 128 bytes: 8 x 32 floats, 8 x 16 doubles; 16 vector registers of sums):
 // per inner step, one load of b's row slice (contiguous when b is a row-major
@@ -101,11 +179,12 @@ KOKKOS_INLINE_FUNCTION void zero(const Member& team, const Scratch& m, int rows,
 // fast products are the tensor-core ones (common/mma_tiles.hpp).
 template <class Member, class A, class B, class Store>
 KOKKOS_INLINE_FUNCTION void team_product(const Member& team, int rows, int cols, int inner, const A& a, const B& b,
-                                         const Store& store) {
+                                         const Store& store, LowerBand outputs = {}, LowerBand left = {}) {
   using T = decltype(a(0, 0) * b(0, 0));
   auto one_output = [&](int r, int c) {  // a plain dot product
     T sum = 0;
-    for (int j = 0; j < inner; ++j) sum += a(r, j) * b(j, c);
+    if (c < outputs.end(r, cols))
+      for (int j = 0; j < left.end(r, inner); ++j) sum += a(r, j) * b(j, c);
     store(r, c, sum);
   };
 #if defined(__CUDA_ARCH__)
@@ -117,12 +196,14 @@ KOKKOS_INLINE_FUNCTION void team_product(const Member& team, int rows, int cols,
     const int r0 = (i / block_cols) * host_rows, c0 = (i % block_cols) * host_cols;
     if (r0 + host_rows <= rows && c0 + host_cols <= cols) {
       T sum[host_rows][host_cols] = {};
-      for (int j = 0; j < inner; ++j)
-        for (int x = 0; x < host_rows; ++x) {
-          const T left = a(r0 + x, j);
-          ATTN_SIMD
-          for (int y = 0; y < host_cols; ++y) sum[x][y] += left * b(j, c0 + y);
-        }
+      const int last_row = r0 + host_rows - 1;
+      if (c0 < outputs.end(last_row, cols))
+        for (int j = 0; j < left.end(last_row, inner); ++j)
+          for (int x = 0; x < host_rows; ++x) {
+            const T weight = a(r0 + x, j);
+            ATTN_SIMD
+            for (int y = 0; y < host_cols; ++y) sum[x][y] += weight * b(j, c0 + y);
+          }
       for (int x = 0; x < host_rows; ++x) {
         ATTN_SIMD
         for (int y = 0; y < host_cols; ++y) store(r0 + x, c0 + y, sum[x][y]);
@@ -147,13 +228,14 @@ KOKKOS_INLINE_FUNCTION void team_row_sums(const Member& team, int rows, int inne
   });
 }
 
-// acc(r, c) += sum_{j < inner} P(r, j) V(j, c) for r < rows, c < cols.
+// acc(r, c) += sum_{j < inner} P(r, j) V(j, c) for r < rows, c < cols; the
+// weights P(r, j) past `band` must be zero (they may be skipped).
 template <class Member, class Acc, class Weights, class Values>
 KOKKOS_INLINE_FUNCTION void add_product(const Member& team, const Acc& acc, const Weights& P, const Values& V,
-                                        int rows, int inner, int cols) {
+                                        int rows, int inner, int cols, LowerBand band = {}) {
   team_product(
       team, rows, cols, inner, [&](int r, int j) { return P(r, j); }, [&](int j, int c) { return V(j, c); },
-      [&](int r, int c, auto sum) { acc(r, c) += sum; });
+      [&](int r, int c, auto sum) { acc(r, c) += sum; }, LowerBand{}, band);
 }
 
 // acc(r, c) += sum_{j < inner} A(j, r) B(j, c): the transposed product of the
@@ -169,12 +251,14 @@ KOKKOS_INLINE_FUNCTION void add_transposed_product(const Member& team, const Acc
 // store(r, c, sum_{j < inner} A(r, j) Bt(j, c)): the scores of a query tile A
 // (rows of length `inner`) against a key tile given transposed, Bt(j, c) =
 // key c's entry j (load_rows_transposed), so that the host product reads
-// contiguous key slices.
+// contiguous key slices. Scores past `band` are not needed (the store masks
+// them): they may be handed 0 without a product.
 template <class Member, class Left, class RightT, class Store>
 KOKKOS_INLINE_FUNCTION void scores(const Member& team, const Left& A, const RightT& Bt, int rows, int cols, int inner,
-                                   const Store& store) {
+                                   const Store& store, LowerBand band = {}) {
   team_product(
-      team, rows, cols, inner, [&](int r, int j) { return A(r, j); }, [&](int j, int c) { return Bt(j, c); }, store);
+      team, rows, cols, inner, [&](int r, int j) { return A(r, j); }, [&](int j, int c) { return Bt(j, c); }, store,
+      band);
 }
 
 }  // namespace attn::detail

@@ -38,6 +38,8 @@ struct ProductShape {
   int rows, cols, inner;
 };
 // Micro-tile edges (1, 5, 33), the head sizes, a long inner dimension.
+// Causal bands (LowerBand) on the diagonal (0) and past it (5), as the
+// chunked kernels' diagonal key tiles take them.
 const ProductShape product_shapes[] = {{1, 1, 1},    {5, 3, 7},    {33, 17, 32}, {32, 32, 64},
                                        {16, 48, 128}, {7, 64, 256}, {64, 9, 300}};
 
@@ -56,17 +58,32 @@ TEMPLATE_LIST_TEST_CASE("tile products: the portable register-tiled products mat
     const Matrix at = random_matrix(s.inner, s.rows, rng), kt = random_matrix(s.inner, s.cols, rng);  // keys, transposed
     const Matrix start = random_matrix(s.rows, s.cols, rng);
     Matrix want_ab("ab", s.rows, s.cols), want_atb("atb", s.rows, s.cols), want_abt("abt", s.rows, s.cols);
+    // With a band: the product of a with its entries past p = i + diagonal zeroed (the band's contract:
+    // the kernel may skip them), and the scores with the store masking past j = i + diagonal.
+    constexpr int diagonals[] = {0, 5};
+    Matrix want_banded_ab[2], want_banded_abt[2];
+    for (int d = 0; d < 2; ++d) {
+      want_banded_ab[d] = Matrix("banded ab", s.rows, s.cols);
+      want_banded_abt[d] = Matrix("banded abt", s.rows, s.cols);
+    }
     for (int i = 0; i < s.rows; ++i)
       for (int j = 0; j < s.cols; ++j) {
         double ab = start(i, j), atb = start(i, j), abt = 0;
+        double banded_ab[2] = {start(i, j), start(i, j)};
         for (int p = 0; p < s.inner; ++p) {
           ab += a(i, p) * b(p, j);
           atb += at(p, i) * b(p, j);
           abt += a(i, p) * kt(p, j);
+          for (int d = 0; d < 2; ++d)
+            if (p <= i + diagonals[d]) banded_ab[d] += a(i, p) * b(p, j);
         }
         want_ab(i, j) = ab;
         want_atb(i, j) = atb;
         want_abt(i, j) = abt;
+        for (int d = 0; d < 2; ++d) {
+          want_banded_ab[d](i, j) = banded_ab[d];
+          want_banded_abt[d](i, j) = j <= i + diagonals[d] ? abt : 0;
+        }
       }
     auto on_device = [](const Matrix& m) {  // a copy of its own, also where the backend is the host
       DeviceMatrix copy("copy", m.extent(0), m.extent(1));
@@ -75,6 +92,16 @@ TEMPLATE_LIST_TEST_CASE("tile products: the portable register-tiled products mat
     };
     const DeviceMatrix A = on_device(a), B = on_device(b), At = on_device(at), Kt = on_device(kt);
     const DeviceMatrix AB = on_device(start), AtB = on_device(start), ABt("abt", s.rows, s.cols);
+    const DeviceMatrix BandedAB[2] = {on_device(start), on_device(start)};
+    DeviceMatrix BandedA[2];
+    for (int d = 0; d < 2; ++d) {
+      Matrix zeroed("a past the band zeroed", s.rows, s.inner);
+      for (int i = 0; i < s.rows; ++i)
+        for (int p = 0; p < s.inner; ++p) zeroed(i, p) = p <= i + diagonals[d] ? a(i, p) : 0;
+      BandedA[d] = on_device(zeroed);
+    }
+    const DeviceMatrix BandedABt[2] = {DeviceMatrix("banded abt", s.rows, s.cols),
+                                       DeviceMatrix("banded abt", s.rows, s.cols)};
     const ProductShape shape = s;
     using Member = typename Kokkos::TeamPolicy<Exec>::member_type;
     Kokkos::parallel_for(
@@ -83,6 +110,13 @@ TEMPLATE_LIST_TEST_CASE("tile products: the portable register-tiled products mat
           attn::detail::add_transposed_product(team, AtB, At, B, shape.rows, shape.inner, shape.cols);
           attn::detail::scores(team, A, Kt, shape.rows, shape.cols, shape.inner,
                                [&](int r, int c, double x) { ABt(r, c) = x; });
+          for (int d = 0; d < 2; ++d) {
+            const attn::detail::LowerBand band{diagonals[d]};
+            attn::detail::add_product(team, BandedAB[d], BandedA[d], B, shape.rows, shape.inner, shape.cols, band);
+            attn::detail::scores(
+                team, A, Kt, shape.rows, shape.cols, shape.inner,
+                [&](int r, int c, double x) { BandedABt[d](r, c) = c <= r + diagonals[d] ? x : 0; }, band);
+          }
         });
     Exec().fence();
     auto to_host = [](const DeviceMatrix& m) { return Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), m); };
@@ -90,6 +124,11 @@ TEMPLATE_LIST_TEST_CASE("tile products: the portable register-tiled products mat
     CHECK(max_abs_difference(to_host(AB), want_ab) < 1e-11);
     CHECK(max_abs_difference(to_host(AtB), want_atb) < 1e-11);
     CHECK(max_abs_difference(to_host(ABt), want_abt) < 1e-11);
+    for (int d = 0; d < 2; ++d) {
+      INFO("band diagonal " << diagonals[d]);
+      CHECK(max_abs_difference(to_host(BandedAB[d]), want_banded_ab[d]) < 1e-11);
+      CHECK(max_abs_difference(to_host(BandedABt[d]), want_banded_abt[d]) < 1e-11);
+    }
   }
 }
 
