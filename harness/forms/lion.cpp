@@ -41,9 +41,10 @@ struct Rnn {
 };
 template <LionVariant V>
 struct Chunk {
-  template <class Exec, class T>
-  static void run(const Exec& exec, const Inputs<Exec, T>& x, const FormParams& p) {
-    lion_chunk_forward(exec, x.q, x.k, x.v, x.decay_rate, x.log_decay, x.o, options_of<V>(p), p.chunk);
+  using precisions = Precisions;
+  template <class Exec, class P>
+  static void run(const Exec& exec, const Inputs<Exec, storage_t<P>>& x, const FormParams& p) {
+    lion_chunk_forward<P>(exec, x.q, x.k, x.v, x.decay_rate, x.log_decay, x.o, options_of<V>(p), p.chunk);
   }
 };
 

@@ -13,7 +13,9 @@
 // only the diagonal block i = j takes one exp per entry.
 // One team per (batch, head, query chunk, sub-tile of R <= C query rows):
 // rows are split into sub-tiles, and key chunks into key sub-tiles, that fit
-// the team-scratch budget; Num and Den stay in scratch. Memory O(L d).
+// the team-scratch budget; Num and Den stay in scratch. Memory O(L d). On
+// CUDA, in float, tf32 and bf16 with head sizes up to 128 and C a multiple of
+// 64 (or C >= L), the same blocks run on tensor cores (lion/tensor_core.hpp).
 //
 // Cost per (batch, head), exp counted as one FLOP:
 //   FLOPs  = L^2 (2 dk + 2 dv)          scores and scores x V
@@ -29,29 +31,41 @@
 //   (each query sub-tile re-reads K and V: actual traffic adds sizeof(T) L (dk + dv) per sub-tile)
 #pragma once
 #include "lion/mask.hpp"
+#include "lion/tensor_core.hpp"
 
 #include <algorithm>
 #include <stdexcept>
+#include <type_traits>
 
 namespace attn {
 
-template <class Exec, class T>
-void lion_chunk_forward(const Exec& exec, const Tensor4<Exec, T>& q, const Tensor4<Exec, T>& k,
-                        const Tensor4<Exec, T>& v, const Vector<Exec, T>& decay_rate,
-                        const Tensor3<Exec, T>& log_decay, const Tensor4<Exec, T>& o,
+// In precision P (kernels/common/precision.hpp), as lion_attention_forward:
+// tensors stored as storage_t<P>, tiles and sums in accum_t<P>, the q, k, v
+// operands rounded to TF32 on loading in tf32; the mask coordinates fp64.
+template <class P, class Exec, class S = storage_t<P>>
+void lion_chunk_forward(const Exec& exec, const Tensor4<Exec, S>& q, const Tensor4<Exec, S>& k,
+                        const Tensor4<Exec, S>& v, const Vector<Exec, S>& decay_rate,
+                        const Tensor3<Exec, S>& log_decay, const Tensor4<Exec, S>& o,
                         const LionOptions& options, int chunk) {
+  using T = accum_t<P>;
   using Scratch = ScratchMatrix<Exec, T>;
   using Coordinates = ScratchMatrix<Exec, detail::MaskCoordinate>;
   if (chunk <= 0) throw std::invalid_argument("lion/chunk: chunk size must be positive");
   const Shape s =
-      detail::checked_lion_shape<Exec, T>("lion/chunk", q, k, v, decay_rate, log_decay, o, options);
+      detail::checked_lion_shape<Exec, S>("lion/chunk", q, k, v, decay_rate, log_decay, o, options);
   if (s.seq == 0 || s.batch == 0 || s.heads == 0) return;
   const int dk = s.dk, dv = s.dv, L = s.seq, H = s.heads;
   const int C = std::min(chunk, L);
   const bool masked = options.variant != LionVariant::lit;
   const bool scaled = options.scaled;
   const int width = dv + (scaled ? 1 : 0);  // column dv accumulates Den
-  const auto mask = detail::lion_log_mask<Exec, T>(exec, options, decay_rate, log_decay);
+  const auto mask = detail::lion_log_mask<Exec, S>(exec, options, decay_rate, log_decay);
+#if defined(KOKKOS_ENABLE_CUDA)
+  if constexpr (std::is_same_v<Exec, Kokkos::Cuda> && !std::is_same_v<P, double>)
+    if (tensor_cores_enabled() &&
+        detail::lion_tensor_core_tiles<P>(exec, "lion_chunk_tc", s, q, k, v, mask, o, options, C))
+      return;
+#endif
 
   // Per team: the Q sub-tile and the K sub-tile transposed (as the scores read
   // it; padded strides against bank conflicts), V and
@@ -86,11 +100,11 @@ void lion_chunk_forward(const Exec& exec, const Tensor4<Exec, T>& q, const Tenso
 
     Scratch Qs(team.team_scratch(0), R, dk + 1), Kt(team.team_scratch(0), dk, R + 1);
     Scratch Vs(team.team_scratch(0), R, width), acc(team.team_scratch(0), R, width);
-    Scratch P(team.team_scratch(0), R, R + 1);
+    Scratch W(team.team_scratch(0), R, R + 1);  // the masked scores
     Coordinates query_coords(team.team_scratch(0), R, 2), key_coords(team.team_scratch(0), R, 2);
     Scratch query_factors(team.team_scratch(0), R, 2), key_factors(team.team_scratch(0), R, 1);
 
-    detail::load_rows(team, Qs, q, b, h, r0, nr, dk);
+    detail::load_rows<P>(team, Qs, q, b, h, r0, nr, dk);
     detail::zero(team, acc, nr, width);
     // Query-row factors of the rank-1 blocks: exp(F_r - F_first) for j < i,
     // exp(G_last - G_r) for j > i.
@@ -107,9 +121,9 @@ void lion_chunk_forward(const Exec& exec, const Tensor4<Exec, T>& q, const Tenso
       const int key_end = (L < (j + 1) * C ? L : (j + 1) * C);
       for (int k0 = j * C; k0 < key_end; k0 += R) {
         const int nk = (key_end - k0 < R) ? key_end - k0 : R;
-        team.team_barrier();  // the previous key sub-tile's V and P are no longer read
-        detail::load_rows_transposed(team, Kt, k, b, h, k0, nk, dk);
-        detail::load_values_and_ones(team, Vs, v, b, h, k0, nk, dv, width);
+        team.team_barrier();  // the previous key sub-tile's V and W are no longer read
+        detail::load_rows_transposed<P>(team, Kt, k, b, h, k0, nk, dk);
+        detail::load_values_and_ones<P>(team, Vs, v, b, h, k0, nk, dv, width);
         // Key-row mask data: coordinates for the diagonal block (Gamma), else
         // the key factor exp(F_first - F_c) (j < i) or exp(G_c - G_last) (j > i).
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nk), [&](int c) {
@@ -129,10 +143,10 @@ void lion_chunk_forward(const Exec& exec, const Tensor4<Exec, T>& q, const Tenso
                                                                query_coords(r, 1), k0 + c,
                                                                key_coords(c, 0), key_coords(c, 1))
                             : dot * query_factors(r, j < i ? 0 : 1) * key_factors(c, 0);
-          P(r, c) = weight;
+          W(r, c) = weight;
         });
         team.team_barrier();
-        detail::add_product(team, acc, P, Vs, nr, nk, width);
+        detail::add_product(team, acc, W, Vs, nr, nk, width);
       }
     }
     team.team_barrier();

@@ -1,14 +1,23 @@
-// LION's full linear attention form (docs/lion.md §3.1, Eq. 16) on tensor cores
-// (CUDA, sm_80+; float, tf32, bf16): the tiled form of lion/attention.hpp written as warp tile
+// LION's full linear attention form (docs/lion.md §3.1, Eq. 16) and its chunk
+// form (§3.3) on tensor cores (CUDA, sm_80+; float, tf32, bf16): the tiled
+// forms of lion/attention.hpp and lion/chunk.hpp written as warp tile
 // operations (common/mma_tiles.hpp). One team of 4 warps per (batch, head,
 // 64 query rows, 64 value columns): Q in registers, every key and value tile
 // streamed through shared memory (mma::attend_streamed, no causal skip: the
-// form is bidirectional), each score weighted by its mask entry
+// forms are bidirectional), each score weighted by its mask entry. The
+// attention form takes every entry from the float64 token coordinates of
+// lion/mask.hpp,
 //   M_ij = exp(F_i - F_j) (i >= j),  exp(G_j - G_i) (i < j)
-// from the float64 token coordinates of lion/mask.hpp (an exponent <= 0, never
-// masked after the fact), and, for Scale, the row sums of the weights kept
-// beside O, every key tile's products summed into O by fp32 additions (the
-// sums run over the whole sequence). Memory O(L d), like the portable tiled form.
+// (an exponent <= 0, never masked after the fact). The chunk form does so only
+// in the diagonal block (keys of the team's own chunk); an off-diagonal block
+// is rank 1, split at a reference row e of the chunk (§3.3):
+//   keys before: M_ij = exp(F_i - F_first) exp(F_first - F_j)
+//   keys after:  M_ij = exp(G_last - G_i) exp(G_j - G_last)
+// every factor <= 1: one exponential per query row (once per team) and one per
+// key column of a tile, instead of one per entry. For Scale, the row sums of
+// the weights are kept beside O, every key tile's products summed into O by
+// fp32 additions (the sums run over the whole sequence). Memory O(L d), like
+// the portable tiled forms.
 #pragma once
 #include "common/mma_tiles.hpp"
 #include "lion/mask.hpp"
@@ -30,6 +39,7 @@ struct LionTensorCoreTiles {
   mma::CudaTensor<P> q, k, v, o;
   LionLogMask<Kokkos::Cuda, storage_t<P>> mask;
   int L, H, tiles, dk, dv;
+  int chunk;  // the chunk form's C (a multiple of rows, or >= L); 0: the attention form
   bool masked, scaled;
 
   KOKKOS_INLINE_FUNCTION void operator()(const mma::CudaTeam& team) const {
@@ -54,20 +64,45 @@ struct LionTensorCoreTiles {
       forward_row[half] = masked ? mask.forward(b, h, i) : MaskCoordinate{0.0, 0.0};
       backward_row[half] = masked ? mask.backward(b, h, i) : MaskCoordinate{0.0, 0.0};
     }
+    // The chunk form: the team's chunk (its rows never straddle two) and the
+    // query-row factors of its rank-1 blocks, keys before and after it.
+    const int first = chunk > 0 ? tile.first / chunk * chunk : 0;
+    const int last = chunk > 0 && first + chunk < L ? first + chunk - 1 : L - 1;
+    const MaskCoordinate first_forward = masked ? mask.forward(b, h, first) : MaskCoordinate{0.0, 0.0};
+    const MaskCoordinate last_backward = masked ? mask.backward(b, h, last) : MaskCoordinate{0.0, 0.0};
+    const float row_before[2] = {expf(float(forward_row[0] - first_forward)), expf(float(forward_row[1] - first_forward))};
+    const float row_after[2] = {expf(float(last_backward - backward_row[0])), expf(float(last_backward - backward_row[1]))};
     // Every key of the sequence adds into O: exact sums (see attend_streamed).
     mma::attend_streamed<P, D, keys, true>(
         team, Q, O, Ks, Vs, k, v, b, h, L, 0, L, dk, dv, first_value, -1, [](int) { return true; },
         [&](mma::Accumulator<keys>& S, int k0, int nk) {
-          mma::for_each_entry(S, [&](int r, int c, float& s) {
-            if (c >= nk) {
-              s = 0.f;
-            } else if (masked) {
-              const int i = row0 + r, j = k0 + c, half = r >> 3;
-              const double exponent = i >= j ? forward_row[half] - mask.forward(b, h, j)
-                                             : mask.backward(b, h, j) - backward_row[half];
-              s *= expf(float(exponent));
-            }
-          });
+          // A key tile lies wholly before, inside or after the team's chunk (chunks are whole tiles).
+          const bool before = masked && k0 < first, after = masked && k0 > last;
+          if (before || after) {
+            const float(&row)[2] = before ? row_before : row_after;
+            #pragma unroll
+            for (int n = 0; n < keys / 8; ++n)
+              #pragma unroll
+              for (int e = 0; e < 2; ++e) {  // entries e (row g) and e + 2 (row g + 8) share key column c
+                const int c = mma::entry_col(n, e), j = k0 + c;
+                const float column = c >= nk ? 0.f
+                                     : before ? expf(float(first_forward - mask.forward(b, h, j)))
+                                              : expf(float(mask.backward(b, h, j) - last_backward));
+                S.c[n][e] *= row[0] * column;
+                S.c[n][e + 2] *= row[1] * column;
+              }
+          } else {
+            mma::for_each_entry(S, [&](int r, int c, float& s) {
+              if (c >= nk) {
+                s = 0.f;
+              } else if (masked) {
+                const int i = row0 + r, j = k0 + c, half = r >> 3;
+                const double exponent = i >= j ? forward_row[half] - mask.forward(b, h, j)
+                                               : mask.backward(b, h, j) - backward_row[half];
+                s *= expf(float(exponent));
+              }
+            });
+          }
           if (scaled) mma::add_row_sums(S, den);
         });
     const float total[2] = {mma::quad_sum(den[0]), mma::quad_sum(den[1])};
@@ -79,19 +114,23 @@ struct LionTensorCoreTiles {
   }
 };
 
-// The tensor-core LION attention (shapes checked, the mask built); false, with
-// nothing run, when a head size exceeds 128.
+// The tensor-core LION attention (chunk = 0) or chunk form (chunk = C), shapes
+// checked and the mask built; false, with nothing run, when a head size
+// exceeds 128, or when C is not a multiple of 64 and makes more than one
+// chunk (a team's 64 rows would straddle two).
 template <class P>
-bool lion_tensor_core_attention(const Kokkos::Cuda& exec, const Shape& s, const mma::CudaTensor<P>& q,
-                                const mma::CudaTensor<P>& k, const mma::CudaTensor<P>& v,
-                                const LionLogMask<Kokkos::Cuda, storage_t<P>>& mask, const mma::CudaTensor<P>& o,
-                                const LionOptions& options) {
+bool lion_tensor_core_tiles(const Kokkos::Cuda& exec, const char* label, const Shape& s, const mma::CudaTensor<P>& q,
+                            const mma::CudaTensor<P>& k, const mma::CudaTensor<P>& v,
+                            const LionLogMask<Kokkos::Cuda, storage_t<P>>& mask, const mma::CudaTensor<P>& o,
+                            const LionOptions& options, int chunk) {
+  if (chunk > 0 && chunk < s.seq && chunk % 64 != 0) return false;
   auto run = [&](auto head) {
     constexpr int D = decltype(head)::value;
     using Tiles = LionTensorCoreTiles<P, D>;
+    static_assert(Tiles::rows == 64, "chunks of a multiple of 64 hold whole row tiles");
     const int tiles = ceil_div(s.seq, Tiles::rows);
-    mma::launch_tiles("lion_attention_tc", exec, s.batch * s.heads * tiles * Tiles::value_blocks, 32 * Tiles::warps,
-                      Tiles{q, k, v, o, mask, s.seq, s.heads, tiles, s.dk, s.dv,
+    mma::launch_tiles(label, exec, s.batch * s.heads * tiles * Tiles::value_blocks, 32 * Tiles::warps,
+                      Tiles{q, k, v, o, mask, s.seq, s.heads, tiles, s.dk, s.dv, chunk < s.seq ? chunk : 0,
                             options.variant != LionVariant::lit, options.scaled});
   };
   return mma::with_padded_head(s.dk, s.dv, run);
