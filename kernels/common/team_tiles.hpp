@@ -119,7 +119,10 @@ KOKKOS_INLINE_FUNCTION void team_running_sum(const Member& team, int rows, int c
 template <class P = void, class Member, class Scratch, class View>
 KOKKOS_INLINE_FUNCTION void load_rows(const Member& team, const Scratch& dst, const View& x, int b, int h,
                                       int first, int count, int dim) {
-  team_for_each(team, count, dim, [&](int r, int c) { dst(r, c) = operand_value<P>(x(b, h, first + r, c)); });
+  using T = typename Scratch::non_const_value_type;
+  team_map_rows(
+      team, count, dim, [&](int r) { return &dst(r, 0); }, [&](int r) { return &x(b, h, first + r, 0); },
+      [](int, typename View::non_const_value_type value) { return T(operand_value<P>(value)); });
 }
 
 // dst(c, r) = x(b, h, first + r, c) for r < count, c < dim: rows stored as
