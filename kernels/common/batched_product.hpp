@@ -4,17 +4,81 @@
 // transpose or an elementwise mask is a different callable, not a copy:
 //   a(b, i, p), b_(b, p, j) -> T;   store(b, i, j, value)
 // One team per (batch, row tile, column tile); the inner dimension is
-// streamed in tiles of `tile` through scratch.
+// streamed in tiles of `tile` through scratch. On CUDA in float the tiles are
+// multiplied on tensor cores (3xTF32, TensorCoreBatchedProduct), as a
+// framework's GEMM would be.
 #pragma once
+#include "common/mma_tiles.hpp"
 #include "common/views.hpp"
 
+#include <type_traits>
+
 namespace attn::detail {
+
+#if defined(KOKKOS_ENABLE_CUDA)
+// C_b = A_b B_b in float on tensor cores: one team of 4 warps per (batch,
+// 64 x 64 tile of C), a warp per 16 rows; the inner dimension in steps of 32
+// through shared tiles that the callables fill (zero past the edges), A as
+// [row][inner] and B as [inner][column], as the warp products read them.
+template <class A, class Bop, class Store>
+struct TensorCoreBatchedProduct {
+  static constexpr int warps = 4, tile = 64, depth = 32;
+  static constexpr int lda = mma::padded_stride<float>(depth), ldb = mma::k_major_stride<float>(tile);
+  A a;
+  Bop b_;
+  Store store;
+  int rows, cols, inner, row_tiles, col_tiles;
+
+  KOKKOS_INLINE_FUNCTION void operator()(const mma::CudaTeam& team) const {
+#if defined(ATTN_MMA_DEVICE_PASS)
+    __shared__ __align__(16) float As[tile * lda];
+    __shared__ __align__(16) float Bs[depth * ldb];
+    const int ct = team.league_rank() % col_tiles, rt = (team.league_rank() / col_tiles) % row_tiles;
+    const int bt = team.league_rank() / (col_tiles * row_tiles), i0 = rt * tile, j0 = ct * tile;
+    const int tid = team.team_rank(), size = team.team_size(), first_row = 16 * (tid / 32);
+    mma::Accumulator<tile> C;
+    mma::zero(C);
+    for (int p0 = 0; p0 < inner; p0 += depth) {
+      team.team_barrier();  // the previous step's tiles are consumed
+      for (int e = tid; e < tile * depth; e += size) {
+        const int i = e / depth, p = e % depth;
+        As[i * lda + p] = i0 + i < rows && p0 + p < inner ? float(a(bt, i0 + i, p0 + p)) : 0.f;
+      }
+      for (int e = tid; e < depth * tile; e += size) {
+        const int p = e / tile, j = e % tile;
+        Bs[p * ldb + j] = p0 + p < inner && j0 + j < cols ? float(b_(bt, p0 + p, j0 + j)) : 0.f;
+      }
+      team.team_barrier();
+      #pragma unroll
+      for (int kk = 0; kk < depth / mma::k_step<float>; ++kk) {
+        std::uint32_t raw[4];
+        mma::fragment_from_shared<float>(raw, As + first_row * lda, lda, kk);
+        mma::add_ab_step<float>(C, mma::prepare<float>(raw), Bs, ldb, kk);
+      }
+    }
+    mma::for_each_entry(C, [&](int r, int c, float& x) {
+      if (i0 + first_row + r < rows && j0 + c < cols) store(bt, i0 + first_row + r, j0 + c, x);
+    });
+#endif
+  }
+};
+#endif
 
 template <class Exec, class T, class A, class Bop, class Store>
 void batched_product(const Exec& exec, const char* label, int batches, int rows, int cols, int inner,
                      A a, Bop b_, Store store) {
   using Scratch = ScratchMatrix<Exec, T>;
   if (batches == 0 || rows == 0 || cols == 0) return;
+#if defined(KOKKOS_ENABLE_CUDA)
+  if constexpr (std::is_same_v<Exec, Kokkos::Cuda> && std::is_same_v<T, float>)
+    if (tensor_cores_enabled()) {
+      using Product = TensorCoreBatchedProduct<A, Bop, Store>;
+      const int row_tiles = ceil_div(rows, Product::tile), col_tiles = ceil_div(cols, Product::tile);
+      mma::launch_tiles(label, exec, batches * row_tiles * col_tiles, 32 * Product::warps,
+                        Product{a, b_, store, rows, cols, inner, row_tiles, col_tiles});
+      return;
+    }
+#endif
   constexpr int tile = 32;
   const int row_tiles = ceil_div(rows, tile), col_tiles = ceil_div(cols, tile);
   const std::size_t bytes = 2 * scratch_bytes<Exec, T>(tile, tile + 1) + scratch_bytes<Exec, T>(tile, tile);
