@@ -15,6 +15,7 @@
 #include "common/math.hpp"
 #include "common/mma_tiles.hpp"
 #include "common/team_tiles.hpp"
+#include "forms/check.hpp"
 
 namespace {
 
@@ -155,17 +156,15 @@ TEMPLATE_LIST_TEST_CASE("tile products: the batched product matches plain loops"
     }
     const DeviceCube A = Kokkos::create_mirror_view_and_copy(typename Exec::memory_space(), a);
     const DeviceCube Bt = Kokkos::create_mirror_view_and_copy(typename Exec::memory_space(), bt);
-    for (bool tensor_cores : {true, false}) {
+    attn::test::for_each_tile_path<Exec>([&](bool tensor_cores) {
       INFO("rows " << s.rows << ", cols " << s.cols << ", inner " << s.inner << " on " << attn::backend_name<Exec>()
                    << (tensor_cores ? "" : ", portable"));
-      attn::tensor_cores_enabled() = tensor_cores;
       const DeviceCube C("c", batches, s.rows, s.cols);
       attn::detail::batched_product<Exec, float>(
           Exec(), "batched product", batches, s.rows, s.cols, s.inner,
           KOKKOS_LAMBDA(int b, int i, int p) { return A(b, i, p); },
           KOKKOS_LAMBDA(int b, int p, int j) { return Bt(b, j, p); },
           KOKKOS_LAMBDA(int b, int i, int j, float value) { C(b, i, j) = value; });
-      attn::tensor_cores_enabled() = true;
       const auto got = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), C);
       double worst = 0;
       for (int b = 0; b < batches; ++b)
@@ -177,7 +176,7 @@ TEMPLATE_LIST_TEST_CASE("tile products: the batched product matches plain loops"
           }
       // fp32 sums of up to 200 products of N(0, 1) numbers (3xTF32 on tensor cores): ~1e-5.
       CHECK(worst < 1e-4);
-    }
+    });
   }
 }
 
