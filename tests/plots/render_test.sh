@@ -53,6 +53,11 @@ expect_exit_2 "no row of the file" "$repo/results/all_forms.h5" --where seq=3 --
 # Found under hostile input: a 5000-character title ended in a traceback, a negative memory line was drawn.
 expect_exit_2 "at most 200" "$repo/results/lion_fig3.h5" --title "$(printf 'x%.0s' $(seq 1 5000))" --out "$tmp"
 expect_exit_2 "not a finite number >= 0" "$repo/results/lion_fig3.h5" --device-memory-gib -3 --out "$tmp"
+# A `$` in a title or a legend entry was parsed as mathtext: '$x^{$' ended in a traceback when saving.
+if ! "$render" "$repo/results/lion_fig3.h5" --title '$x^{$ \foo' --out "$tmp/dollar" >"$tmp/out.txt" 2>&1 ||
+   [ ! -s "$tmp/dollar/lion_fig3-time.png" ]; then
+  fail "render --title '\$x^{\$': $(tail -1 "$tmp/out.txt")"
+fi
 
 # --where and --fastest: the all-forms sweep as one line per form, the fastest chunk at each L.
 if ! "$render" "$repo/results/all_forms.h5" --where slots=64 --fastest chunk --merge picked --out "$tmp/figures" \
