@@ -236,7 +236,7 @@ ResultRow measure_point(const Form& form, const Shape& shape, const FormParams& 
   const double backward = form.backward ? 1 : 0;
   const double inputs = elements * (2.0 * shape.dk + shape.dv + params.slots + backward * shape.dv);
   const double outputs = elements * (shape.dv + backward * (2.0 * shape.dk + shape.dv + params.slots));
-  const double scores = form.memory == MemoryKind::quadratic ? elements * shape.seq : 0;
+  const double scores = form.score_matrices() * elements * shape.seq;
   const double host_need = (inputs + (checked ? outputs : 0)) * sizeof(double);
   const double backend_need = (inputs + outputs + scores) * sizeof(T) + (is_host_space<Exec>() ? host_need : 0);
   for (const auto& [where, need] : {std::pair{space, backend_need}, std::pair{std::string("HostSpace"), host_need}}) {

@@ -29,6 +29,8 @@ bool Form::supports(std::string_view precision) const {
   return found;
 }
 
+int Form::score_matrices() const { return memory != MemoryKind::quadratic ? 0 : backward ? 2 : 1; }
+
 std::vector<std::string> Form::precisions() const {
   std::vector<std::string> names;
   for (const auto& name : precision_names())

@@ -54,7 +54,7 @@ enum class MemoryKind {
   linear,     // O(L d) temporaries (e.g. per-token partial results)
   chunk_states,  // the state entering every chunk, ceil(L/C) d_k d_v per (batch, head), where the chunks
                  // run in parallel (CUDA tensor cores); nothing where they run in order
-  quadratic,  // L x L matrices per (batch, head): the materialised forms
+  quadratic,  // L x L matrices per (batch, head): the materialised forms (how many: score_matrices)
 };
 
 template <class Exec, class T>
@@ -131,6 +131,10 @@ struct Form {
     return runner<HostBackend, P>() != nullptr;
   }
   bool supports(std::string_view precision) const;  // by name: "float", "double", "tf32", "bf16"
+  // L x L matrices a call holds at once per (batch, head): a materialised
+  // forward its scores, a materialised forward-backward also their gradient's
+  // (lightning/vanilla_fwd_bwd keeps both); 0 for a form of another MemoryKind.
+  int score_matrices() const;
   std::vector<std::string> precisions() const;      // the names it runs in, in Precisions' order
 };
 

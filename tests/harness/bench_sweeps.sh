@@ -168,6 +168,16 @@ if [ "$rc" != 0 ] || ! h5dump -d points scores.h5 | grep -q 'inputs, outputs and
   fail "L x L scores beyond memory: exit $rc, $(h5dump -d points scores.h5 | grep -o '"[^"]*need[^"]*"')"
 else pass "L x L scores beyond memory: oom before allocating"
 fi
+# lightning/vanilla_fwd_bwd holds two L x L matrices per (batch, head), the scores and their gradient's:
+# the need counts both (it counted one, so a point whose two did not fit was attempted).
+B=8 H=8 L=64k
+"$bench" sweep --forms lightning/vanilla_fwd_bwd --batch $B --heads $H --seq $L --dk 1 --reps 1 --backend host \
+  --out scores2.h5 >scores2.out 2>scores2.err; rc=$?
+need=$(h5dump -d points scores2.h5 | grep -o 'L x L scores need [0-9]*' | grep -o '[0-9]*$')
+if [ "$rc" != 0 ] || [ -z "$need" ] || [ "$need" -lt $((2 * B * H * 65536 * 65536 * 4)) ]; then
+  fail "two L x L matrices per (batch, head): exit $rc, need '$need' bytes (want at least $((2 * B * H * 65536 * 65536 * 4)))"
+else pass "two L x L matrices per (batch, head) counted: $need bytes"
+fi
 
 # --- a point whose error exceeds its precision's tolerance says so --------------
 # (GSA's gradients at tau = 1e-3 are hopelessly ill-conditioned: relative L2 error ~5e8 in float.)
