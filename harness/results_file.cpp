@@ -1,6 +1,7 @@
 #include "results_file.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <fcntl.h>
 #include <hdf5.h>
@@ -9,10 +10,13 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <stdexcept>
 #include <tuple>
+
+#include "registry.hpp"
 
 namespace attn {
 namespace {
@@ -158,17 +162,30 @@ std::map<std::string, std::string> read_string_attributes(hid_t file) {
 // member, by name: reading a v2 table (no `slots`) through the v3 record type
 // leaves `slots` as it was in the zero-initialised records, i.e. 0.
 // Why a row read back is not one bench wrote (damaged, or junk written over
-// it); empty when it is well formed. Strings must be printable text, the
-// status one of the four, the sizes positive.
+// it); empty when it is well formed. Strings must be printable text; status,
+// precision and form known values (the form one of this build's, in its
+// family); sizes positive; times, costs and rates finite and not negative (the
+// errors may be NaN or infinite, as a diverging reference gives them, but not
+// negative); the timed runs and checked heads within their ranges.
 std::string damage_of(const ResultRow& r) {
   for (const std::string* text : {&r.form, &r.family, &r.backend, &r.precision, &r.status, &r.note, &r.variant})
     for (unsigned char c : *text)
       if (c < 0x20 || c == 0x7f) return "a text column holds control bytes";
   if (r.status != "ok" && r.status != "oom" && r.status != "timeout" && r.status != "error")
     return "status '" + r.status + "' is none of ok, oom, timeout, error";
-  if (r.form.find('/') == std::string::npos) return "form '" + r.form + "' is not family/form";
+  const auto precisions = precision_names();
+  if (std::find(precisions.begin(), precisions.end(), r.precision) == precisions.end())
+    return fmt::format("precision '{}' is none of {}", r.precision, fmt::join(precisions, ", "));
+  const Form* form = find_form(r.form);
+  if (!form) return "form '" + r.form + "' is not a form of this build (see bench list)";
+  if (r.family != form->family) return "family '" + r.family + "' is not the family of " + r.form;
   if (r.batch < 1 || r.heads < 1 || r.seq < 1 || r.dk < 1 || r.dv < 1 || r.chunk < 0 || r.slots < 0)
     return "a size is not positive";
+  for (const double x : {r.time_median_s, r.time_min_s, r.time_max_s, r.time_mean_s, r.flops, r.bytes, r.gflops, r.gbps})
+    if (!(x >= 0 && std::isfinite(x))) return fmt::format("a time, cost or rate is {}", x);
+  if (r.max_abs_err < 0 || r.rel_l2_err < 0) return "an error is negative";
+  if (r.reps < 0 || r.err_heads < 0 || r.err_heads > std::int64_t(r.batch) * r.heads)
+    return "a count of timed runs or checked heads is out of range";
   return {};
 }
 

@@ -245,6 +245,26 @@ import h5py, sys
 with h5py.File(sys.argv[1], "r+") as f:
     row = f["points"][1]; row["status"] = b"\x01\x02junk"; f["points"][1] = row' junk.h5
 compare_error "row 1 of 'junk.h5' is damaged (a text column holds control bytes)" resume.h5 junk.h5
+# Junk that is printable text or a number: each was kept on resume and printed by compare.
+damage_row() {  # damage_row FILE 'PYTHON ASSIGNMENT TO row': rewrites row 1 of a copy of resume.h5
+  cp resume.h5 "$1"
+  /usr/bin/python3 -c '
+import h5py, sys
+with h5py.File(sys.argv[1], "r+") as f:
+    row = f["points"][1]; exec(sys.argv[2]); f["points"][1] = row' "$1" "$2"
+}
+damage_row junk_nan.h5 'row["time_median_s"] = float("nan")'
+compare_error "row 1 of 'junk_nan.h5' is damaged (a time, cost or rate is nan)" resume.h5 junk_nan.h5
+damage_row junk_negative.h5 'row["gflops"] = -1.0'
+compare_error "row 1 of 'junk_negative.h5' is damaged (a time, cost or rate is -1)" resume.h5 junk_negative.h5
+damage_row junk_reps.h5 'row["reps"] = -5'
+compare_error "(a count of timed runs or checked heads is out of range)" resume.h5 junk_reps.h5
+damage_row junk_form.h5 'row["form"] = b"zz/qq"'
+compare_error "(form 'zz/qq' is not a form of this build (see bench list))" resume.h5 junk_form.h5
+damage_row junk_family.h5 'row["family"] = b"lion-d"'
+compare_error "(family 'lion-d' is not the family of" resume.h5 junk_family.h5
+damage_row junk_precision.h5 'row["precision"] = b"half"'
+compare_error "(precision 'half' is none of float, double, tf32, bf16)" resume.h5 junk_precision.h5
 "$bench" sweep --forms softmax/full --seq 64 --heads 1 --dk 16 --reps 1 --backend host --out junk.h5 \
   >junk.out 2>junk.err; rc=$?
 if [ "$rc" != 2 ] || [ "$(stderr_lines junk.err)" != 1 ] || ! grep -q "cannot resume: row 1 of 'junk.h5' is damaged" junk.err; then
