@@ -262,14 +262,22 @@ namespace {
 // H5Fcreate(..., H5F_ACC_TRUNC) empties an existing file before it finds the
 // lock that HDF5 (1.10: flock, held while a writer has the file open) keeps on
 // it, so a --fresh run would destroy the rows of a sweep still writing there.
-// Taking the same lock first tells: another process holds it.
-void refuse_if_written_elsewhere(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY);
-  if (fd < 0) return;  // nothing there (or unreadable: H5Fcreate reports it)
-  const bool busy = ::flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
-  ::close(fd);  // releases the lock, if taken
+// The same lock is taken here first, on the file as it is, and held until the
+// file is closed (HDF5's own, which would conflict with it, is then off for
+// this file): no other writer can open the file between the check and the
+// truncation, nor while this one writes. Returns the descriptor holding the
+// lock, or -1 where it cannot be taken for another reason (no file can be
+// created there: H5Fcreate says why; no flock on this file system: HDF5's
+// locking is left as it is).
+int lock_for_writing(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+  if (fd < 0) return -1;
+  if (::flock(fd, LOCK_EX | LOCK_NB) == 0) return fd;
+  const bool busy = errno == EWOULDBLOCK;
+  ::close(fd);
   if (busy)
     throw std::runtime_error("'" + path + "' is open in another process (a sweep still writing it?): not overwritten");
+  return -1;
 }
 
 }  // namespace
@@ -279,8 +287,10 @@ void ResultFile::create(const std::string& path, const std::map<std::string, std
   std::error_code ec;
   if (!parent.empty()) std::filesystem::create_directories(parent, ec);
   if (ec) throw std::runtime_error("cannot create folder '" + parent.string() + "': " + ec.message());
-  refuse_if_written_elsewhere(path);
-  file_ = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  lock_fd_ = lock_for_writing(path);
+  const Handle access(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+  if (lock_fd_ >= 0) H5Pset_file_locking(access, /*use_file_locking=*/false, /*ignore_when_disabled=*/true);
+  file_ = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, access);
   if (file_ < 0) throw std::runtime_error("cannot create output file '" + path + "'");
   attributes_ = attributes;
   attributes_["format"] = result_format;
@@ -324,7 +334,9 @@ void ResultFile::close() {
   if (dataset_ >= 0) H5Dclose(dataset_);
   if (type_ >= 0) H5Tclose(type_);
   if (file_ >= 0) H5Fclose(file_);
+  if (lock_fd_ >= 0) ::close(lock_fd_);  // after the file: releases the lock
   dataset_ = type_ = file_ = -1;
+  lock_fd_ = -1;
 }
 
 void ResultFile::write_row(unsigned long long index, const ResultRow& row) {

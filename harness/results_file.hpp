@@ -87,6 +87,7 @@ class ResultFile {
   void write_row(unsigned long long index, const ResultRow& row);
 
   long long file_ = -1, dataset_ = -1, type_ = -1;
+  int lock_fd_ = -1;  // a created file's lock, held while it is open (see lock_for_writing)
   std::vector<ResultRow> rows_;
   std::map<std::string, std::string> attributes_;
   bool resumed_ = false;

@@ -198,9 +198,13 @@ for _ in $(seq 1 3000); do  # the running sweep has written its first row
   sleep 0.01
 done
 "$bench" "${sweep[@]}" --fresh >busy_fresh.out 2>busy_fresh.err; rc=$?
+# Resuming it is refused too: the running sweep holds its lock for as long as it writes.
+"$bench" "${sweep[@]}" >busy_resume.out 2>busy_resume.err; resume_rc=$?
 wait "$pid"; running_rc=$?
 if [ "$rc" != 2 ] || [ "$(stderr_lines busy_fresh.err)" != 1 ] || ! grep -q 'another process' busy_fresh.err; then
   fail "--fresh onto a file being written: exit $rc, $(cat busy_fresh.err)"
+elif [ "$resume_rc" != 2 ] || [ "$(stderr_lines busy_resume.err)" != 1 ] || ! grep -q 'another process' busy_resume.err; then
+  fail "resuming a file being written: exit $resume_rc, $(cat busy_resume.err)"
 elif [ "$running_rc" != 0 ] || [ "$(rows_of busy.h5)" != 7 ]; then
   fail "the running sweep lost rows: exit $running_rc, $(rows_of busy.h5) rows (want 7)"
 else pass "--fresh onto a file being written refused: $(grep 'another process' busy_fresh.err); the running sweep kept all 7 rows"

@@ -103,9 +103,11 @@ TEST_CASE("a result file is resumed: rows kept, appended to, replaced in place",
   CHECK(attributes.at("backend") == "openmp");
   CHECK(attributes.at("resumed") == "a line\n");
 
-  ResultFile fresh(path, {{"backend", "openmp"}}, ResultFile::Mode::fresh);
-  CHECK_FALSE(fresh.resumed());
-  CHECK(fresh.rows().empty());
+  {
+    ResultFile fresh(path, {{"backend", "openmp"}}, ResultFile::Mode::fresh);
+    CHECK_FALSE(fresh.resumed());
+    CHECK(fresh.rows().empty());
+  }  // closed: a file being written is locked against every other opening
   CHECK(ResultFile::read(path).empty());
 }
 
