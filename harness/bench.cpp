@@ -22,6 +22,7 @@
 #include "memory.hpp"
 #include "registry.hpp"
 #include "sweep.hpp"
+#include "text.hpp"
 
 namespace po = boost::program_options;
 using namespace attn;
@@ -343,14 +344,14 @@ int main(int argc, char* argv[]) {
     Kokkos::ScopeGuard kokkos;
     memory::install_hooks();
     return run_sweep(sweep);
-  } catch (const po::error& e) {
-    fmt::print(stderr, "bench: {} (see bench --help)\n", e.what());
+  } catch (const po::error& e) {  // messages quote the user's input: printed escaped (text.hpp)
+    fmt::print(stderr, "bench: {} (see bench --help)\n", printable(e.what()));
     return 2;
   } catch (const std::invalid_argument& e) {
-    fmt::print(stderr, "bench: {}\n", e.what());
+    fmt::print(stderr, "bench: {}\n", printable(e.what()));
     return 2;
   } catch (const std::exception& e) {
-    fmt::print(stderr, "bench: error: {}\n", e.what());
+    fmt::print(stderr, "bench: error: {}\n", printable(e.what()));
     return 1;
   }
 }

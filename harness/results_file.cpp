@@ -17,6 +17,7 @@
 #include <tuple>
 
 #include "registry.hpp"
+#include "text.hpp"
 
 namespace attn {
 namespace {
@@ -162,15 +163,18 @@ std::map<std::string, std::string> read_string_attributes(hid_t file) {
 // member, by name: reading a v2 table (no `slots`) through the v3 record type
 // leaves `slots` as it was in the zero-initialised records, i.e. 0.
 // Why a row read back is not one bench wrote (damaged, or junk written over
-// it); empty when it is well formed. Strings must be printable text; status,
+// it); empty when it is well formed. Strings must be printable text (UTF-8
+// without control characters; the note, cut at its 160 bytes, maybe in the
+// middle of a character, only without control bytes); status,
 // precision and form known values (the form one of this build's, in its
 // family); sizes positive; times, costs and rates finite and not negative (the
 // errors may be NaN or infinite, as a diverging reference gives them, but not
 // negative); the timed runs and checked heads within their ranges.
 std::string damage_of(const ResultRow& r) {
-  for (const std::string* text : {&r.form, &r.family, &r.backend, &r.precision, &r.status, &r.note, &r.variant})
-    for (unsigned char c : *text)
-      if (c < 0x20 || c == 0x7f) return "a text column holds control bytes";
+  for (unsigned char c : r.note)
+    if (c < 0x20 || c == 0x7f) return "the note holds control bytes";
+  for (const std::string* text : {&r.form, &r.family, &r.backend, &r.precision, &r.status, &r.variant})
+    if (!is_printable(*text)) return "a text column holds control bytes or bytes of no UTF-8 character";
   if (r.status != "ok" && r.status != "oom" && r.status != "timeout" && r.status != "error")
     return "status '" + r.status + "' is none of ok, oom, timeout, error";
   const auto precisions = precision_names();

@@ -56,6 +56,13 @@ printf 'seq = 8\0garbage\n' > nul.cfg
 expect_error "nul.cfg:1: byte 0x00 at column 8: not a text configuration file" run nul.cfg --out x.h5
 head -c 64 "$bench" > binary.cfg
 expect_error "binary.cfg:1: byte 0x" run binary.cfg --out x.h5
+# Bytes that are no UTF-8 character, or a terminal's escape sequences, are quoted escaped, never echoed.
+printf 'forms = \xff\xfe\xc3\n' > high.cfg
+expect_error 'unknown form .\\xff\\xfe\\xc3.' run high.cfg --out x.h5
+printf '\xe9t\xe9 = 3\n' > latin1.cfg
+expect_error 'latin1.cfg:1: unknown option .\\xe9t\\xe9.' run latin1.cfg --out x.h5
+expect_error 'unknown form .\\xff\\x1b\[31m.' sweep --forms $'\xff\x1b[31m' --out x.h5
+expect_error "unknown form 'déjà'" sweep --forms 'déjà' --out x.h5  # well-formed UTF-8 as it is
 printf 'help = 1\n' > help.cfg
 expect_error "help.cfg:1: unknown option 'help'" run help.cfg --out x.h5
 expect_error "cannot read experiment file 'missing.cfg'" run missing.cfg

@@ -248,7 +248,8 @@ cp resume.h5 junk.h5
 import h5py, sys
 with h5py.File(sys.argv[1], "r+") as f:
     row = f["points"][1]; row["status"] = b"\x01\x02junk"; f["points"][1] = row' junk.h5
-compare_error "row 1 of 'junk.h5' is damaged (a text column holds control bytes)" resume.h5 junk.h5
+compare_error "row 1 of 'junk.h5' is damaged (a text column holds control bytes or bytes of no UTF-8 character)" \
+  resume.h5 junk.h5
 # Junk that is printable text or a number: each was kept on resume and printed by compare.
 damage_row() {  # damage_row FILE 'PYTHON ASSIGNMENT TO row': rewrites row 1 of a copy of resume.h5
   cp resume.h5 "$1"
@@ -269,6 +270,10 @@ damage_row junk_family.h5 'row["family"] = b"lion-d"'
 compare_error "(family 'lion-d' is not the family of" resume.h5 junk_family.h5
 damage_row junk_precision.h5 'row["precision"] = b"half"'
 compare_error "(precision 'half' is none of float, double, tf32, bf16)" resume.h5 junk_precision.h5
+damage_row junk_bytes.h5 'row["variant"] = b"\xff\xfe\x1b[2J"'
+compare_error "(a text column holds control bytes or bytes of no UTF-8 character)" resume.h5 junk_bytes.h5
+damage_row junk_note.h5 'row["note"] = b"\x1b[2J"'
+compare_error "(the note holds control bytes)" resume.h5 junk_note.h5
 "$bench" sweep --forms softmax/full --seq 64 --heads 1 --dk 16 --reps 1 --backend host --out junk.h5 \
   >junk.out 2>junk.err; rc=$?
 if [ "$rc" != 2 ] || [ "$(stderr_lines junk.err)" != 1 ] || ! grep -q "cannot resume: row 1 of 'junk.h5' is damaged" junk.err; then

@@ -1,0 +1,17 @@
+// Text that came from the user or a file, made safe to print: error messages
+// quote options, configuration lines and file names, and a terminal must get
+// neither raw bytes of a binary file nor escape sequences from them.
+#pragma once
+#include <string>
+#include <string_view>
+
+namespace attn {
+
+// `text` with well-formed UTF-8 kept as it is and every other byte (a control
+// character, a byte that is no part of a UTF-8 character) written as \xNN.
+std::string printable(std::string_view text);
+
+// Whether printable(text) == text: well-formed UTF-8 without control characters.
+bool is_printable(std::string_view text);
+
+}  // namespace attn
