@@ -146,6 +146,18 @@ std::vector<std::string> select_precisions(const std::string& spec) {
   return chosen;
 }
 
+// A real-valued option, refused with one line unless finite and at least
+// `minimum` (above it when `above`): NaN or infinity would silently disable or
+// wreck what it sets (--check-flops nan turned the error check off).
+double number_option(const po::variables_map& vm, const std::string& name, double minimum, bool above,
+                     const std::string& hint = "") {
+  const double x = vm[name].as<double>();
+  if (!std::isfinite(x) || x < minimum || (above && x == minimum))
+    throw std::invalid_argument(
+        fmt::format("--{} must be a finite number {} {:g}{}", name, above ? ">" : ">=", minimum, hint));
+  return x;
+}
+
 // Adds a `bench run` experiment file to vm: `name = value` lines, `#` comments.
 // Options already in vm (the command line's) win. A line that is not an
 // option of bench sweep is an error naming the file and line.
@@ -205,9 +217,7 @@ Sweep sweep_from(const po::variables_map& vm, const std::string& command_line) {
   sweep.dv = sweep.dv_follows_dk ? Axis{"dv", {0}} : parse_axis("dv", vm["dv"].as<std::string>());
   sweep.chunk = parse_axis("chunk", vm["chunk"].as<std::string>());
   sweep.slots = parse_axis("slots", vm["slots"].as<std::string>());
-  sweep.measure.inputs.gate_temperature = vm["gate-temperature"].as<double>();
-  if (!(sweep.measure.inputs.gate_temperature > 0))
-    throw std::invalid_argument("--gate-temperature must be positive");
+  sweep.measure.inputs.gate_temperature = number_option(vm, "gate-temperature", 0, true);
   const std::string convention = vm["mask-convention"].as<std::string>();
   if (convention != "A" && convention != "B")
     throw std::invalid_argument("--mask-convention: '" + convention + "' is neither A nor B");
@@ -226,15 +236,10 @@ Sweep sweep_from(const po::variables_map& vm, const std::string& command_line) {
   sweep.measure.seed = std::stoull(seed);
   sweep.measure.reps = vm["reps"].as<int>();
   sweep.measure.warmup = vm["warmup"].as<int>();
-  sweep.measure.check_flops = vm["check-flops"].as<double>();
-  if (!(sweep.measure.check_flops >= 0) || !std::isfinite(sweep.measure.check_flops))
-    throw std::invalid_argument("--check-flops must be a finite number >= 0 (0: no error check)");
+  sweep.measure.check_flops = number_option(vm, "check-flops", 0, false, " (0: no error check)");
   if (sweep.measure.reps < 1) throw std::invalid_argument("--reps must be at least 1");
   if (sweep.measure.warmup < 0) throw std::invalid_argument("--warmup must not be negative");
-  if (vm.count("point-timeout")) {
-    sweep.measure.point_timeout_s = vm["point-timeout"].as<double>();
-    if (!(sweep.measure.point_timeout_s > 0)) throw std::invalid_argument("--point-timeout must be positive (seconds)");
-  }
+  if (vm.count("point-timeout")) sweep.measure.point_timeout_s = number_option(vm, "point-timeout", 0, true, " (seconds)");
   sweep.out = vm["out"].as<std::string>();
   sweep.fresh = vm["fresh"].as<bool>();
 #ifdef KOKKOS_ENABLE_CUDA
@@ -272,10 +277,8 @@ int compare_command(const std::vector<std::string>& args) {
   if (files.size() != 2) throw std::invalid_argument("compare needs two result files: bench compare A.h5 B.h5");
   CompareOptions compare;
   compare.fail_on_regression = vm["fail-on-regression"].as<bool>();
-  if (vm.count("threshold")) compare.threshold = vm["threshold"].as<double>();
+  if (vm.count("threshold")) compare.threshold = number_option(vm, "threshold", 1, false, " (1.1: more than 10% slower)");
   else if (compare.fail_on_regression) compare.threshold = 1.1;
-  if (vm.count("threshold") && !(compare.threshold >= 1))
-    throw std::invalid_argument("--threshold must be at least 1 (1.1: more than 10% slower)");
   return compare_result_files(files[0], files[1], compare);
 }
 

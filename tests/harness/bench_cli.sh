@@ -76,7 +76,10 @@ printf 'reps = many\n' >bad_value.cfg
 expect_error "bad_value.cfg:1: .*'many'.*reps" run bad_value.cfg --out x.h5
 printf 'seq = 64\nseq = 128\n' >twice.cfg
 expect_error "twice.cfg:2: 'seq' is given twice" run twice.cfg --out x.h5
-expect_error "--point-timeout must be positive" sweep --point-timeout 0 --out x.h5
+expect_error "--point-timeout must be a finite number > 0 (seconds)" sweep --point-timeout 0 --out x.h5
+expect_error "--point-timeout must be a finite number > 0 (seconds)" sweep --point-timeout inf --out x.h5
+expect_error "--gate-temperature must be a finite number > 0" sweep --gate-temperature inf --out x.h5
+expect_error "--gate-temperature must be a finite number > 0" sweep --gate-temperature nan --out x.h5
 expect_error "not enabled in this build" sweep --backend hip --seq 8 --out x.h5
 expect_error "neither A nor B" sweep --mask-convention C --out x.h5
 expect_error "neither alibi nor paper" sweep --decay-schedule linear --out x.h5

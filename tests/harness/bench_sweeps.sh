@@ -280,7 +280,8 @@ if [ "$rc" != 2 ] || [ "$(stderr_lines junk.err)" != 1 ] || ! grep -q "cannot re
   fail "resuming a file with a damaged row: exit $rc, $(cat junk.err)"
 else pass "resuming a file with a damaged row refused: $(cat junk.err)"
 fi
-compare_error "--threshold must be at least 1" resume.h5 resume.h5 --threshold 0.5
+compare_error "--threshold must be a finite number >= 1 (1.1: more than 10% slower)" resume.h5 resume.h5 --threshold 0.5
+compare_error "--threshold must be a finite number >= 1" resume.h5 resume.h5 --threshold inf
 compare_error "unrecognised option" resume.h5 resume.h5 --bogus
 
 echo "$failures failed"
