@@ -277,6 +277,7 @@ struct ChunkOutputs {
       };
       team.team_barrier();  // a block that runs several teams: the previous team's tiles are no longer read
       start(0);
+      #pragma unroll  // Q's k-steps are indexed by i: registers only with constant indices
       for (int i = 0; i < slices; ++i) {
         if (i + 1 < slices) {
           start(i + 1);

@@ -138,6 +138,8 @@ struct Accumulator {
   float c[N / 8][4];
 };
 
+// A RowTile<tf32> holds values already rounded to TF32 (load_row_tiles and
+// scale_entries round them), so that its products take them as they are.
 template <class P, int K>
 struct RowTile {
   static_assert(K % OperandOf<P>::k_step == 0, "a row tile is a whole number of k-steps");
@@ -346,7 +348,7 @@ __device__ __forceinline__ void scale_fragment_columns(std::uint32_t (&a)[4], F 
 
 // f(row, col) multiplies entry (row, col) of A (16 x K) in fp32, e.g. a
 // per-entry gate (bf16 pairs are unpacked, scaled and rounded back; tf32
-// values are rounded again when prepared).
+// values rounded again).
 template <class P, int K, class F>
 __device__ __forceinline__ void scale_entries(RowTile<P, K>& A, F f) {
   const int g = lane_id() >> 2, t = lane_id() & 3;
@@ -364,7 +366,10 @@ __device__ __forceinline__ void scale_entries(RowTile<P, K>& A, F f) {
       A.a[kk][3] = scaled(A.a[kk][3], g + 8, c + 8);
     } else {
       const int c = kk * 8 + t;
-      auto scaled = [&](std::uint32_t x, int r, int col) { return __float_as_uint(__uint_as_float(x) * f(r, col)); };
+      auto scaled = [&](std::uint32_t x, int r, int col) {
+        const float y = __uint_as_float(x) * f(r, col);
+        return __float_as_uint(std::is_same_v<P, tf32> ? round_to_tf32(y) : y);
+      };
       A.a[kk][0] = scaled(A.a[kk][0], g, c);
       A.a[kk][1] = scaled(A.a[kk][1], g + 8, c);
       A.a[kk][2] = scaled(A.a[kk][2], g, c + 4);
@@ -445,21 +450,34 @@ __device__ __forceinline__ void add_abt_step(Accumulator<N>& C, const AFragment<
   }
 }
 
-// A RowTile k-step's registers, for K of 128 and more in float and tf32 as
-// values the compiler must treat as new at this point. A RowTile is
-// loop-invariant in the key loops that multiply it, and the compiler hoists
-// every k-step's prepared fragment out of the loop: K / 8 x 4 more registers
-// in tf32 and twice that in float (3xTF32 halves), with which
+// The registers of k-step kk of a RowTile, for K of 128 and more in float
+// and tf32 as values the compiler must treat as new at this point. A RowTile
+// is loop-invariant in the key loops that multiply it, and the compiler
+// hoists every k-step's prepared fragment out of the loop: K / 8 x 4 more
+// registers in tf32 and twice that in float (3xTF32 halves), with which
 // ChunkOutputs<float, 128> reached 255 registers and spilled. Preparing again
 // per use costs a few integer operations; at K = 64 the hoisted copy fits,
 // and keeping it measured faster (softmax in float at d = 64: 1.12x slower
 // without it).
 template <class P, int K>
-__device__ __forceinline__ void row_tile_step(const RowTile<P, K>& A, int kk, std::uint32_t (&out)[4]) {
+__device__ __forceinline__ void row_tile_raw(const RowTile<P, K>& A, int kk, std::uint32_t (&out)[4]) {
   #pragma unroll
   for (int i = 0; i < 4; ++i) {
     out[i] = A.a[kk][i];
     if constexpr (K >= 128 && !std::is_same_v<P, bf16>) asm volatile("" : "+r"(out[i]));
+  }
+}
+
+// k-step kk of a RowTile as an A fragment: in tf32 the values as they are
+// (rounded already, see RowTile), otherwise prepared from row_tile_raw.
+template <class P, int K>
+__device__ __forceinline__ AFragment<P> row_tile_step(const RowTile<P, K>& A, int kk) {
+  if constexpr (std::is_same_v<P, tf32>) {
+    return AFragment<P>{{A.a[kk][0], A.a[kk][1], A.a[kk][2], A.a[kk][3]}};
+  } else {
+    std::uint32_t raw[4];
+    row_tile_raw(A, kk, raw);
+    return prepare<P>(raw);
   }
 }
 
@@ -469,9 +487,7 @@ template <class P, int N, int K>
 __device__ __forceinline__ void add_abt(Accumulator<N>& C, const RowTile<P, K>& A, const operand_t<P>* B, int ld) {
   #pragma unroll
   for (int kk = 0; kk < K / k_step<P>; ++kk) {
-    std::uint32_t raw[4];
-    row_tile_step(A, kk, raw);
-    add_abt_step<P>(C, prepare<P>(raw), B, ld, kk);
+    add_abt_step<P>(C, row_tile_step(A, kk), B, ld, kk);
   }
 }
 template <class P, int N, int K>
@@ -509,7 +525,7 @@ template <class P, int Steps, int N, int K>
 __device__ __forceinline__ void add_ab_slice(Accumulator<N>& C, const RowTile<P, K>& A, int first,
                                              const operand_t<P>* B, int ld) {
   #pragma unroll
-  for (int kk = 0; kk < Steps; ++kk) add_ab_step<P>(C, prepare<P>(A.a[first + kk]), B, ld, kk);
+  for (int kk = 0; kk < Steps; ++kk) add_ab_step<P>(C, row_tile_step(A, first + kk), B, ld, kk);
 }
 
 // C (16 x N) += W (16 x K) B, W an accumulator (K keys wide), B = rows 0 .. K-1

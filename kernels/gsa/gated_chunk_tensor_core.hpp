@@ -290,7 +290,7 @@ struct GatedChunkOutputs {
         for (int kk = 0; kk < slice / mma::k_step<P>; ++kk) {
           const int step = i * slice / mma::k_step<P> + kk;
           std::uint32_t a[4];
-          mma::row_tile_step(Q, step, a);
+          mma::row_tile_raw(Q, step, a);
           if constexpr (KeyGated)
             mma::scale_fragment_columns<P>(a, [&](int c) { return weight_exp(r_w[step * mma::k_step<P> + c]); });
           mma::add_ab_step<P>(O, mma::prepare<P>(a), buffer(i), slice_ld, kk);
@@ -398,7 +398,7 @@ struct GatedChunkOutputs {
           #pragma unroll
           for (int kk = 0; kk < XD / mma::k_step<P>; ++kk) {
             std::uint32_t a[4];
-            mma::row_tile_step(Q, kk, a);
+            mma::row_tile_raw(Q, kk, a);
             mma::scale_fragment_columns<P>(a, [&](int c) {
               const int x = kk * mma::k_step<P> + c;
               return weight_exp(r_w[x] - r_j[x]);
