@@ -158,6 +158,20 @@ __device__ __forceinline__ int lane_id() { return (threadIdx.x + threadIdx.y * b
 __device__ __forceinline__ std::uint32_t tf32_bits(float x) { return __float_as_uint(round_to_tf32(x)); }
 __device__ __forceinline__ std::uint32_t tf32_truncated_bits(float x) { return __float_as_uint(x) & 0xffffe000u; }
 
+// The 3xTF32 split x = big + small: big is x rounded to TF32 by adding half
+// a TF32 ulp and truncating (CUTLASS's round_half_ulp_truncate: two integer
+// operations, where tf32_bits also tests for inf and NaN, five), small the
+// rest, exact in fp32, truncated (its error below 2^-21 |x|). For finite x
+// big is tf32_bits(x); for inf or NaN, small is NaN either way and carries
+// it into the product.
+struct Tf32Split {
+  std::uint32_t big, small;
+};
+__device__ __forceinline__ Tf32Split split_tf32(float x) {
+  const std::uint32_t big = (__float_as_uint(x) + 0x1000u) & 0xffffe000u;
+  return {big, tf32_truncated_bits(x - __uint_as_float(big))};
+}
+
 __device__ __forceinline__ std::uint32_t pack_bf16(float lo, float hi) {
   return std::uint32_t(bf16(lo).bits) | (std::uint32_t(bf16(hi).bits) << 16);
 }
@@ -204,9 +218,7 @@ __device__ __forceinline__ void mma_bf16(float (&c)[4], const std::uint32_t (&a)
 }
 
 // An A fragment made ready once per k-step and reused across the n-tiles of a
-// product: bf16 pairs as they are; TF32 bits; for float the 3xTF32 split
-// x = big + small (big rounded, small = x - big exact, then truncated: its
-// error is below 2^-21 |x|).
+// product: bf16 pairs as they are; TF32 bits; for float the 3xTF32 split.
 template <class P>
 struct AFragment {
   std::uint32_t a[4];
@@ -222,9 +234,9 @@ __device__ __forceinline__ AFragment<P> prepare(const std::uint32_t (&raw)[4]) {
   #pragma unroll
   for (int i = 0; i < 4; ++i) {
     if constexpr (std::is_same_v<P, float>) {
-      const float x = __uint_as_float(raw[i]);
-      f.big[i] = tf32_bits(x);
-      f.small[i] = tf32_truncated_bits(x - __uint_as_float(f.big[i]));
+      const Tf32Split x = split_tf32(__uint_as_float(raw[i]));
+      f.big[i] = x.big;
+      f.small[i] = x.small;
     } else if constexpr (std::is_same_v<P, tf32>) {
       f.a[i] = tf32_bits(__uint_as_float(raw[i]));
     } else {
@@ -232,6 +244,17 @@ __device__ __forceinline__ AFragment<P> prepare(const std::uint32_t (&raw)[4]) {
     }
   }
   return f;
+}
+
+// The same for operands already stored as P takes them (a RowTile, or a
+// shared tile that finish_tile_copy or scale_tile wrote): tf32 values are
+// not rounded again.
+template <class P>
+__device__ __forceinline__ AFragment<P> prepare_rounded(const std::uint32_t (&raw)[4]) {
+  if constexpr (std::is_same_v<P, tf32>)
+    return AFragment<P>{{raw[0], raw[1], raw[2], raw[3]}};
+  else
+    return prepare<P>(raw);
 }
 
 // c += a b for one instruction, in precision P, fp32 accumulation. The B
@@ -245,13 +268,10 @@ __device__ __forceinline__ void mma(float (&c)[4], const AFragment<P>& a, std::u
   } else if constexpr (std::is_same_v<P, tf32>) {
     mma_tf32(c, a.a, b0, b1);
   } else {
-    const float y0 = __uint_as_float(b0), y1 = __uint_as_float(b1);
-    const std::uint32_t big0 = tf32_bits(y0), big1 = tf32_bits(y1);
-    const std::uint32_t small0 = tf32_truncated_bits(y0 - __uint_as_float(big0)),
-                        small1 = tf32_truncated_bits(y1 - __uint_as_float(big1));
-    mma_tf32(c, a.small, big0, big1);
-    mma_tf32(c, a.big, small0, small1);
-    mma_tf32(c, a.big, big0, big1);
+    const Tf32Split y0 = split_tf32(__uint_as_float(b0)), y1 = split_tf32(__uint_as_float(b1));
+    mma_tf32(c, a.small, y0.big, y1.big);
+    mma_tf32(c, a.big, y0.small, y1.small);
+    mma_tf32(c, a.big, y0.big, y1.big);
   }
 }
 
@@ -468,12 +488,11 @@ __device__ __forceinline__ void row_tile_raw(const RowTile<P, K>& A, int kk, std
   }
 }
 
-// k-step kk of a RowTile as an A fragment: in tf32 the values as they are
-// (rounded already, see RowTile), otherwise prepared from row_tile_raw.
+// k-step kk of a RowTile as an A fragment (its tf32 values rounded already).
 template <class P, int K>
 __device__ __forceinline__ AFragment<P> row_tile_step(const RowTile<P, K>& A, int kk) {
   if constexpr (std::is_same_v<P, tf32>) {
-    return AFragment<P>{{A.a[kk][0], A.a[kk][1], A.a[kk][2], A.a[kk][3]}};
+    return prepare_rounded<P>(A.a[kk]);
   } else {
     std::uint32_t raw[4];
     row_tile_raw(A, kk, raw);
@@ -497,7 +516,7 @@ __device__ __forceinline__ void add_abt(Accumulator<N>& C, const operand_t<P>* A
   for (int kk = 0; kk < K / k_step<P>; ++kk) {
     std::uint32_t raw[4];
     fragment_from_shared<P>(raw, A, lda, kk);
-    add_abt_step<P>(C, prepare<P>(raw), B, ldb, kk);
+    add_abt_step<P>(C, prepare_rounded<P>(raw), B, ldb, kk);
   }
 }
 

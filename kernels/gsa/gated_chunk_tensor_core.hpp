@@ -156,7 +156,7 @@ struct GatedChunkStates {
       for (int kk = 0; kk < tokens / mma::k_step<P>; ++kk) {
         std::uint32_t a[4];
         mma::transposed_fragment_from_shared<P>(a, Ks[buf] + first_row, ld, kk);
-        mma::add_ab_step<P>(S, mma::prepare<P>(a), Vs[buf] + first_col, ld, kk);
+        mma::add_ab_step<P>(S, mma::prepare_rounded<P>(a), Vs[buf] + first_col, ld, kk);
       }
       team.team_barrier();  // buffer buf is free for tile i + 2
     }
