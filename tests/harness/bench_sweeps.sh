@@ -22,18 +22,43 @@ stderr_lines() {  # stderr lines that are not Kokkos/OpenMP advice
   grep -vc 'OMP_PROC_BIND\|OMP_PLACES\|^ *$\|For best performance\|For unit testing' "$1"
 }
 
+# start_sweep NAME ARGS...: runs `bench ARGS` in the background, stdout and
+# stderr in NAME.out and NAME.err, its process id in pid. The two files are
+# emptied first, by this shell: the child's own redirection may come after
+# wait_for_first_row has looked, and a NAME.out left by an earlier run of this
+# script would then say a row is written before bench has started. (A signal
+# sent then is lost: a background job of a script ignores SIGINT until bench
+# installs its handler; the sweep ran to its end, exit 0, no message.)
+start_sweep() {
+  local name=$1; shift
+  : >"$name.out"; : >"$name.err"
+  "$bench" "$@" >"$name.out" 2>"$name.err" &
+  pid=$!
+}
+# wait_for_first_row NAME: until the sweep started by start_sweep has written
+# its first row (its progress line "[1/..." comes after the row is flushed, and
+# after the signal handler is installed); false after 60 s or if it ended.
+wait_for_first_row() {
+  for _ in $(seq 1 6000); do
+    grep -q '^\[1/' "$1.out" && return 0
+    kill -0 "$pid" 2>/dev/null || { grep -q '^\[1/' "$1.out"; return; }
+    sleep 0.01
+  done
+  return 1
+}
+
+# Result files that an earlier run of this script left here would be resumed
+# (their rows kept, nothing measured): the checks below start without them.
+rm -f huge.h5 scores.h5 scores2.h5 inaccurate.h5
+
 # --- (a) Ctrl-C after the first rows, then the same command resumes ---------
 # softmax/full first: its larger L take long enough that the signal lands mid-sweep.
 sweep=(sweep --forms softmax/full,linear/chunk --seq 64..4k --heads 1 --dk 16 --reps 1 --backend host
        --point-timeout 600 --out resume.h5)
 total=14
 rm -f resume.h5
-"$bench" "${sweep[@]}" >first.out 2>first.err &
-pid=$!
-for _ in $(seq 1 3000); do  # a row is printed after it is flushed to the file
-  grep -q '^\[1/' first.out && break
-  sleep 0.01
-done
+start_sweep first "${sweep[@]}"
+wait_for_first_row first || fail "the sweep to interrupt wrote no row: $(tail -2 first.err)"
 kill -INT "$pid"
 wait "$pid"; rc=$?
 k=$(grep -o '^\[[0-9]*/' first.out | tail -1 | tr -dc 0-9)
@@ -64,21 +89,24 @@ if [ "$rc" != 0 ] || ! grep -q "^$total points: $total already in resume.h5 (ski
 else pass "a complete file: nothing measured"
 fi
 
-# Interrupts a sweep while its second point (softmax/full at 16k, seconds on
-# the host) runs: SIGINT, then after GAP seconds a second SIGINT; the third
-# point (32k) is left for a resume. Sets rc.
-interrupt_second_point() {  # interrupt_second_point NAME GAP
+# Interrupts a sweep while its second point (softmax/full at length L, one
+# call: --warmup 0 --reps 1) runs: SIGINT, then after GAP seconds a second
+# SIGINT; a third point (2L) is left for a resume. The signal goes after the
+# first row is written (the handler is installed by then) and must land while
+# the second point runs, on any machine: L is chosen for it. Sets rc.
+interrupt_second_point() {  # interrupt_second_point NAME L GAP
   rm -f "$1.h5"
-  "$bench" sweep --forms softmax/full --seq 64,16k,32k --heads 1 --dk 16 --reps 1 --check-flops 0 --backend host \
-    --out "$1.h5" >"$1.out" 2>"$1.err" &
-  local pid=$!
-  for _ in $(seq 1 3000); do grep -q '^\[1/' "$1.out" && break; sleep 0.01; done
-  kill -INT "$pid"; sleep "$2"; kill -INT "$pid" 2>/dev/null
+  start_sweep "$1" sweep --forms softmax/full --seq "64,$2,$(($2 * 2))" --heads 1 --dk 16 --warmup 0 --reps 1 \
+    --check-flops 0 --backend host --out "$1.h5"
+  if ! wait_for_first_row "$1"; then rc="no first row"; kill "$pid" 2>/dev/null; wait "$pid"; return; fi
+  kill -INT "$pid"; sleep "$3"; kill -INT "$pid" 2>/dev/null
   wait "$pid"; rc=$?
 }
 
-# Ctrl-C twice abandons the point being measured; the rows before it stay readable.
-interrupt_second_point abandon 0.8
+# Ctrl-C twice abandons the point being measured; the rows before it stay
+# readable. L = 512k: a call is ~1.8e13 flops (over 10 s on any CPU), so the
+# second signal, 0.8 s after the first, surely finds it running.
+interrupt_second_point abandon 524288 0.8
 if [ "$rc" != 130 ] || ! grep -q abandoned abandon.err || [ "$(rows_of abandon.h5)" != 1 ] ||
    ! grep -q 'To resume, run the same command again' abandon.err; then
   fail "Ctrl-C twice: exit $rc, rows '$(rows_of abandon.h5)'; $(tail -2 abandon.err)"
@@ -87,7 +115,9 @@ fi
 
 # One interruption delivered twice at once (as `timeout -s INT` does: to its
 # child, then to the child's process group) finishes the point, not abandons it.
-interrupt_second_point twice 0
+# L = 32k: a call is ~7e10 flops (0.3 s on a 16-core AVX-512 host, 6 s here),
+# far longer than the signal takes to arrive, and short enough to wait for.
+interrupt_second_point twice 32768 0
 if [ "$rc" != 130 ] || grep -q abandoned twice.err || ! grep -q 'To resume, run the same command again' twice.out ||
    [ "$(rows_of twice.h5)" != 2 ]; then
   fail "a doubled interruption: exit $rc, rows '$(rows_of twice.h5)'; $(tail -1 twice.err)"
@@ -191,12 +221,8 @@ fi
 # --- --fresh onto a file another sweep is writing is refused, and empties nothing --
 sweep=(sweep --forms softmax/full --seq 64..4k --heads 1 --dk 16 --reps 1 --backend host --out busy.h5)
 rm -f busy.h5
-"$bench" "${sweep[@]}" >busy.out 2>busy.err &
-pid=$!
-for _ in $(seq 1 3000); do  # the running sweep has written its first row
-  grep -q '^\[1/' busy.out && break
-  sleep 0.01
-done
+start_sweep busy "${sweep[@]}"
+wait_for_first_row busy || fail "the running sweep wrote no row: $(tail -2 busy.err)"
 "$bench" "${sweep[@]}" --fresh >busy_fresh.out 2>busy_fresh.err; rc=$?
 # Resuming it is refused too: the running sweep holds its lock for as long as it writes.
 "$bench" "${sweep[@]}" >busy_resume.out 2>busy_resume.err; resume_rc=$?
