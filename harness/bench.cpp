@@ -51,7 +51,8 @@ error rows are measured again). --fresh starts the file over. Ctrl-C finishes th
 current point, closes the file and exits 130 (Ctrl-C twice: abandon the point).
 
 Statuses: ok; oom (the inputs cannot fit, or an allocation failed); timeout (the
-point's calls ran past --point-timeout); error (anything else, see the note).
+point's calls ran past --point-timeout); error (anything else, see the note; a
+point whose sizes overflow the kernels' int indices is an error row, not run).
 After a timeout or oom, the larger L of the same form and shape are recorded with
 that status without running ("skipped: a shorter L ..."). With --point-timeout, a
 point whose calls are predicted to run past it (the form's largest L measured ok,

@@ -49,7 +49,7 @@ wait_for_first_row() {
 
 # Result files that an earlier run of this script left here would be resumed
 # (their rows kept, nothing measured): the checks below start without them.
-rm -f huge.h5 scores.h5 scores2.h5 inaccurate.h5
+rm -f huge.h5 wide.h5 scores.h5 scores2.h5 inaccurate.h5
 
 # --- (a) Ctrl-C after the first rows, then the same command resumes ---------
 # softmax/full first: its larger L take long enough that the signal lands mid-sweep.
@@ -163,9 +163,10 @@ if [ "$rc" != 0 ] || [ "$(points_of predicted.h5 | tr '\n' ';')" != "softmax/ful
 else pass "predicted timeout: L=2k recorded from L=64's time, not run"
 fi
 
-# Out of memory: inputs far beyond any machine are refused up front; larger L are skipped.
+# Out of memory: inputs far beyond any machine (6 TB) are refused up front; larger L are skipped.
+# (B x H x L = 2^30 within int: the int check does not refuse it first.)
 rm -f oom.h5
-"$bench" sweep --forms linear/chunk --batch 4096 --heads 64 --dk 128 --seq 32k..64k --backend host --out oom.h5 \
+"$bench" sweep --forms linear/chunk --batch 512 --heads 64 --dk 128 --seq 32k..64k --backend host --out oom.h5 \
   >oom.out 2>&1; rc=$?
 if [ "$rc" != 0 ] || [ "$(points_of oom.h5 | tr '\n' ';')" != "linear/chunk 32768 64 oom;linear/chunk 65536 64 oom;" ] ||
    ! h5dump -d points oom.h5 | grep -q 'skipped: a shorter L ran out of memory'; then
@@ -185,12 +186,23 @@ fi
 "$bench" sweep --forms softmax/full --seq 64 --heads 1 --dk 16 --reps 1 --backend host --out old.h5 --fresh \
   >old.out 2>&1 && [ "$(rows_of old.h5)" = 1 ] || fail "--fresh does not start the file over"
 
-# --- batch x heads beyond int, and L x L scores beyond memory: oom rows, not a crash --
+# --- batch x heads beyond int: error rows saying so, not a crash; L x L scores beyond memory: oom rows --
+# The int check comes first: 2^32 (batch, head) pairs of one token would pass the memory check of a
+# host with 128 GiB (96 GiB of float64 inputs), and the kernels would index them with wrapped ints.
 "$bench" sweep --forms softmax/full --batch 64k --heads 64k --seq 1,2 --dk 1 --reps 1 --backend host \
   --out huge.h5 >huge.out 2>huge.err; rc=$?
-if [ "$rc" != 0 ] || [ "$(rows_of huge.h5)" != 2 ] || [ "$(points_of huge.h5 | awk '{print $4}' | sort -u)" != oom ]; then
+if [ "$rc" != 0 ] || [ "$(rows_of huge.h5)" != 2 ] || [ "$(points_of huge.h5 | awk '{print $4}' | sort -u)" != error ] ||
+   [ "$(h5dump -d points huge.h5 | grep -c '"not run: B x H = 4294967296 is beyond the kernels'"'"' int indices (at most 2147483647)"')" != 2 ]; then
   fail "B = H = 64k: exit $rc, $(tail -2 huge.err), rows $(points_of huge.h5 | tr '\n' ';')"
-else pass "B = H = 64k: two oom rows"
+else pass "B = H = 64k: two error rows, not run: B x H beyond int"
+fi
+# Every axis within int, their product not (B x H x L = 2^31), on a small machine too.
+"$bench" sweep --forms linear/chunk --batch 1k --heads 1k --seq 2k --dk 1 --reps 1 --backend host \
+  --out wide.h5 >wide.out 2>wide.err; rc=$?
+if [ "$rc" != 0 ] || [ "$(points_of wide.h5 | tr '\n' ';')" != "linear/chunk 2048 64 error;" ] ||
+   ! h5dump -d points wide.h5 | grep -q '"not run: B x H x L = 2147483648 is beyond'; then
+  fail "B x H x L = 2^31: exit $rc, $(tail -2 wide.err), rows $(points_of wide.h5 | tr '\n' ';')"
+else pass "B x H x L = 2^31: an error row, not run"
 fi
 "$bench" sweep --forms lion-d/materialised --heads 64 --seq 64k --dk 16 --reps 1 --backend host \
   --out scores.h5 >scores.out 2>scores.err; rc=$?
