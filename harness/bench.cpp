@@ -47,7 +47,8 @@ parameter a form does not take (e.g. --chunk for softmax/full) is not swept for 
 
 Resuming: re-running a sweep with the same --out keeps the rows already there and
 measures only the points missing (rows with status ok, oom or timeout are final;
-error rows are measured again). --fresh starts the file over. Ctrl-C finishes the
+error rows are measured again); another --seed, --warmup, --reps or --check-flops
+than the file's is refused. --fresh starts the file over. Ctrl-C finishes the
 current point, closes the file and exits 130 (Ctrl-C twice: abandon the point).
 
 Statuses: ok; oom (the inputs cannot fit, or an allocation failed); timeout (the
@@ -161,9 +162,10 @@ double number_option(const po::variables_map& vm, const std::string& name, doubl
 
 // Adds a `bench run` experiment file to vm: `name = value` lines, `#` comments.
 // Options already in vm (the command line's) win. A line that is not an
-// option of bench sweep is an error naming the file and line.
-void store_experiment_file(const std::string& path, const po::options_description& options,
-                           po::variables_map& vm) {
+// option of bench sweep is an error naming the file and line. Returns the
+// file's text for the result file (bytes of no UTF-8 character as \xNN).
+std::string store_experiment_file(const std::string& path, const po::options_description& options,
+                                  po::variables_map& vm) {
   std::ifstream in(path);
   if (!std::filesystem::is_regular_file(path) || !in)
     throw std::invalid_argument("cannot read experiment file '" + path + "'");
@@ -172,6 +174,7 @@ void store_experiment_file(const std::string& path, const po::options_descriptio
     return first == std::string::npos ? std::string() : s.substr(first, s.find_last_not_of(" \t\r") - first + 1);
   };
   std::set<std::string> seen;
+  std::string text_of_file;
   int number = 0;
   for (std::string line; std::getline(in, line);) {
     ++number;
@@ -182,6 +185,7 @@ void store_experiment_file(const std::string& path, const po::options_descriptio
     if (control != line.end())
       throw std::invalid_argument(fmt::format("{}:{}: byte 0x{:02x} at column {}: not a text configuration file", path,
                                               number, static_cast<unsigned char>(*control), control - line.begin() + 1));
+    text_of_file += printable(line) + "\n";
     const std::string text = trim(line.substr(0, line.find('#')));
     if (text.empty()) continue;
     const auto where = fmt::format("{}:{}", path, number);
@@ -201,6 +205,7 @@ void store_experiment_file(const std::string& path, const po::options_descriptio
       throw std::invalid_argument(fmt::format("{}: {}", where, e.what()));
     }
   }
+  return text_of_file;
 }
 
 // The sweep the options describe, every value checked (before Kokkos starts,
@@ -341,9 +346,11 @@ int main(int argc, char* argv[]) {
       fmt::print("{}\n", help_text());
       return 0;
     }
-    if (!config_file.empty()) store_experiment_file(config_file, options, vm);
+    const std::string config_text = config_file.empty() ? "" : store_experiment_file(config_file, options, vm);
     po::notify(vm);
-    const Sweep sweep = sweep_from(vm, command_line);
+    Sweep sweep = sweep_from(vm, command_line);
+    sweep.config_file = config_file;
+    sweep.config_text = config_text;
     default_openmp_placement();
     Kokkos::ScopeGuard kokkos;
     memory::install_hooks();

@@ -15,6 +15,9 @@ expect_error() {  # expect_error "what the message must contain" args...
     echo "ok: bench $* -> exit $rc: $(grep -- "$want" <<<"$err")"
   fi
 }
+# Result files that an earlier run of this script left here would be resumed
+# (their rows kept, or refused when of an older format): start without them.
+rm -f advice.h5 bom.h5 mixed.h5 none.h5 tiny.h5 x.h5
 expect_error "unknown form 'nope'" sweep --forms nope --out x.h5
 expect_error "--seq '': empty" sweep --seq "" --out x.h5
 expect_error "not a positive whole number" sweep --seq 1k.. --out x.h5

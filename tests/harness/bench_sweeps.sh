@@ -49,7 +49,7 @@ wait_for_first_row() {
 
 # Result files that an earlier run of this script left here would be resumed
 # (their rows kept, nothing measured): the checks below start without them.
-rm -f huge.h5 wide.h5 scores.h5 scores2.h5 inaccurate.h5
+rm -f huge.h5 wide.h5 scores.h5 scores2.h5 inaccurate.h5 prov.h5
 
 # --- (a) Ctrl-C after the first rows, then the same command resumes ---------
 # softmax/full first: its larger L take long enough that the signal lands mid-sweep.
@@ -246,6 +246,60 @@ elif [ "$resume_rc" != 2 ] || [ "$(stderr_lines busy_resume.err)" != 1 ] || ! gr
 elif [ "$running_rc" != 0 ] || [ "$(rows_of busy.h5)" != 7 ]; then
   fail "the running sweep lost rows: exit $running_rc, $(rows_of busy.h5) rows (want 7)"
 else pass "--fresh onto a file being written refused: $(grep 'another process' busy_fresh.err); the running sweep kept all 7 rows"
+fi
+
+# --- provenance: h5dump -A shows the build, the machine and the settings; each row its revision --
+attribute() {  # attribute FILE NAME: the value of a string attribute of FILE's root group ("" if none)
+  /usr/bin/python3 -c 'import h5py, sys; print(h5py.File(sys.argv[1], "r").attrs.get(sys.argv[2], ""), end="")' "$1" "$2"
+}
+printf '# provenance test\nforms = softmax/full\nseq = 64\nheads = 1\ndk = 16\nbackend = host\n' >prov.cfg
+rm -f prov.h5
+settings=(--reps 2 --warmup 1 --seed 7 --check-flops 1e9)
+"$bench" run prov.cfg "${settings[@]}" --out prov.h5 >prov.out 2>&1; rc=$?
+missing=
+for name in git_revision git_dirty build_type compiler compiler_flags kokkos_version kokkos_backends \
+            device host openmp_threads omp_proc_bind omp_places seed warmup reps check_flops point_timeout \
+            backend precision date command_line config_file config_text kokkos_configuration; do
+  [ -n "$(h5dump -A prov.h5 | grep "ATTRIBUTE \"$name\"")" ] && [ -n "$(attribute prov.h5 "$name")" ] || missing+=" $name"
+done
+revision=$(attribute prov.h5 git_revision)
+rows_revision=$(h5dump -w 0 -d points prov.h5 | grep -c "\"$revision\"")
+if [ "$rc" != 0 ] || [ -n "$missing" ]; then fail "provenance: exit $rc, attributes missing or empty:$missing"
+elif [ "$(attribute prov.h5 seed)/$(attribute prov.h5 warmup)/$(attribute prov.h5 reps)/$(attribute prov.h5 check_flops)" != 7/1/2/1e+09 ]; then
+  fail "provenance: settings $(attribute prov.h5 seed)/$(attribute prov.h5 warmup)/$(attribute prov.h5 reps)/$(attribute prov.h5 check_flops)"
+elif ! grep -qxE 'yes|no|unknown' <<<"$(attribute prov.h5 git_dirty)" || [ "$(attribute prov.h5 openmp_threads)" != 2 ] ||
+     [ "$(attribute prov.h5 omp_proc_bind)" != false ]; then
+  fail "provenance: git_dirty '$(attribute prov.h5 git_dirty)', OpenMP $(attribute prov.h5 openmp_threads) $(attribute prov.h5 omp_proc_bind)"
+elif [ "$rows_revision" != 1 ] || { [ "$(attribute prov.h5 git_dirty)" = yes ] && [ "${revision%-dirty}" = "$revision" ]; }; then
+  fail "provenance: the row's revision is not the build's '$revision'"
+elif [ "$(attribute prov.h5 config_text)" != "$(cat prov.cfg)" ] || ! attribute prov.h5 kokkos_configuration | grep -q 'Kokkos Version'; then
+  fail "provenance: config_text '$(attribute prov.h5 config_text)', kokkos_configuration '$(attribute prov.h5 kokkos_configuration | head -1)'"
+else pass "provenance: $(attribute prov.h5 git_revision) (dirty: $(attribute prov.h5 git_dirty)), $(attribute prov.h5 compiler), the settings, the .cfg text; the row's revision"
+fi
+# Resuming with other measurement settings is refused with one line, the file left as it was;
+# with the same settings it is resumed, and the resumption is recorded with its build and host.
+for i in 0 2 4 6; do  # each setting in turn changed: --reps 3, --warmup 0, --seed 8, --check-flops 0
+  other=("${settings[@]}"); other[i + 1]=$(cut -d' ' -f$((i / 2 + 1)) <<<"3 0 8 0")
+  "$bench" run prov.cfg "${other[@]}" --seq 64,128 --out prov.h5 >prov_other.out 2>prov_other.err; rc=$?
+  setting=${other[i]#--}; setting=${setting//-/_}
+  if [ "$rc" != 2 ] || [ "$(stderr_lines prov_other.err)" != 1 ] || [ "$(rows_of prov.h5)" != 1 ] ||
+     ! grep -q "cannot resume: 'prov.h5' holds rows measured with $setting '.*', this run's is '.*'" prov_other.err; then
+    fail "resuming with ${other[*]}: exit $rc, rows $(rows_of prov.h5), $(cat prov_other.err)"
+  else pass "resuming with ${other[i]} ${other[i + 1]} refused: $(cat prov_other.err)"
+  fi
+done
+"$bench" run prov.cfg "${settings[@]}" --seq 64,128 --out prov.h5 >prov_same.out 2>&1; rc=$?
+if [ "$rc" != 0 ] || [ "$(rows_of prov.h5)" != 2 ] ||
+   ! attribute prov.h5 resumed | grep -q "^[0-9T:Z-]* $revision (.* build, .*, host .*, 2 OpenMP threads) .*--seq 64,128"; then
+  fail "resuming with the same settings: exit $rc, rows $(rows_of prov.h5), resumed '$(attribute prov.h5 resumed)'"
+else pass "resuming with the same settings: 2 rows, the resumption recorded"
+fi
+# A source tree outside git (a tarball) builds with revision and dirty flag "unknown".
+mkdir -p tarball && rm -f tarball/revision.hpp
+cmake -DSOURCE_DIR="$PWD/tarball" -DOUTPUT="$PWD/tarball/revision.hpp" -P "$source_dir/cmake/git_revision.cmake"
+if ! grep -q 'ATTN_GIT_REVISION "unknown"' tarball/revision.hpp || ! grep -q 'ATTN_GIT_DIRTY "unknown"' tarball/revision.hpp; then
+  fail "outside git: $(cat tarball/revision.hpp)"
+else pass "outside git: revision and dirty flag unknown"
 fi
 
 # --- (c) bench compare ---------------------------------------------------------
