@@ -18,8 +18,10 @@
 #include "ceiling.hpp"
 #include "common/mma_tiles.hpp"
 #include "compare.hpp"
+#include "export.hpp"
 #include "inputs.hpp"
 #include "memory.hpp"
+#include "provenance.hpp"
 #include "registry.hpp"
 #include "sweep.hpp"
 #include "text.hpp"
@@ -30,7 +32,8 @@ using namespace attn;
 namespace {
 
 constexpr const char* usage = R"(usage:
-  bench list                      every form, its family, parameters, precisions and description
+  bench list [--format json]      every form, its family, parameters, precisions and description
+                                  (json: an array of objects, one per form)
   bench sweep [options]           measure forms over a grid of shapes into an HDF5 file
   bench run FILE.cfg [options]    a sweep whose options are read from FILE (key = value
                                   lines, same names as below); the command line wins
@@ -40,6 +43,10 @@ constexpr const char* usage = R"(usage:
                                   per point (matched by form, variant, backend, precision
                                   and shape) B's time and peak memory over A's, and their
                                   geometric mean per form; points in one file only
+  bench export FILE.h5 --format csv|json|markdown [--out FILE]
+                                  the rows of a result file, every column with a header
+                                  (json: one object per row), on stdout or into --out
+  bench --version                 the build: git revision, whether its tree was dirty, build type
 
 Sizes take lists and power-of-two ranges: 1k..128k = 1024, 2048, ..., 131072;
 1k,3k,5000 = 1024, 3072, 5000 (k = 1024). Every combination is one point; a
@@ -47,11 +54,13 @@ parameter a form does not take (e.g. --chunk for softmax/full) is not swept for 
 
 Resuming: re-running a sweep with the same --out keeps the rows already there and
 measures only the points missing (rows with status ok, oom or timeout are final;
-error rows are measured again). --fresh starts the file over. Ctrl-C finishes the
+error rows are measured again); another --seed, --warmup, --reps or --check-flops
+than the file's is refused. --fresh starts the file over. Ctrl-C finishes the
 current point, closes the file and exits 130 (Ctrl-C twice: abandon the point).
 
 Statuses: ok; oom (the inputs cannot fit, or an allocation failed); timeout (the
-point's calls ran past --point-timeout); error (anything else, see the note).
+point's calls ran past --point-timeout); error (anything else, see the note; a
+point whose sizes overflow the kernels' int indices is an error row, not run).
 After a timeout or oom, the larger L of the same form and shape are recorded with
 that status without running ("skipped: a shorter L ..."). With --point-timeout, a
 point whose calls are predicted to run past it (the form's largest L measured ok,
@@ -160,9 +169,10 @@ double number_option(const po::variables_map& vm, const std::string& name, doubl
 
 // Adds a `bench run` experiment file to vm: `name = value` lines, `#` comments.
 // Options already in vm (the command line's) win. A line that is not an
-// option of bench sweep is an error naming the file and line.
-void store_experiment_file(const std::string& path, const po::options_description& options,
-                           po::variables_map& vm) {
+// option of bench sweep is an error naming the file and line. Returns the
+// file's text for the result file (bytes of no UTF-8 character as \xNN).
+std::string store_experiment_file(const std::string& path, const po::options_description& options,
+                                  po::variables_map& vm) {
   std::ifstream in(path);
   if (!std::filesystem::is_regular_file(path) || !in)
     throw std::invalid_argument("cannot read experiment file '" + path + "'");
@@ -171,6 +181,7 @@ void store_experiment_file(const std::string& path, const po::options_descriptio
     return first == std::string::npos ? std::string() : s.substr(first, s.find_last_not_of(" \t\r") - first + 1);
   };
   std::set<std::string> seen;
+  std::string text_of_file;
   int number = 0;
   for (std::string line; std::getline(in, line);) {
     ++number;
@@ -181,6 +192,7 @@ void store_experiment_file(const std::string& path, const po::options_descriptio
     if (control != line.end())
       throw std::invalid_argument(fmt::format("{}:{}: byte 0x{:02x} at column {}: not a text configuration file", path,
                                               number, static_cast<unsigned char>(*control), control - line.begin() + 1));
+    text_of_file += printable(line) + "\n";
     const std::string text = trim(line.substr(0, line.find('#')));
     if (text.empty()) continue;
     const auto where = fmt::format("{}:{}", path, number);
@@ -200,6 +212,7 @@ void store_experiment_file(const std::string& path, const po::options_descriptio
       throw std::invalid_argument(fmt::format("{}: {}", where, e.what()));
     }
   }
+  return text_of_file;
 }
 
 // The sweep the options describe, every value checked (before Kokkos starts,
@@ -282,15 +295,83 @@ int compare_command(const std::vector<std::string>& args) {
   return compare_result_files(files[0], files[1], compare);
 }
 
-int list_command() {
-  fmt::print("{:<26} {:<10} {:<7} {:<22} {:<23} {}\n", "form", "family", "causal", "params", "precisions",
-             "description");
-  for (const auto& f : forms()) {
-    std::string params;
-    for (auto p : f.params) params += (params.empty() ? "" : ",") + std::string(param_name(p));
-    fmt::print("{:<26} {:<10} {:<7} {:<22} {:<23} {}\n", f.name, f.family, f.causal ? "yes" : "no",
-               params.empty() ? "-" : params, fmt::format("{}", fmt::join(f.precisions(), ",")), f.description);
+int list_command(const std::vector<std::string>& args) {
+  po::options_description options("list options");
+  options.add_options()("help,h", "this help")(
+      "format", po::value<std::string>()->default_value("text"), "text (a table) or json");
+  po::variables_map vm;
+  po::store(po::command_line_parser(args).options(options).run(), vm);
+  po::notify(vm);
+  if (vm.count("help")) {
+    fmt::print("{}\n", help_text());
+    return 0;
   }
+  const std::string format = vm["format"].as<std::string>();
+  if (format != "text" && format != "json")
+    throw std::invalid_argument("--format '" + format + "': expected text or json");
+  auto json_list = [](const std::vector<std::string>& words) {
+    std::vector<std::string> quoted;
+    for (const auto& w : words) quoted.push_back(json_string(w));
+    return fmt::format("[{}]", fmt::join(quoted, ", "));
+  };
+  if (format == "text")
+    fmt::print("{:<26} {:<10} {:<7} {:<22} {:<23} {}\n", "form", "family", "causal", "params", "precisions",
+               "description");
+  else
+    fmt::print("[");
+  for (std::size_t i = 0; i < forms().size(); ++i) {
+    const Form& f = forms()[i];
+    std::vector<std::string> params;
+    for (auto p : f.params) params.push_back(param_name(p));
+    if (format == "text")
+      fmt::print("{:<26} {:<10} {:<7} {:<22} {:<23} {}\n", f.name, f.family, f.causal ? "yes" : "no",
+                 params.empty() ? "-" : fmt::format("{}", fmt::join(params, ",")),
+                 fmt::format("{}", fmt::join(f.precisions(), ",")), f.description);
+    else
+      fmt::print("{}\n  {{\"name\": {}, \"family\": {}, \"causal\": {}, \"params\": {}, \"precisions\": {}, "
+                 "\"description\": {}}}",
+                 i ? "," : "", json_string(f.name), json_string(f.family), f.causal ? "true" : "false",
+                 json_list(params), json_list(f.precisions()), json_string(f.description));
+  }
+  if (format == "json") fmt::print("\n]\n");
+  return 0;
+}
+
+int export_command(const std::vector<std::string>& args) {
+  po::options_description options("export options");
+  options.add_options()("help,h", "this help")("format", po::value<std::string>(), "csv, json or markdown")(
+      "out", po::value<std::string>(), "the file to write (default: stdout)");
+  po::options_description all;
+  all.add(options).add_options()("files", po::value<std::vector<std::string>>());
+  po::positional_options_description positional;
+  positional.add("files", -1);
+  po::variables_map vm;
+  po::store(po::command_line_parser(args).options(all).positional(positional).run(), vm);
+  po::notify(vm);
+  if (vm.count("help")) {
+    fmt::print("{}\n", help_text());
+    return 0;
+  }
+  const auto files = vm.count("files") ? vm["files"].as<std::vector<std::string>>() : std::vector<std::string>{};
+  if (files.size() != 1)
+    throw std::invalid_argument("export needs one result file: bench export FILE.h5 --format csv|json|markdown");
+  if (!vm.count("format")) throw std::invalid_argument("--format is required: csv, json or markdown");
+  const ExportFormat format = export_format(vm["format"].as<std::string>());
+  std::string text;
+  try {
+    text = export_rows(ResultFile::read(files[0]), format);
+  } catch (const std::runtime_error& e) {  // a file missing, not a result file, or damaged
+    throw std::invalid_argument(fmt::format("export: {}", e.what()));
+  }
+  if (!vm.count("out")) {
+    fmt::print("{}", text);
+    return 0;
+  }
+  const std::string out = vm["out"].as<std::string>();
+  std::ofstream file(out, std::ios::binary);
+  file << text;
+  file.close();
+  if (!file) throw std::invalid_argument("export: cannot write '" + out + "'");
   return 0;
 }
 
@@ -305,10 +386,13 @@ int main(int argc, char* argv[]) {
     return command.empty() ? 2 : 0;
   }
   try {
-    if (command == "list") {
-      if (argc > 2) throw std::invalid_argument(fmt::format("list takes no arguments, got '{}'", argv[2]));
-      return list_command();
+    if (command == "--version") {
+      if (argc > 2) throw std::invalid_argument(fmt::format("--version takes no arguments, got '{}'", argv[2]));
+      fmt::print("bench {}\n", version_line());
+      return 0;
     }
+    if (command == "list") return list_command(std::vector<std::string>(argv + 2, argv + argc));
+    if (command == "export") return export_command(std::vector<std::string>(argv + 2, argv + argc));
     if (command == "compare") return compare_command(std::vector<std::string>(argv + 2, argv + argc));
     if (command == "ceiling") {
       if (argc > 2) throw std::invalid_argument(fmt::format("ceiling takes no arguments, got '{}'", argv[2]));
@@ -319,7 +403,8 @@ int main(int argc, char* argv[]) {
       return 0;
     }
     if (command != "sweep" && command != "run")
-      throw std::invalid_argument("unknown command '" + command + "' (expected list, sweep, run, compare or ceiling)");
+      throw std::invalid_argument("unknown command '" + command +
+                                  "' (expected list, sweep, run, compare, export, ceiling or --version)");
     int first = 2;
     std::string config_file;
     if (command == "run") {
@@ -340,9 +425,11 @@ int main(int argc, char* argv[]) {
       fmt::print("{}\n", help_text());
       return 0;
     }
-    if (!config_file.empty()) store_experiment_file(config_file, options, vm);
+    const std::string config_text = config_file.empty() ? "" : store_experiment_file(config_file, options, vm);
     po::notify(vm);
-    const Sweep sweep = sweep_from(vm, command_line);
+    Sweep sweep = sweep_from(vm, command_line);
+    sweep.config_file = config_file;
+    sweep.config_text = config_text;
     default_openmp_placement();
     Kokkos::ScopeGuard kokkos;
     memory::install_hooks();

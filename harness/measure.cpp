@@ -6,9 +6,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <new>
 #include <stdexcept>
+#include <utility>
 
 #include "common/workspace.hpp"
 #include "inputs.hpp"
@@ -193,6 +195,19 @@ const ref::Outputs& PointCache::reference(const Form& form, const FormParams& pa
   return reference_;
 }
 
+std::string int_overflow(const Form& form, const Shape& s, const FormParams& params) {
+  const double pairs = double(s.batch) * s.heads, tiles = std::ceil(s.seq / 32.0);
+  const std::pair<const char*, double> counts[] = {{"B x H", pairs},
+                                                   {"B x H x L", pairs * s.seq},
+                                                   {"B x H x slots", pairs * params.slots},
+                                                   {"B x H x (L/32)^2", form.score_matrices() ? pairs * tiles * tiles : 0}};
+  for (const auto& [what, count] : counts)
+    if (count > std::numeric_limits<int>::max())
+      return fmt::format("{} = {:.0f} is beyond the kernels' int indices (at most {})", what, count,
+                         std::numeric_limits<int>::max());
+  return {};
+}
+
 ResultRow point_row(const Form& form, const Shape& shape, const FormParams& params, const InputOptions& inputs,
                     const std::string& backend, const std::string& precision) {
   ResultRow row;
@@ -218,6 +233,13 @@ ResultRow measure_point(const Form& form, const Shape& shape, const FormParams& 
   if (!run) {
     row.status = "error";
     row.note = fmt::format("no {} kernel", precision_name<P>());
+    return row;
+  }
+  // Before the memory check, whose answer depends on the machine: a machine
+  // with the memory would run the kernels on wrapped indices.
+  if (const std::string overflow = int_overflow(form, shape, params); !overflow.empty()) {
+    row.status = "error";
+    row.note = "not run: " + overflow;
     return row;
   }
   PointCache uncached;

@@ -55,13 +55,22 @@ class PointCache {
 ResultRow point_row(const Form& form, const Shape& shape, const FormParams& params, const InputOptions& inputs,
                     const std::string& backend, const std::string& precision);
 
+// Why a point cannot run at all: a count that the kernels hold in an int is
+// beyond INT_MAX, so that their indices would wrap: the (batch, head) pair
+// (bh = b * H + h), and the teams of a launch, B x H times the teams of a pair
+// (a tile, chunk or block of tokens each: at most L; a slot: GSA's m; a 32 x 32
+// tile of an L x L product: the materialised forms). Tensors' elements are not
+// counted: views index them with size_t. Empty when every count fits.
+std::string int_overflow(const Form& form, const Shape& shape, const FormParams& params);
+
 // Runs form on backend Exec in precision P (a tag of common/precision.hpp:
 // inputs stored as storage_t<P>, the error taken against the fp64 reference on
 // the unrounded inputs). Never throws for a failing point: out-of-memory gives
 // status "oom", calls running past options.point_timeout_s status "timeout"
 // (checked after each call: a kernel cannot be interrupted, so the point stops
 // at the first call that ends past the limit), any other failure status
-// "error" (a form without a kernel in P too: the sweep does not plan those).
+// "error" (a form without a kernel in P too: the sweep does not plan those;
+// and a point whose sizes overflow int, see int_overflow, which is not run).
 // `cache` (optional) carries inputs and reference outputs between points.
 template <class Exec, class P>
 ResultRow measure_point(const Form& form, const Shape& shape, const FormParams& params,

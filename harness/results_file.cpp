@@ -32,6 +32,7 @@ struct Record {
   double flops, bytes, gflops, gbps;
   int err_heads;
   double max_abs_err, rel_l2_err;
+  char revision[48];  // last, added in v4: the columns before it keep their places
 };
 
 hid_t string_type(std::size_t n) {
@@ -63,6 +64,7 @@ hid_t record_type() {
   ATTN_FIELD(gflops, H5T_NATIVE_DOUBLE); ATTN_FIELD(gbps, H5T_NATIVE_DOUBLE);
   ATTN_FIELD(err_heads, H5T_NATIVE_INT);
   ATTN_FIELD(max_abs_err, H5T_NATIVE_DOUBLE); ATTN_FIELD(rel_l2_err, H5T_NATIVE_DOUBLE);
+  ATTN_STRING(revision);
 #undef ATTN_STRING
 #undef ATTN_FIELD
   return t;
@@ -78,7 +80,7 @@ Record to_record(const ResultRow& r) {
   Record x{};
   copy_string(x.form, r.form); copy_string(x.family, r.family); copy_string(x.backend, r.backend);
   copy_string(x.precision, r.precision); copy_string(x.status, r.status); copy_string(x.note, r.note);
-  copy_string(x.variant, r.variant);
+  copy_string(x.variant, r.variant); copy_string(x.revision, r.revision);
   x.batch = r.batch; x.heads = r.heads; x.seq = r.seq; x.dk = r.dk; x.dv = r.dv; x.chunk = r.chunk; x.slots = r.slots;
   x.reps = r.reps;
   x.time_median_s = r.time_median_s; x.time_min_s = r.time_min_s; x.time_max_s = r.time_max_s;
@@ -91,7 +93,7 @@ Record to_record(const ResultRow& r) {
 ResultRow from_record(const Record& x) {
   ResultRow r;
   r.form = x.form; r.family = x.family; r.backend = x.backend; r.precision = x.precision;
-  r.status = x.status; r.note = x.note; r.variant = x.variant;
+  r.status = x.status; r.note = x.note; r.variant = x.variant; r.revision = x.revision;
   r.batch = x.batch; r.heads = x.heads; r.seq = x.seq; r.dk = x.dk; r.dv = x.dv; r.chunk = x.chunk; r.slots = x.slots;
   r.reps = x.reps;
   r.time_median_s = x.time_median_s; r.time_min_s = x.time_min_s; r.time_max_s = x.time_max_s;
@@ -160,8 +162,9 @@ std::map<std::string, std::string> read_string_attributes(hid_t file) {
 }
 
 // The rows of an open /points table. HDF5 converts compound types member by
-// member, by name: reading a v2 table (no `slots`) through the v3 record type
-// leaves `slots` as it was in the zero-initialised records, i.e. 0.
+// member, by name: reading a v2 table (no `slots`) or a v3 table (no
+// `revision`) through the current record type leaves the missing column as it
+// was in the zero-initialised records: 0, or an empty string.
 // Why a row read back is not one bench wrote (damaged, or junk written over
 // it); empty when it is well formed. Strings must be printable text (UTF-8
 // without control characters; the note, cut at its 160 bytes, maybe in the
@@ -173,7 +176,7 @@ std::map<std::string, std::string> read_string_attributes(hid_t file) {
 std::string damage_of(const ResultRow& r) {
   for (unsigned char c : r.note)
     if (c < 0x20 || c == 0x7f) return "the note holds control bytes";
-  for (const std::string* text : {&r.form, &r.family, &r.backend, &r.precision, &r.status, &r.variant})
+  for (const std::string* text : {&r.form, &r.family, &r.backend, &r.precision, &r.status, &r.variant, &r.revision})
     if (!is_printable(*text)) return "a text column holds control bytes or bytes of no UTF-8 character";
   if (r.status != "ok" && r.status != "oom" && r.status != "timeout" && r.status != "error")
     return "status '" + r.status + "' is none of ok, oom, timeout, error";
@@ -194,15 +197,16 @@ std::string damage_of(const ResultRow& r) {
 }
 
 std::vector<ResultRow> read_points(hid_t dataset, const std::string& path) {
-  // Every column of the record, but `slots` (added in v3: 0 in older files),
-  // must be in the file's table: a missing one would read back as zeros.
+  // Every column of the record, but `slots` (added in v3: 0 in older files)
+  // and `revision` (v4: empty before), must be in the file's table: a missing
+  // one would read back as zeros.
   const Handle file_type(H5Dget_type(dataset), H5Tclose);
   const Handle wanted(record_type(), H5Tclose);
   for (int i = 0; i < H5Tget_nmembers(wanted); ++i) {
     char* name = H5Tget_member_name(wanted, unsigned(i));
     const std::string column = name;
     H5free_memory(name);
-    if (column != "slots" && H5Tget_member_index(file_type, column.c_str()) < 0)
+    if (column != "slots" && column != "revision" && H5Tget_member_index(file_type, column.c_str()) < 0)
       throw IncompatibleResultFile("the points table of '" + path + "' has no column '" + column +
                                    "': not a bench result table");
   }

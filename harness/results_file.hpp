@@ -12,8 +12,9 @@
 namespace attn {
 
 // The `format` root attribute of files this build writes. v2 files (no `slots`
-// column) are still read; only files of this format are appended to.
-constexpr const char* result_format = "attn-harness points v3";
+// column) and v3 files (no `revision` column) are still read; only files of
+// this format are appended to.
+constexpr const char* result_format = "attn-harness points v4";
 
 struct ResultRow {
   std::string form, family, backend, precision;
@@ -29,6 +30,7 @@ struct ResultRow {
   double gflops = 0, gbps = 0;   // achieved, at the median time
   int err_heads = 0;             // (batch, head) pairs checked against the reference; 0: not checked
   double max_abs_err = 0, rel_l2_err = 0;
+  std::string revision;  // git describe --dirty of the build that measured it ("" in files before v4)
 };
 
 // What identifies a point across runs and files: two rows with equal keys
@@ -76,7 +78,7 @@ class ResultFile {
   void replace(std::size_t index, const ResultRow& row);  // rewrites row `index` in place, flushed
   void set_attribute(const std::string& name, const std::string& value);
 
-  // Reads the rows of a v2 or v3 file (a column absent from the file reads 0).
+  // Reads the rows of a v2, v3 or v4 file (a column absent from the file reads 0 or "").
   static std::vector<ResultRow> read(const std::string& path);
   static std::map<std::string, std::string> read_attributes(const std::string& path);
 

@@ -15,7 +15,6 @@
 #include <csignal>
 #include <cstdio>
 #include <ctime>
-#include <fstream>
 #include <functional>
 #include <map>
 #include <memory>
@@ -27,6 +26,7 @@
 
 #include "backends.hpp"
 #include "git_revision.hpp"
+#include "provenance.hpp"
 #include "results_file.hpp"
 
 namespace attn {
@@ -438,32 +438,15 @@ std::string now_iso8601() {
   return buf;
 }
 
-std::string kokkos_configuration() {
-  std::ostringstream out;
-  Kokkos::print_configuration(out, true);
-  return out.str();
-}
+// The attributes that every row of a file shares, so that resuming with
+// another value is refused: the backend and device (timings of two machines do
+// not belong in one table) and the measurement settings. The build and the
+// machine's environment may differ between runs: each row has the revision of
+// the build that measured it, each resumption its own line in `resumed`.
+constexpr const char* shared_by_every_row[] = {"backend", "device", "seed", "warmup", "reps", "check_flops"};
 
-// "NVIDIA H100 80GB HBM3" from Kokkos's line of the selected GPU
-// ("Kokkos::Cuda[ 0 ] NAME capability 9.0, ... : Selected"), else the CPU model.
-std::string device_name(const std::string& backend, const std::string& config) {
-  if (backend == "cuda") {
-    std::istringstream lines(config);
-    for (std::string line; std::getline(lines, line);) {
-      const auto name = line.find("] "), capability = line.find(" capability");
-      if (line.rfind("Kokkos::Cuda[", 0) == 0 && line.find("Selected") != std::string::npos &&
-          name != std::string::npos && capability != std::string::npos && capability > name)
-        return line.substr(name + 2, capability - name - 2);
-    }
-  }
-  std::ifstream cpuinfo("/proc/cpuinfo");
-  for (std::string line; std::getline(cpuinfo, line);)
-    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-  return "unknown";
-}
-
-// Opens --out: fresh, or resumed when it holds rows of the same backend and
-// device (timings of two machines do not belong in one table).
+// Opens --out: fresh, or resumed when its rows share this run's
+// shared_by_every_row attributes.
 std::unique_ptr<ResultFile> open_result_file(const Sweep& sweep, const std::map<std::string, std::string>& attributes) {
   std::unique_ptr<ResultFile> file;
   try {
@@ -476,7 +459,7 @@ std::unique_ptr<ResultFile> open_result_file(const Sweep& sweep, const std::map<
     throw std::invalid_argument(e.what());  // an --out that cannot be written is bad input (exit 2)
   }
   if (!file->resumed()) return file;
-  for (const char* name : {"backend", "device"}) {
+  for (const char* name : shared_by_every_row) {
     const auto was = file->attributes().find(name);
     if (was != file->attributes().end() && was->second != attributes.at(name))
       throw std::invalid_argument(fmt::format(
@@ -487,8 +470,10 @@ std::unique_ptr<ResultFile> open_result_file(const Sweep& sweep, const std::map<
   return file;
 }
 
-// Records a resumption in the file (one line each in the `resumed` attribute).
-void record_resumption(ResultFile& file, const std::string& path, const std::string& command_line) {
+// Records a resumption in the file, one line each in the `resumed` attribute:
+// date, revision, build, host and OpenMP threads, command line.
+void record_resumption(ResultFile& file, const std::string& path, const std::map<std::string, std::string>& run,
+                       const std::string& command_line) {
   const auto& attributes = file.attributes();
   const auto revision = attributes.find("git_revision");
   if (revision != attributes.end() && revision->second != ATTN_GIT_REVISION)
@@ -497,7 +482,10 @@ void record_resumption(ResultFile& file, const std::string& path, const std::str
   const auto earlier = attributes.find("resumed");
   const interruption::WritingRow writing;
   file.set_attribute("resumed", (earlier == attributes.end() ? "" : earlier->second) +
-                                    fmt::format("{} {} {}\n", now_iso8601(), ATTN_GIT_REVISION, command_line));
+                                    fmt::format("{} {} ({} build, {}, host {}, {} OpenMP threads) {}\n",
+                                                now_iso8601(), ATTN_GIT_REVISION, run.at("build_type"),
+                                                run.at("compiler"), run.at("host"), run.at("openmp_threads"),
+                                                command_line));
 }
 
 // The row index of each point key in the file (a key given twice: its last row).
@@ -566,7 +554,8 @@ class Measurement {
     return row;
   }
 
-  void write(const ResultRow& row) {
+  void write(ResultRow row) {
+    row.revision = ATTN_GIT_REVISION;  // a resumed file's rows may come from several builds
     const interruption::WritingRow writing;
     const auto found = row_of_.find(key_of(row));
     if (found != row_of_.end()) file_.replace(found->second, row);
@@ -612,15 +601,24 @@ int measure_sweep(const Sweep& sweep, const Backend& backend) {
     throw std::invalid_argument(fmt::format("nothing to measure: no form of --forms has a kernel in --precision {}",
                                             fmt::join(sweep.precisions, ",")));
   for (const auto& line : unsupported) fmt::print("{}\n", line);
-  const std::string config = kokkos_configuration();
-  const std::map<std::string, std::string> attributes{
-      {"backend", backend.name},
-      {"device", device_name(backend.name, config)},
-      {"precision", fmt::format("{}", fmt::join(sweep.precisions, ","))},
-      {"git_revision", ATTN_GIT_REVISION},
-      {"date", now_iso8601()},
-      {"command_line", sweep.command_line},
-      {"kokkos_configuration", config}};
+  // Provenance (README.md, "Result files"): the build, the machine, the settings.
+  std::map<std::string, std::string> attributes = build_provenance();
+  attributes.merge(run_environment(backend.name));
+  attributes.insert({{"backend", backend.name},
+                     {"precision", fmt::format("{}", fmt::join(sweep.precisions, ","))},
+                     {"date", now_iso8601()},
+                     {"command_line", sweep.command_line},
+                     {"kokkos_configuration", kokkos_configuration()},
+                     {"seed", std::to_string(sweep.measure.seed)},
+                     {"warmup", std::to_string(sweep.measure.warmup)},
+                     {"reps", std::to_string(sweep.measure.reps)},
+                     {"check_flops", fmt::format("{:g}", sweep.measure.check_flops)},
+                     {"point_timeout", sweep.measure.point_timeout_s > 0
+                                           ? fmt::format("{:g}", sweep.measure.point_timeout_s) : "none"}});
+  if (!sweep.config_file.empty()) {
+    attributes["config_file"] = sweep.config_file;
+    attributes["config_text"] = sweep.config_text;
+  }
   const std::string hint = "To resume, run the same command again:\n  " + shell_quoted(sweep.command_line) + "\n";
   std::snprintf(interruption::resume_hint, sizeof interruption::resume_hint, "%s", hint.c_str());
   const interruption::Guard guard;  // before the file: the file closes before the handlers are restored
@@ -634,7 +632,7 @@ int measure_sweep(const Sweep& sweep, const Backend& backend) {
   const std::vector<Point> points = plan_points(sweep, backend.name);
   const Todo todo = points_to_measure(points, file);
   const std::size_t kept = points.size() - todo.points.size();
-  if (file.resumed() && !todo.points.empty()) record_resumption(file, sweep.out, sweep.command_line);
+  if (file.resumed() && !todo.points.empty()) record_resumption(file, sweep.out, attributes, sweep.command_line);
 
   print_unswept_axis_notes(sweep);
   fmt::print("{} points: {} already in {} (skipped){}, {} to measure\n", points.size(), kept, sweep.out,

@@ -22,6 +22,7 @@ struct Sweep {
   std::string out;
   bool fresh = false;         // replace --out instead of resuming it
   std::string command_line;   // for the file's attributes and the resume hint
+  std::string config_file, config_text;  // bench run's configuration file and its text; empty for bench sweep
 };
 
 // Measures every point of the sweep that --out does not already hold as final

@@ -43,4 +43,33 @@ std::string printable(std::string_view text) {
 
 bool is_printable(std::string_view text) { return printable(text) == text; }
 
+std::string json_string(std::string_view text) {
+  std::string out = "\"";
+  for (std::size_t i = 0; i < text.size();) {
+    const auto byte = static_cast<unsigned char>(text[i]);
+    if (const std::size_t n = printable_character(text, i)) {
+      if (byte == '"' || byte == '\\') out += '\\';
+      out.append(text, i, n);
+      i += n;
+      continue;
+    }
+    const auto next = i + 1 < text.size() ? static_cast<unsigned char>(text[i + 1]) : 0u;
+    if (byte == 0xc2 && next >= 0x80 && next < 0xa0) {  // a C1 control character, U+0080 to U+009F
+      out += fmt::format("\\u{:04x}", next);
+      i += 2;
+      continue;
+    }
+    switch (byte) {
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      case '\r': out += "\\r"; break;
+      case '\b': out += "\\b"; break;
+      case '\f': out += "\\f"; break;
+      default: out += byte < 0x80 ? fmt::format("\\u{:04x}", byte) : fmt::format("\\\\x{:02x}", byte);
+    }
+    ++i;
+  }
+  return out + '"';
+}
+
 }  // namespace attn

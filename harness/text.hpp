@@ -14,4 +14,9 @@ std::string printable(std::string_view text);
 // Whether printable(text) == text: well-formed UTF-8 without control characters.
 bool is_printable(std::string_view text);
 
+// `text` as a JSON string, quotes included: " and \ escaped, control
+// characters (C0, DEL, C1) as \n, \t, ... or \u00XX, other UTF-8 kept as it is,
+// and a byte of no UTF-8 character as the text \xNN (as printable shows it).
+std::string json_string(std::string_view text);
+
 }  // namespace attn

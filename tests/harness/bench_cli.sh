@@ -15,6 +15,9 @@ expect_error() {  # expect_error "what the message must contain" args...
     echo "ok: bench $* -> exit $rc: $(grep -- "$want" <<<"$err")"
   fi
 }
+# Result files that an earlier run of this script left here would be resumed
+# (their rows kept, or refused when of an older format): start without them.
+rm -f advice.h5 bom.h5 mixed.h5 none.h5 tiny.h5 x.h5 tiny.csv tiny.json tiny.md
 expect_error "unknown form 'nope'" sweep --forms nope --out x.h5
 expect_error "--seq '': empty" sweep --seq "" --out x.h5
 expect_error "not a positive whole number" sweep --seq 1k.. --out x.h5
@@ -32,7 +35,6 @@ expect_error "unknown command" frobnicate
 # Defects found under hostile input: each was accepted before.
 expect_error "unexpected argument 'garbage'" sweep garbage --out x.h5
 expect_error "unexpected argument '0'" sweep --decay-floor 0 --out x.h5
-expect_error "list takes no arguments, got '--bogus'" list --bogus
 expect_error "--seed '-1': not a whole number" sweep --seed -1 --out x.h5
 expect_error "--check-flops must be a finite number" sweep --check-flops nan --out x.h5
 # Options are checked before Kokkos starts, and bench sets OpenMP placement when
@@ -125,6 +127,56 @@ fi
 for attr in backend device precision git_revision date command_line peak_gflops peak_gbps; do
   h5dump -a "/$attr" tiny.h5 >/dev/null 2>&1 || { echo "FAIL: attribute $attr missing"; failures=$((failures + 1)); }
 done
+# bench --version: the revision, the tree's state and the build type, one line.
+version=$("$bench" --version 2>&1); rc=$?
+if [ "$rc" != 0 ] || ! grep -Eqx 'bench [^ ]+ \((clean tree|dirty tree|tree state unknown)\), [A-Za-z]+ build' <<<"$version"; then
+  echo "FAIL: bench --version -> exit $rc: $version"; failures=$((failures + 1))
+else echo "ok: bench --version: $version"
+fi
+expect_error "--version takes no arguments, got 'x'" --version x
+# bench list --format json: every form of the table, as objects.
+forms_text=$("$bench" list 2>/dev/null | tail -n +2 | awk '{print $1}' | tr '\n' ' ')
+forms_json=$("$bench" list --format json | /usr/bin/python3 -c '
+import json, sys
+forms = json.load(sys.stdin)
+assert all(set(f) == {"name", "family", "causal", "params", "precisions", "description"} for f in forms)
+assert all(isinstance(f["causal"], bool) and isinstance(f["params"], list) for f in forms)
+print(" ".join(f["name"] for f in forms), end=" ")' 2>&1)
+if [ "$forms_json" != "$forms_text" ]; then echo "FAIL: list --format json: '$forms_json', the table: '$forms_text'"; failures=$((failures + 1))
+else echo "ok: bench list --format json: $(wc -w <<<"$forms_json") forms, as the table"
+fi
+expect_error "--format 'yaml': expected text or json" list --format yaml
+expect_error "unrecognised option '--bogus'" list --bogus
+# bench export: tiny.h5's rows, every column of its table with a header, read back by Python's parsers.
+"$bench" export tiny.h5 --format csv --out tiny.csv && "$bench" export tiny.h5 --format json --out tiny.json &&
+  "$bench" export tiny.h5 --format markdown >tiny.md
+exported=$(/usr/bin/python3 -c '
+import csv, h5py, json, sys
+table = h5py.File("tiny.h5", "r")["points"][...]
+names = list(table.dtype.names)
+def same(row, record):  # every cell as the HDF5 table has it
+    for n in names:
+        want = record[n].decode() if isinstance(record[n], bytes) else record[n].item()
+        got = type(want)(row[n]) if isinstance(want, (int, float)) and isinstance(row[n], str) else row[n]
+        assert got == want, (n, got, want)
+rows = list(csv.DictReader(open("tiny.csv", newline="")))
+assert list(rows[0].keys()) == names and len(rows) == len(table)
+for row, record in zip(rows, table): same(row, record)
+objects = json.load(open("tiny.json"))
+assert len(objects) == len(table) and all(list(o) == names for o in objects)
+for row, record in zip(objects, table): same(row, record)
+lines = open("tiny.md").read().splitlines()
+assert lines[0] == "| " + " | ".join(names) + " |" and lines[1] == "|" + " --- |" * len(names)
+assert len(lines) == len(table) + 2 and all(l.startswith("| ") and l.endswith(" |") for l in lines)
+print(len(table), "rows,", len(names), "columns")' 2>&1)
+if ! grep -qx '84 rows, 28 columns' <<<"$exported"; then echo "FAIL: bench export: $exported"; failures=$((failures + 1))
+else echo "ok: bench export to csv, json and markdown: $exported, as in tiny.h5"
+fi
+expect_error "export needs one result file" export --format csv
+expect_error "--format is required: csv, json or markdown" export tiny.h5
+expect_error "--format 'xml': expected csv, json or markdown" export tiny.h5 --format xml
+expect_error "export: no such file: 'missing.h5'" export missing.h5 --format csv
+expect_error "export: cannot write '/proc/attn.csv'" export tiny.h5 --format csv --out /proc/attn.csv
 # The host ceilings: two positive rates, and the command takes no arguments.
 ceiling=$("$bench" ceiling 2>/dev/null)
 if ! grep -Eq '^fp32 FMA [0-9]*[1-9][0-9]*\.[0-9] GFLOP/s, copy [0-9]*[1-9][0-9]*\.[0-9] GB/s' <<<"$ceiling"; then

@@ -22,18 +22,43 @@ stderr_lines() {  # stderr lines that are not Kokkos/OpenMP advice
   grep -vc 'OMP_PROC_BIND\|OMP_PLACES\|^ *$\|For best performance\|For unit testing' "$1"
 }
 
+# start_sweep NAME ARGS...: runs `bench ARGS` in the background, stdout and
+# stderr in NAME.out and NAME.err, its process id in pid. The two files are
+# emptied first, by this shell: the child's own redirection may come after
+# wait_for_first_row has looked, and a NAME.out left by an earlier run of this
+# script would then say a row is written before bench has started. (A signal
+# sent then is lost: a background job of a script ignores SIGINT until bench
+# installs its handler; the sweep ran to its end, exit 0, no message.)
+start_sweep() {
+  local name=$1; shift
+  : >"$name.out"; : >"$name.err"
+  "$bench" "$@" >"$name.out" 2>"$name.err" &
+  pid=$!
+}
+# wait_for_first_row NAME: until the sweep started by start_sweep has written
+# its first row (its progress line "[1/..." comes after the row is flushed, and
+# after the signal handler is installed); false after 60 s or if it ended.
+wait_for_first_row() {
+  for _ in $(seq 1 6000); do
+    grep -q '^\[1/' "$1.out" && return 0
+    kill -0 "$pid" 2>/dev/null || { grep -q '^\[1/' "$1.out"; return; }
+    sleep 0.01
+  done
+  return 1
+}
+
+# Result files that an earlier run of this script left here would be resumed
+# (their rows kept, nothing measured): the checks below start without them.
+rm -f huge.h5 wide.h5 scores.h5 scores2.h5 inaccurate.h5 prov.h5
+
 # --- (a) Ctrl-C after the first rows, then the same command resumes ---------
 # softmax/full first: its larger L take long enough that the signal lands mid-sweep.
 sweep=(sweep --forms softmax/full,linear/chunk --seq 64..4k --heads 1 --dk 16 --reps 1 --backend host
        --point-timeout 600 --out resume.h5)
 total=14
 rm -f resume.h5
-"$bench" "${sweep[@]}" >first.out 2>first.err &
-pid=$!
-for _ in $(seq 1 3000); do  # a row is printed after it is flushed to the file
-  grep -q '^\[1/' first.out && break
-  sleep 0.01
-done
+start_sweep first "${sweep[@]}"
+wait_for_first_row first || fail "the sweep to interrupt wrote no row: $(tail -2 first.err)"
 kill -INT "$pid"
 wait "$pid"; rc=$?
 k=$(grep -o '^\[[0-9]*/' first.out | tail -1 | tr -dc 0-9)
@@ -64,21 +89,24 @@ if [ "$rc" != 0 ] || ! grep -q "^$total points: $total already in resume.h5 (ski
 else pass "a complete file: nothing measured"
 fi
 
-# Interrupts a sweep while its second point (softmax/full at 16k, seconds on
-# the host) runs: SIGINT, then after GAP seconds a second SIGINT; the third
-# point (32k) is left for a resume. Sets rc.
-interrupt_second_point() {  # interrupt_second_point NAME GAP
+# Interrupts a sweep while its second point (softmax/full at length L, one
+# call: --warmup 0 --reps 1) runs: SIGINT, then after GAP seconds a second
+# SIGINT; a third point (2L) is left for a resume. The signal goes after the
+# first row is written (the handler is installed by then) and must land while
+# the second point runs, on any machine: L is chosen for it. Sets rc.
+interrupt_second_point() {  # interrupt_second_point NAME L GAP
   rm -f "$1.h5"
-  "$bench" sweep --forms softmax/full --seq 64,16k,32k --heads 1 --dk 16 --reps 1 --check-flops 0 --backend host \
-    --out "$1.h5" >"$1.out" 2>"$1.err" &
-  local pid=$!
-  for _ in $(seq 1 3000); do grep -q '^\[1/' "$1.out" && break; sleep 0.01; done
-  kill -INT "$pid"; sleep "$2"; kill -INT "$pid" 2>/dev/null
+  start_sweep "$1" sweep --forms softmax/full --seq "64,$2,$(($2 * 2))" --heads 1 --dk 16 --warmup 0 --reps 1 \
+    --check-flops 0 --backend host --out "$1.h5"
+  if ! wait_for_first_row "$1"; then rc="no first row"; kill "$pid" 2>/dev/null; wait "$pid"; return; fi
+  kill -INT "$pid"; sleep "$3"; kill -INT "$pid" 2>/dev/null
   wait "$pid"; rc=$?
 }
 
-# Ctrl-C twice abandons the point being measured; the rows before it stay readable.
-interrupt_second_point abandon 0.8
+# Ctrl-C twice abandons the point being measured; the rows before it stay
+# readable. L = 512k: a call is ~1.8e13 flops (over 10 s on any CPU), so the
+# second signal, 0.8 s after the first, surely finds it running.
+interrupt_second_point abandon 524288 0.8
 if [ "$rc" != 130 ] || ! grep -q abandoned abandon.err || [ "$(rows_of abandon.h5)" != 1 ] ||
    ! grep -q 'To resume, run the same command again' abandon.err; then
   fail "Ctrl-C twice: exit $rc, rows '$(rows_of abandon.h5)'; $(tail -2 abandon.err)"
@@ -87,7 +115,9 @@ fi
 
 # One interruption delivered twice at once (as `timeout -s INT` does: to its
 # child, then to the child's process group) finishes the point, not abandons it.
-interrupt_second_point twice 0
+# L = 32k: a call is ~7e10 flops (0.3 s on a 16-core AVX-512 host, 6 s here),
+# far longer than the signal takes to arrive, and short enough to wait for.
+interrupt_second_point twice 32768 0
 if [ "$rc" != 130 ] || grep -q abandoned twice.err || ! grep -q 'To resume, run the same command again' twice.out ||
    [ "$(rows_of twice.h5)" != 2 ]; then
   fail "a doubled interruption: exit $rc, rows '$(rows_of twice.h5)'; $(tail -1 twice.err)"
@@ -133,9 +163,10 @@ if [ "$rc" != 0 ] || [ "$(points_of predicted.h5 | tr '\n' ';')" != "softmax/ful
 else pass "predicted timeout: L=2k recorded from L=64's time, not run"
 fi
 
-# Out of memory: inputs far beyond any machine are refused up front; larger L are skipped.
+# Out of memory: inputs far beyond any machine (6 TB) are refused up front; larger L are skipped.
+# (B x H x L = 2^30 within int: the int check does not refuse it first.)
 rm -f oom.h5
-"$bench" sweep --forms linear/chunk --batch 4096 --heads 64 --dk 128 --seq 32k..64k --backend host --out oom.h5 \
+"$bench" sweep --forms linear/chunk --batch 512 --heads 64 --dk 128 --seq 32k..64k --backend host --out oom.h5 \
   >oom.out 2>&1; rc=$?
 if [ "$rc" != 0 ] || [ "$(points_of oom.h5 | tr '\n' ';')" != "linear/chunk 32768 64 oom;linear/chunk 65536 64 oom;" ] ||
    ! h5dump -d points oom.h5 | grep -q 'skipped: a shorter L ran out of memory'; then
@@ -155,12 +186,23 @@ fi
 "$bench" sweep --forms softmax/full --seq 64 --heads 1 --dk 16 --reps 1 --backend host --out old.h5 --fresh \
   >old.out 2>&1 && [ "$(rows_of old.h5)" = 1 ] || fail "--fresh does not start the file over"
 
-# --- batch x heads beyond int, and L x L scores beyond memory: oom rows, not a crash --
+# --- batch x heads beyond int: error rows saying so, not a crash; L x L scores beyond memory: oom rows --
+# The int check comes first: 2^32 (batch, head) pairs of one token would pass the memory check of a
+# host with 128 GiB (96 GiB of float64 inputs), and the kernels would index them with wrapped ints.
 "$bench" sweep --forms softmax/full --batch 64k --heads 64k --seq 1,2 --dk 1 --reps 1 --backend host \
   --out huge.h5 >huge.out 2>huge.err; rc=$?
-if [ "$rc" != 0 ] || [ "$(rows_of huge.h5)" != 2 ] || [ "$(points_of huge.h5 | awk '{print $4}' | sort -u)" != oom ]; then
+if [ "$rc" != 0 ] || [ "$(rows_of huge.h5)" != 2 ] || [ "$(points_of huge.h5 | awk '{print $4}' | sort -u)" != error ] ||
+   [ "$(h5dump -d points huge.h5 | grep -c '"not run: B x H = 4294967296 is beyond the kernels'"'"' int indices (at most 2147483647)"')" != 2 ]; then
   fail "B = H = 64k: exit $rc, $(tail -2 huge.err), rows $(points_of huge.h5 | tr '\n' ';')"
-else pass "B = H = 64k: two oom rows"
+else pass "B = H = 64k: two error rows, not run: B x H beyond int"
+fi
+# Every axis within int, their product not (B x H x L = 2^31), on a small machine too.
+"$bench" sweep --forms linear/chunk --batch 1k --heads 1k --seq 2k --dk 1 --reps 1 --backend host \
+  --out wide.h5 >wide.out 2>wide.err; rc=$?
+if [ "$rc" != 0 ] || [ "$(points_of wide.h5 | tr '\n' ';')" != "linear/chunk 2048 64 error;" ] ||
+   ! h5dump -d points wide.h5 | grep -q '"not run: B x H x L = 2147483648 is beyond'; then
+  fail "B x H x L = 2^31: exit $rc, $(tail -2 wide.err), rows $(points_of wide.h5 | tr '\n' ';')"
+else pass "B x H x L = 2^31: an error row, not run"
 fi
 "$bench" sweep --forms lion-d/materialised --heads 64 --seq 64k --dk 16 --reps 1 --backend host \
   --out scores.h5 >scores.out 2>scores.err; rc=$?
@@ -191,12 +233,8 @@ fi
 # --- --fresh onto a file another sweep is writing is refused, and empties nothing --
 sweep=(sweep --forms softmax/full --seq 64..4k --heads 1 --dk 16 --reps 1 --backend host --out busy.h5)
 rm -f busy.h5
-"$bench" "${sweep[@]}" >busy.out 2>busy.err &
-pid=$!
-for _ in $(seq 1 3000); do  # the running sweep has written its first row
-  grep -q '^\[1/' busy.out && break
-  sleep 0.01
-done
+start_sweep busy "${sweep[@]}"
+wait_for_first_row busy || fail "the running sweep wrote no row: $(tail -2 busy.err)"
 "$bench" "${sweep[@]}" --fresh >busy_fresh.out 2>busy_fresh.err; rc=$?
 # Resuming it is refused too: the running sweep holds its lock for as long as it writes.
 "$bench" "${sweep[@]}" >busy_resume.out 2>busy_resume.err; resume_rc=$?
@@ -208,6 +246,60 @@ elif [ "$resume_rc" != 2 ] || [ "$(stderr_lines busy_resume.err)" != 1 ] || ! gr
 elif [ "$running_rc" != 0 ] || [ "$(rows_of busy.h5)" != 7 ]; then
   fail "the running sweep lost rows: exit $running_rc, $(rows_of busy.h5) rows (want 7)"
 else pass "--fresh onto a file being written refused: $(grep 'another process' busy_fresh.err); the running sweep kept all 7 rows"
+fi
+
+# --- provenance: h5dump -A shows the build, the machine and the settings; each row its revision --
+attribute() {  # attribute FILE NAME: the value of a string attribute of FILE's root group ("" if none)
+  /usr/bin/python3 -c 'import h5py, sys; print(h5py.File(sys.argv[1], "r").attrs.get(sys.argv[2], ""), end="")' "$1" "$2"
+}
+printf '# provenance test\nforms = softmax/full\nseq = 64\nheads = 1\ndk = 16\nbackend = host\n' >prov.cfg
+rm -f prov.h5
+settings=(--reps 2 --warmup 1 --seed 7 --check-flops 1e9)
+"$bench" run prov.cfg "${settings[@]}" --out prov.h5 >prov.out 2>&1; rc=$?
+missing=
+for name in git_revision git_dirty build_type compiler compiler_flags kokkos_version kokkos_backends \
+            device host openmp_threads omp_proc_bind omp_places seed warmup reps check_flops point_timeout \
+            backend precision date command_line config_file config_text kokkos_configuration; do
+  [ -n "$(h5dump -A prov.h5 | grep "ATTRIBUTE \"$name\"")" ] && [ -n "$(attribute prov.h5 "$name")" ] || missing+=" $name"
+done
+revision=$(attribute prov.h5 git_revision)
+rows_revision=$(h5dump -w 0 -d points prov.h5 | grep -c "\"$revision\"")
+if [ "$rc" != 0 ] || [ -n "$missing" ]; then fail "provenance: exit $rc, attributes missing or empty:$missing"
+elif [ "$(attribute prov.h5 seed)/$(attribute prov.h5 warmup)/$(attribute prov.h5 reps)/$(attribute prov.h5 check_flops)" != 7/1/2/1e+09 ]; then
+  fail "provenance: settings $(attribute prov.h5 seed)/$(attribute prov.h5 warmup)/$(attribute prov.h5 reps)/$(attribute prov.h5 check_flops)"
+elif ! grep -qxE 'yes|no|unknown' <<<"$(attribute prov.h5 git_dirty)" || [ "$(attribute prov.h5 openmp_threads)" != 2 ] ||
+     [ "$(attribute prov.h5 omp_proc_bind)" != false ]; then
+  fail "provenance: git_dirty '$(attribute prov.h5 git_dirty)', OpenMP $(attribute prov.h5 openmp_threads) $(attribute prov.h5 omp_proc_bind)"
+elif [ "$rows_revision" != 1 ] || { [ "$(attribute prov.h5 git_dirty)" = yes ] && [ "${revision%-dirty}" = "$revision" ]; }; then
+  fail "provenance: the row's revision is not the build's '$revision'"
+elif [ "$(attribute prov.h5 config_text)" != "$(cat prov.cfg)" ] || ! attribute prov.h5 kokkos_configuration | grep -q 'Kokkos Version'; then
+  fail "provenance: config_text '$(attribute prov.h5 config_text)', kokkos_configuration '$(attribute prov.h5 kokkos_configuration | head -1)'"
+else pass "provenance: $(attribute prov.h5 git_revision) (dirty: $(attribute prov.h5 git_dirty)), $(attribute prov.h5 compiler), the settings, the .cfg text; the row's revision"
+fi
+# Resuming with other measurement settings is refused with one line, the file left as it was;
+# with the same settings it is resumed, and the resumption is recorded with its build and host.
+for i in 0 2 4 6; do  # each setting in turn changed: --reps 3, --warmup 0, --seed 8, --check-flops 0
+  other=("${settings[@]}"); other[i + 1]=$(cut -d' ' -f$((i / 2 + 1)) <<<"3 0 8 0")
+  "$bench" run prov.cfg "${other[@]}" --seq 64,128 --out prov.h5 >prov_other.out 2>prov_other.err; rc=$?
+  setting=${other[i]#--}; setting=${setting//-/_}
+  if [ "$rc" != 2 ] || [ "$(stderr_lines prov_other.err)" != 1 ] || [ "$(rows_of prov.h5)" != 1 ] ||
+     ! grep -q "cannot resume: 'prov.h5' holds rows measured with $setting '.*', this run's is '.*'" prov_other.err; then
+    fail "resuming with ${other[*]}: exit $rc, rows $(rows_of prov.h5), $(cat prov_other.err)"
+  else pass "resuming with ${other[i]} ${other[i + 1]} refused: $(cat prov_other.err)"
+  fi
+done
+"$bench" run prov.cfg "${settings[@]}" --seq 64,128 --out prov.h5 >prov_same.out 2>&1; rc=$?
+if [ "$rc" != 0 ] || [ "$(rows_of prov.h5)" != 2 ] ||
+   ! attribute prov.h5 resumed | grep -q "^[0-9T:Z-]* $revision (.* build, .*, host .*, 2 OpenMP threads) .*--seq 64,128"; then
+  fail "resuming with the same settings: exit $rc, rows $(rows_of prov.h5), resumed '$(attribute prov.h5 resumed)'"
+else pass "resuming with the same settings: 2 rows, the resumption recorded"
+fi
+# A source tree outside git (a tarball) builds with revision and dirty flag "unknown".
+mkdir -p tarball && rm -f tarball/revision.hpp
+cmake -DSOURCE_DIR="$PWD/tarball" -DOUTPUT="$PWD/tarball/revision.hpp" -P "$source_dir/cmake/git_revision.cmake"
+if ! grep -q 'ATTN_GIT_REVISION "unknown"' tarball/revision.hpp || ! grep -q 'ATTN_GIT_DIRTY "unknown"' tarball/revision.hpp; then
+  fail "outside git: $(cat tarball/revision.hpp)"
+else pass "outside git: revision and dirty flag unknown"
 fi
 
 # --- (c) bench compare ---------------------------------------------------------

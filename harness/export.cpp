@@ -1,0 +1,99 @@
+#include "export.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstdint>
+#include <stdexcept>
+#include <variant>
+
+#include "text.hpp"
+
+namespace attn {
+namespace {
+
+using Cell = std::variant<std::string, std::int64_t, double>;
+
+struct Column {
+  const char* name;
+  Cell (*get)(const ResultRow&);
+};
+
+// In the order of the HDF5 record (results_file.cpp); a test checks the names.
+const std::vector<Column>& columns() {
+#define ATTN_TEXT(f) Column{#f, [](const ResultRow& r) -> Cell { return r.f; }}
+#define ATTN_INT(f) Column{#f, [](const ResultRow& r) -> Cell { return std::int64_t(r.f); }}
+#define ATTN_REAL(f) Column{#f, [](const ResultRow& r) -> Cell { return r.f; }}
+  static const std::vector<Column> all{
+      ATTN_TEXT(form), ATTN_TEXT(family), ATTN_TEXT(backend), ATTN_TEXT(precision), ATTN_TEXT(status),
+      ATTN_TEXT(note), ATTN_TEXT(variant), ATTN_INT(batch), ATTN_INT(heads), ATTN_INT(seq), ATTN_INT(dk),
+      ATTN_INT(dv), ATTN_INT(chunk), ATTN_INT(slots), ATTN_INT(reps), ATTN_REAL(time_median_s),
+      ATTN_REAL(time_min_s), ATTN_REAL(time_max_s), ATTN_REAL(time_mean_s), ATTN_INT(peak_bytes),
+      ATTN_REAL(flops), ATTN_REAL(bytes), ATTN_REAL(gflops), ATTN_REAL(gbps), ATTN_INT(err_heads),
+      ATTN_REAL(max_abs_err), ATTN_REAL(rel_l2_err), ATTN_TEXT(revision)};
+#undef ATTN_TEXT
+#undef ATTN_INT
+#undef ATTN_REAL
+  return all;
+}
+
+// A cell as CSV (RFC 4180: quoted when it holds a comma, quote or line
+// break, quotes doubled), JSON or markdown (| escaped) text.
+std::string render(const Cell& cell, ExportFormat format) {
+  if (const auto* number = std::get_if<std::int64_t>(&cell)) return std::to_string(*number);
+  if (const auto* real = std::get_if<double>(&cell))
+    return format == ExportFormat::json && !std::isfinite(*real) ? "null" : fmt::format("{}", *real);
+  const std::string& text = std::get<std::string>(cell);
+  if (format == ExportFormat::json) return json_string(text);
+  std::string shown = printable(text), out;
+  if (format == ExportFormat::markdown) {
+    for (char c : shown) out += c == '|' ? std::string("\\|") : std::string(1, c);
+    return out;
+  }
+  if (shown.find_first_of(",\"\r\n") == std::string::npos) return shown;
+  for (char c : shown) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return '"' + out + '"';
+}
+
+}  // namespace
+
+ExportFormat export_format(const std::string& name) {
+  if (name == "csv") return ExportFormat::csv;
+  if (name == "json") return ExportFormat::json;
+  if (name == "markdown") return ExportFormat::markdown;
+  throw std::invalid_argument("--format '" + name + "': expected csv, json or markdown");
+}
+
+std::vector<std::string> export_columns() {
+  std::vector<std::string> names;
+  for (const auto& c : columns()) names.push_back(c.name);
+  return names;
+}
+
+std::string export_rows(const std::vector<ResultRow>& rows, ExportFormat format) {
+  std::string out;
+  if (format == ExportFormat::json) {
+    out = "[";
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      out += i ? ",\n  {" : "\n  {";
+      for (std::size_t c = 0; c < columns().size(); ++c)
+        out += fmt::format("{}{}: {}", c ? ", " : "", json_string(columns()[c].name),
+                           render(columns()[c].get(rows[i]), format));
+      out += "}";
+    }
+    return out + (rows.empty() ? "]\n" : "\n]\n");
+  }
+  const bool markdown = format == ExportFormat::markdown;
+  const std::string first = markdown ? "| " : "", between = markdown ? " | " : ",", last = markdown ? " |\n" : "\n";
+  auto line = [&](auto&& cell_of) {
+    out += first;
+    for (std::size_t c = 0; c < columns().size(); ++c) out += (c ? between : "") + cell_of(columns()[c]);
+    out += last;
+  };
+  line([](const Column& c) { return std::string(c.name); });
+  if (markdown) line([](const Column&) { return std::string("---"); });
+  for (const auto& row : rows) line([&](const Column& c) { return render(c.get(row), format); });
+  return out;
+}
+
+}  // namespace attn
