@@ -273,20 +273,29 @@ void default_openmp_placement() {
   setenv("OMP_PLACES", "threads", /*overwrite=*/0);
 }
 
-int compare_command(const std::vector<std::string>& args) {
-  const auto options = compare_options();
+// A subcommand's options and the file names that follow it (compare, export).
+struct OptionsAndFiles {
+  po::variables_map vm;
+  std::vector<std::string> files;
+};
+OptionsAndFiles parse_options_and_files(const std::vector<std::string>& args, const po::options_description& options) {
   po::options_description all;
   all.add(options).add_options()("files", po::value<std::vector<std::string>>());
   po::positional_options_description positional;
   positional.add("files", -1);
-  po::variables_map vm;
-  po::store(po::command_line_parser(args).options(all).positional(positional).run(), vm);
-  po::notify(vm);
+  OptionsAndFiles parsed;
+  po::store(po::command_line_parser(args).options(all).positional(positional).run(), parsed.vm);
+  po::notify(parsed.vm);
+  if (parsed.vm.count("files")) parsed.files = parsed.vm["files"].as<std::vector<std::string>>();
+  return parsed;
+}
+
+int compare_command(const std::vector<std::string>& args) {
+  const auto [vm, files] = parse_options_and_files(args, compare_options());
   if (vm.count("help")) {
     fmt::print("{}\n", help_text());
     return 0;
   }
-  const auto files = vm.count("files") ? vm["files"].as<std::vector<std::string>>() : std::vector<std::string>{};
   if (files.size() != 2) throw std::invalid_argument("compare needs two result files: bench compare A.h5 B.h5");
   CompareOptions compare;
   compare.fail_on_regression = vm["fail-on-regression"].as<bool>();
@@ -341,18 +350,11 @@ int export_command(const std::vector<std::string>& args) {
   po::options_description options("export options");
   options.add_options()("help,h", "this help")("format", po::value<std::string>(), "csv, json or markdown")(
       "out", po::value<std::string>(), "the file to write (default: stdout)");
-  po::options_description all;
-  all.add(options).add_options()("files", po::value<std::vector<std::string>>());
-  po::positional_options_description positional;
-  positional.add("files", -1);
-  po::variables_map vm;
-  po::store(po::command_line_parser(args).options(all).positional(positional).run(), vm);
-  po::notify(vm);
+  const auto [vm, files] = parse_options_and_files(args, options);
   if (vm.count("help")) {
     fmt::print("{}\n", help_text());
     return 0;
   }
-  const auto files = vm.count("files") ? vm["files"].as<std::vector<std::string>>() : std::vector<std::string>{};
   if (files.size() != 1)
     throw std::invalid_argument("export needs one result file: bench export FILE.h5 --format csv|json|markdown");
   if (!vm.count("format")) throw std::invalid_argument("--format is required: csv, json or markdown");
