@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "results_file.hpp"
+#include "text.hpp"
 
 namespace attn {
 namespace {
@@ -18,6 +19,17 @@ struct IndexedRows {
   std::vector<PointKey> order;
   std::map<PointKey, std::size_t> index;
 };
+
+// The file, and what measured it (its device and the revision of the build),
+// so that a comparison across machines or builds says so.
+std::string measured_by(const std::string& path) {
+  const auto attributes = ResultFile::read_attributes(path);
+  auto value = [&](const char* name) {
+    const auto at = attributes.find(name);
+    return at == attributes.end() || at->second.empty() ? std::string("unknown") : printable(at->second);
+  };
+  return fmt::format("{} (device {}, revision {})", printable(path), value("device"), value("git_revision"));
+}
 
 IndexedRows read_indexed(const std::string& path) {
   IndexedRows out;
@@ -70,7 +82,7 @@ int compare_result_files(const std::string& a_path, const std::string& b_path, c
   const IndexedRows a = read_indexed(a_path), b = read_indexed(b_path);
   const bool marking = options.threshold > 0;
 
-  fmt::print("A = {}\nB = {}\n\n", a_path, b_path);
+  fmt::print("A = {}\nB = {}\n\n", measured_by(a_path), measured_by(b_path));
   fmt::print("{:<26} {:>6} {:>4} {:>4} {:>7} {:>5} {:>5} {:>6} {:>5} {:>11} {:>11} {:>8} {:>9}  {}\n", "form", "prec",
              "B", "H", "L", "dk", "dv", "chunk", "slots", "A ms", "B ms", "B/A time", "B/A peak", "");
   std::vector<std::pair<std::string, std::string>> form_order;  // (form, precision) as first seen

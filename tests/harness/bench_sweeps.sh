@@ -306,9 +306,10 @@ fi
 "$bench" compare resume.h5 resume.h5 --threshold 1.1 --fail-on-regression >compare.out 2>&1; rc=$?
 ratios=$(grep -E '^(softmax/full|linear/chunk) +float +1 +1 ' compare.out | awk '{print $(NF-1), $NF}' | sort -u | tr '\n' ';')
 if [ "$rc" != 0 ] || [ "$ratios" != "1.00 1.00;" ] || ! grep -q "^$total points matched, 0 regressions" compare.out ||
+   ! grep -qE '^A = resume.h5 \(device .+, revision ([0-9a-f]+(-dirty)?|unknown)\)$' compare.out ||
    [ "$(grep -cE '^(softmax/full|linear/chunk) +float +7 +1.00 +1.00 +0$' compare.out)" != 2 ]; then
   fail "compare with itself: exit $rc, ratios '$ratios'"; cat compare.out
-else pass "compare with itself: every ratio 1.00, geometric means 1.00, exit 0"
+else pass "compare with itself: the files' device and revision, every ratio 1.00, geometric means 1.00, exit 0"
 fi
 
 # resume.h5's softmax points are ok, timeout.h5's timed out: regressions, and exit 1 under --fail-on-regression.
