@@ -91,7 +91,7 @@ struct ChunkStates {
     using E = mma::operand_t<P>;
     __shared__ __align__(16) E Ks[stages][tokens * ld];
     __shared__ __align__(16) E Vs[stages][tokens * ld];
-    __shared__ float factor[tokens];  // lambda^(end of chunk - 1 - u) of the tile's tokens, with a decay
+    __shared__ float factor[tokens];  // lambda^(end of chunk - 1 - u) of the tile's tokens (1 without a decay)
     const int rank = team.league_rank(), tid = team.team_rank(), size = team.team_size();
     const int vb = rank % blocks, kb = (rank / blocks) % blocks, segment = (rank / (blocks * blocks)) % segments();
     const int bh = rank / (blocks * blocks * segments());
@@ -139,7 +139,7 @@ struct ChunkStates {
         mma::finish_tile_copy<0, P>(Ks[buf], ld, tokens, block, dk - kb * block, tid, size);
         mma::finish_tile_copy<0, P>(Vs[buf], ld, tokens, block, dv - vb * block, tid, size);
       }
-      if (rate != 0.f && tid < tokens) factor[tid] = decay_power(rate, (n + 1) * C - 1 - (i * tokens + tid));
+      if (tid < tokens) factor[tid] = decay_power(rate, (n + 1) * C - 1 - (i * tokens + tid));
       team.team_barrier();
       // S += (Lambda K)^T V: the keys, decayed to the end of their chunk, as a transposed A operand. The
       // decay scales each fragment as it is read (scaling the tile in shared memory once, with a barrier
@@ -156,8 +156,7 @@ struct ChunkStates {
         }
       }
       if (keeps_z)
-        for (int u = 0; u < tokens; ++u)
-          z += (rate != 0.f ? factor[u] : 1.f) * mma::operand_to_float<P>(Ks[buf][u * ld + tid]);
+        for (int u = 0; u < tokens; ++u) z += factor[u] * mma::operand_to_float<P>(Ks[buf][u * ld + tid]);
       team.team_barrier();  // buffer buf is free for tile i + stages, factor for tile i + 1
     }
     store(last);
@@ -207,12 +206,10 @@ struct JoinChunkSegments {
 template <class P, int D>
 struct ChunkOutputs {
   static constexpr int warps = 4, rows = 16 * warps;
-  // Value columns per team: in float and tf32 a 64-column block, so that O
-  // (16 x 64 per warp) and Q (16 x D) stay in registers for D = 128, the
-  // scores computed once per block (flash-linear-attention's chunk_fwd_o
-  // splits V so); in bf16 (Q in half the registers) every column, which
-  // measured faster (2.3 against 2.9 ms at B=4 H=32 L=16k d=128).
-  static constexpr int value_block = D > 64 && !std::is_same_v<P, bf16> ? 64 : D, value_blocks = D / value_block;
+  // Value columns per team (flash-linear-attention's chunk_fwd_o splits V so
+  // too); every column in bf16 measured faster than 64-column blocks (2.3
+  // against 2.9 ms at B=4 H=32 L=16k d=128).
+  static constexpr int value_block = mma::register_value_block<P, D>, value_blocks = D / value_block;
   // Teams resident per SM the registers must allow: 3 (168 registers; 171
   // in float and 192 in bf16 without the cap left room for 2, 12 % of the warps).
   static constexpr int min_blocks = 3;

@@ -138,6 +138,13 @@ struct Accumulator {
   float c[N / 8][4];
 };
 
+// Value columns per team of the kernels that keep each warp's 16 output rows
+// and its RowTile of Q (D columns) in registers: a 64-column block in float
+// and tf32 for D = 128, so that both fit (the scores are then computed once
+// per block); every column in bf16, whose Q takes half the registers.
+template <class P, int D>
+inline constexpr int register_value_block = D > 64 && !std::is_same_v<P, bf16> ? 64 : D;
+
 // A RowTile<tf32> holds values already rounded to TF32 (load_row_tiles and
 // scale_entries round them), so that its products take them as they are.
 template <class P, int K>

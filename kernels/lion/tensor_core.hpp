@@ -31,9 +31,7 @@ namespace attn::detail {
 template <class P, int D>
 struct LionTensorCoreTiles {
   static constexpr int warps = 4, rows = 16 * warps;
-  // Value columns per team: in float and tf32 64, as the chunk form's outputs, so that O and Q stay in
-  // registers for D = 128; in bf16 (Q in half the registers) every column, the scores computed once.
-  static constexpr int value_block = D > 64 && !std::is_same_v<P, bf16> ? 64 : D, value_blocks = D / value_block;
+  static constexpr int value_block = mma::register_value_block<P, D>, value_blocks = D / value_block;
   static constexpr int keys = std::is_same_v<P, bf16> ? 64 : 32;  // streamed key and value tiles
   static constexpr int ld = mma::padded_stride<P>(D), ldv = mma::padded_stride<P>(value_block);
 
