@@ -54,25 +54,36 @@ using mma::CudaTeam;
 using mma::CudaTensor;
 using mma::launch_tiles;
 
-// lambda^n for n >= 0 (1 without decay).
-KOKKOS_INLINE_FUNCTION float decay_power(float rate, int n) { return rate == 0.f ? 1.f : expf(-rate * float(n)); }
+// A head's decay lambda = exp(-s) as the base-2 rate s log2(e) (0 without a
+// decay), and lambda^n for n >= 0 from it: one exp2f each, the hardware's
+// ex2 (2 ulp), where expf adds a range reduction of about eight instructions
+// to every weight of the intra-chunk mask.
+template <class Rates>
+KOKKOS_INLINE_FUNCTION float base2_rate(const Rates& decay_rate, int h) {
+  return decay_rate.extent(0) ? float(decay_rate(h)) * 1.4426950408889634f : 0.f;
+}
+KOKKOS_INLINE_FUNCTION float decay_power(float rate2, int n) { return rate2 == 0.f ? 1.f : exp2f(-rate2 * float(n)); }
 
 // How the warps of a state walk (ChunkStates, GSA's GatedChunkStates) split
-// a team's Block x Block state block: each owns 16 rows and Columns columns,
-// rows first. A 64 x 64 block goes in column halves over 8 warps, so that
-// twice the warps hide the latency of each tile's short products.
-template <int Block, int Columns>
+// a team's Block x Block state block: each owns Rows rows (16-row MMA tiles)
+// and Columns columns, rows first.
+template <int Block, int Rows, int Columns>
 struct StateBlockWarps {
-  static constexpr int row_groups = Block / 16, warps = row_groups * (Block / Columns);
-  KOKKOS_INLINE_FUNCTION static int first_row(int warp) { return 16 * (warp % row_groups); }
+  static constexpr int row_groups = Block / Rows, warps = row_groups * (Block / Columns), row_tiles = Rows / 16;
+  KOKKOS_INLINE_FUNCTION static int first_row(int warp) { return Rows * (warp % row_groups); }
   KOKKOS_INLINE_FUNCTION static int first_col(int warp) { return Columns * (warp / row_groups); }
 };
 
 template <class P, int D>
 struct ChunkStates {
+  // A 64 x 64 block goes to 4 warps of 32 x 32: each B fragment (values) then
+  // meets two A fragments (keys) and each A fragment four n-tiles, 2 operand
+  // registers loaded (and in float split) per product where 16 x 32 pieces
+  // over 8 warps took 3 (measured 0.94-0.98x the time of lightning/fwd and
+  // linear/chunk, with the cvt.rna rounding of tf32 tiles).
   static constexpr int block = D < 64 ? D : 64, blocks = D / block, columns = block == 64 ? 32 : block;
-  using Pieces = StateBlockWarps<block, columns>;
-  static constexpr int warps = Pieces::warps;
+  using Pieces = StateBlockWarps<block, block == 64 ? 32 : 16, columns>;
+  static constexpr int warps = Pieces::warps, row_tiles = Pieces::row_tiles;
   // Key and value tiles of `tokens` steps (C is a multiple) in a ring of
   // `stages` buffers, stages - 1 of them in flight while one is multiplied
   // (as many as 48 KB of static shared memory hold).
@@ -97,16 +108,18 @@ struct ChunkStates {
     const int bh = rank / (blocks * blocks * segments());
     const int b = bh / H, h = bh % H, warp = tid / 32;
     const int first_row = Pieces::first_row(warp), first_col = Pieces::first_col(warp);
-    const float rate = decay_rate.extent(0) ? float(decay_rate(h)) : 0.f;
+    const float rate = base2_rate(decay_rate, h);
     const bool keeps_z = normalisers.data() && vb == 0 && tid < block;  // thread tid: z of d_k row kb*block + tid
 
-    mma::Accumulator<columns> S;  // the warp's piece of the state block
-    mma::zero(S);
+    mma::Accumulator<columns> S[row_tiles];  // the warp's piece of the state block, by 16-row tile
+    for (auto& tile : S) mma::zero(tile);
     float z = 0.f;
     auto store = [&](int entering) {  // S is the state entering chunk `entering`
-      mma::for_each_pair(S, [&](int r, int c, float& x0, float& x1) {
-        mma::store_pair<P>(&states(bh, entering - 1, kb * block + first_row + r, vb * block + first_col + c), x0, x1);
-      });
+      for (int m = 0; m < row_tiles; ++m)
+        mma::for_each_pair(S[m], [&](int r, int c, float& x0, float& x1) {
+          mma::store_pair<P>(&states(bh, entering - 1, kb * block + first_row + 16 * m + r, vb * block + first_col + c),
+                             x0, x1);
+        });
       if (keeps_z) normalisers(bh, entering - 1, kb * block + tid) = z;
     };
     auto start = [&](int i) {  // copy tile i (tokens i*tokens ..) into buffer i % stages
@@ -127,7 +140,7 @@ struct ChunkStates {
       if (i > begin && i % per_chunk == 0) {  // chunk n - 1 is in: S is the state entering chunk n
         store(n);
         const float chunk_decay = decay_power(rate, C);
-        mma::for_each_entry(S, [&](int, int, float& x) { x *= chunk_decay; });
+        for (auto& tile : S) mma::for_each_entry(tile, [&](int, int, float& x) { x *= chunk_decay; });
         z *= chunk_decay;
       }
       // Tile i is in once at most the two copies (K and V) of each later tile in flight are pending.
@@ -146,14 +159,19 @@ struct ChunkStates {
       // more, measured 1.03-1.09x the time in tf32 and bf16); without one the keys go as they are.
       #pragma unroll
       for (int kk = 0; kk < tokens / mma::k_step<P>; ++kk) {
-        std::uint32_t a[4];
-        mma::transposed_fragment_from_shared<P>(a, Ks[buf] + first_row, ld, kk);
-        if (rate != 0.f) {
-          mma::scale_fragment_columns<P>(a, [&](int c) { return factor[kk * mma::k_step<P> + c]; });
-          mma::add_ab_step<P>(S, mma::prepare<P>(a), Vs[buf] + first_col, ld, kk);
-        } else {
-          mma::add_ab_step<P>(S, mma::prepare_rounded<P>(a), Vs[buf] + first_col, ld, kk);
+        mma::AFragment<P> a[row_tiles];
+        #pragma unroll
+        for (int m = 0; m < row_tiles; ++m) {
+          std::uint32_t raw[4];
+          mma::transposed_fragment_from_shared<P>(raw, Ks[buf] + first_row + 16 * m, ld, kk);
+          if (rate != 0.f) {
+            mma::scale_fragment_columns<P>(raw, [&](int c) { return factor[kk * mma::k_step<P> + c]; });
+            a[m] = mma::prepare<P>(raw);
+          } else {
+            a[m] = mma::prepare_rounded<P>(raw);
+          }
         }
+        mma::add_ab_step<P, row_tiles>(S, a, Vs[buf] + first_col, ld, kk);
       }
       if (keeps_z)
         for (int u = 0; u < tokens; ++u) z += factor[u] * mma::operand_to_float<P>(Ks[buf][u * ld + tid]);
@@ -195,7 +213,7 @@ struct JoinChunkSegments {
 
   KOKKOS_INLINE_FUNCTION void operator()(int i) const {
     const int bh = i / entries, e = i % entries, D = int(states.extent(2));
-    const float rate = decay_rate.extent(0) ? float(decay_rate(bh % H)) : 0.f;
+    const float rate = base2_rate(decay_rate, bh % H);
     if (e < D * D)
       join(rate, [&](int n) -> storage_t<P>& { return states(bh, n - 1, e / D, e % D); });
     else
@@ -246,7 +264,7 @@ struct ChunkOutputs {
     const int b = tile.b, h = tile.h, bh = b * H + h, tid = team.team_rank(), size = team.team_size();
     const int row0 = tile.first + 16 * (tid / 32);  // the warp's first step
     const int n = tile.first / C, t0 = n * C;        // the chunk of every row of the tile
-    const float rate = decay_rate.extent(0) ? float(decay_rate(h)) : 0.f;
+    const float rate = base2_rate(decay_rate, h);
 
     mma::RowTile<P, D> Q;
     mma::load_row_tiles<shared>(team, Q, tile_memory, q, b, h, tile.first, L, dk, mirror);

@@ -159,15 +159,25 @@ struct RowTile {
 // the lane is the team rank's position in its warp.
 __device__ __forceinline__ int lane_id() { return (threadIdx.x + threadIdx.y * blockDim.x) & 31; }
 
-// TF32 bits of x: rounded to nearest, ties away (what cvt.rna.tf32.f32 does,
-// with integer operations instead of the slower conversion unit), or
-// truncated. Both are valid TF32 patterns (the low 13 bits clear).
-__device__ __forceinline__ std::uint32_t tf32_bits(float x) { return __float_as_uint(round_to_tf32(x)); }
+// TF32 bits of x: rounded to nearest, ties away, by the tensor cores' own
+// conversion (cvt.rna.tf32.f32; round_to_tf32 is the same rounding for the
+// portable kernels), or truncated. Both are valid TF32 patterns (the low 13
+// bits clear). One conversion issues where round_to_tf32's integer version
+// issues five, and these kernels are bound by issue, not by the conversion
+// unit's rate: every element of a tf32 tile is rounded once as it is copied.
+__device__ __forceinline__ std::uint32_t tf32_bits(float x) {
+  std::uint32_t bits;
+  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(bits) : "f"(x));
+  return bits;
+}
+__device__ __forceinline__ float tf32_rounded(float x) { return __uint_as_float(tf32_bits(x)); }
 __device__ __forceinline__ std::uint32_t tf32_truncated_bits(float x) { return __float_as_uint(x) & 0xffffe000u; }
 
 // The 3xTF32 split x = big + small: big is x rounded to TF32 by adding half
 // a TF32 ulp and truncating (CUTLASS's round_half_ulp_truncate: two integer
-// operations, where tf32_bits also tests for inf and NaN, five), small the
+// operations at the integer units' full rate, where tf32_bits would put a
+// conversion per B element of every float product on the conversion unit,
+// a quarter of that rate on sm_80 and sm_90), small the
 // rest, exact in fp32, truncated (its error below 2^-21 |x|). For finite x
 // big is tf32_bits(x); for inf or NaN, small is NaN either way and carries
 // it into the product.
@@ -198,7 +208,7 @@ __device__ __forceinline__ operand_t<P> operand_from_float(float x) {
   if constexpr (std::is_same_v<P, bf16>)
     return bf16(x).bits;
   else if constexpr (std::is_same_v<P, tf32>)
-    return round_to_tf32(x);
+    return tf32_rounded(x);
   else
     return x;
 }
@@ -264,22 +274,47 @@ __device__ __forceinline__ AFragment<P> prepare_rounded(const std::uint32_t (&ra
     return prepare<P>(raw);
 }
 
-// c += a b for one instruction, in precision P, fp32 accumulation. The B
-// fragment comes from a shared tile as load_tile stored it: bf16 pairs, TF32
-// values already rounded (tf32), or fp32 values split here (float: the two
-// small cross terms first).
+// A B fragment made ready for the products of one n-tile: the two registers
+// as a shared tile stores them (bf16 pairs, TF32 values already rounded), or
+// for float the 3xTF32 split, made once however many A fragments it meets.
+template <class P>
+struct BFragment {
+  std::uint32_t b[2];
+};
+template <>
+struct BFragment<float> {
+  std::uint32_t big[2], small[2];
+};
+
+template <class P>
+__device__ __forceinline__ BFragment<P> prepare_b(std::uint32_t b0, std::uint32_t b1) {
+  if constexpr (std::is_same_v<P, float>) {
+    const Tf32Split y0 = split_tf32(__uint_as_float(b0)), y1 = split_tf32(__uint_as_float(b1));
+    return {{y0.big, y1.big}, {y0.small, y1.small}};
+  } else {
+    return {{b0, b1}};
+  }
+}
+
+// c += a b for one instruction, in precision P, fp32 accumulation (float:
+// the two small cross terms first).
+template <class P>
+__device__ __forceinline__ void mma(float (&c)[4], const AFragment<P>& a, const BFragment<P>& b) {
+  if constexpr (std::is_same_v<P, bf16>) {
+    mma_bf16(c, a.a, b.b[0], b.b[1]);
+  } else if constexpr (std::is_same_v<P, tf32>) {
+    mma_tf32(c, a.a, b.b[0], b.b[1]);
+  } else {
+    mma_tf32(c, a.small, b.big[0], b.big[1]);
+    mma_tf32(c, a.big, b.small[0], b.small[1]);
+    mma_tf32(c, a.big, b.big[0], b.big[1]);
+  }
+}
+
+// The same with the B fragment's registers as a shared tile stores them.
 template <class P>
 __device__ __forceinline__ void mma(float (&c)[4], const AFragment<P>& a, std::uint32_t b0, std::uint32_t b1) {
-  if constexpr (std::is_same_v<P, bf16>) {
-    mma_bf16(c, a.a, b0, b1);
-  } else if constexpr (std::is_same_v<P, tf32>) {
-    mma_tf32(c, a.a, b0, b1);
-  } else {
-    const Tf32Split y0 = split_tf32(__uint_as_float(b0)), y1 = split_tf32(__uint_as_float(b1));
-    mma_tf32(c, a.small, y0.big, y1.big);
-    mma_tf32(c, a.big, y0.small, y1.small);
-    mma_tf32(c, a.big, y0.big, y1.big);
-  }
+  mma<P>(c, a, prepare_b<P>(b0, b1));
 }
 
 // Where step `row` of a sweep is stored: row itself, or mirror - row for a
@@ -298,7 +333,7 @@ __device__ __forceinline__ operand_t<P> element(const View& x, int b, int h, int
   if constexpr (std::is_same_v<P, bf16>)
     return value.bits;
   else if constexpr (std::is_same_v<P, tf32>)
-    return round_to_tf32(value);
+    return tf32_rounded(value);
   else
     return value;
 }
@@ -395,7 +430,7 @@ __device__ __forceinline__ void scale_entries(RowTile<P, K>& A, F f) {
       const int c = kk * 8 + t;
       auto scaled = [&](std::uint32_t x, int r, int col) {
         const float y = __uint_as_float(x) * f(r, col);
-        return __float_as_uint(std::is_same_v<P, tf32> ? round_to_tf32(y) : y);
+        return __float_as_uint(std::is_same_v<P, tf32> ? tf32_rounded(y) : y);
       };
       A.a[kk][0] = scaled(A.a[kk][0], g, c);
       A.a[kk][1] = scaled(A.a[kk][1], g + 8, c);
@@ -446,18 +481,21 @@ __device__ __forceinline__ void bf16_fragment_pair(std::uint32_t (&b)[4], const 
                  : "r"(row));
 }
 
-// bf16, one k-step: C's n-tiles += a times B's fragments, loaded two n-tiles
-// at a time (bf16_fragment_pair).
-template <bool KMajor, int N>
-__device__ __forceinline__ void add_bf16_fragment_pairs(Accumulator<N>& C, const AFragment<bf16>& a,
+// bf16, one k-step: the n-tiles of C[m] += a[m] times B's fragments, for M
+// row tiles that share B, loaded two n-tiles at a time (bf16_fragment_pair).
+template <bool KMajor, int M, int N>
+__device__ __forceinline__ void add_bf16_fragment_pairs(Accumulator<N>* C, const AFragment<bf16>* a,
                                                         const std::uint16_t* B, int ld, int kk) {
   static_assert(N % 16 == 0, "bf16 products load two n-tiles at once");
   #pragma unroll
   for (int j = 0; j < N / 8; j += 2) {
     std::uint32_t b[4];
     bf16_fragment_pair<KMajor>(b, B, ld, 8 * j, kk);
-    mma<bf16>(C.c[j], a, b[0], b[1]);
-    mma<bf16>(C.c[j + 1], a, b[2], b[3]);
+    #pragma unroll
+    for (int m = 0; m < M; ++m) {
+      mma<bf16>(C[m].c[j], a[m], b[0], b[1]);
+      mma<bf16>(C[m].c[j + 1], a[m], b[2], b[3]);
+    }
   }
 }
 
@@ -466,7 +504,7 @@ template <class P, int N>
 __device__ __forceinline__ void add_abt_step(Accumulator<N>& C, const AFragment<P>& a, const operand_t<P>* B, int ld,
                                              int kk) {
   if constexpr (std::is_same_v<P, bf16>) {
-    add_bf16_fragment_pairs<false>(C, a, B, ld, kk);
+    add_bf16_fragment_pairs<false, 1>(&C, &a, B, ld, kk);
   } else {
     #pragma unroll
     for (int j = 0; j < N / 8; ++j) {
@@ -527,20 +565,33 @@ __device__ __forceinline__ void add_abt(Accumulator<N>& C, const operand_t<P>* A
   }
 }
 
-// One k-step of C (16 x N) += A B with A's k in its natural order (a RowTile
-// or a transposed fragment), B = rows kk * k_step .. of a [k][n] shared tile
-// (ld = k_major_stride).
-template <class P, int N>
-__device__ __forceinline__ void add_ab_step(Accumulator<N>& C, const AFragment<P>& a, const operand_t<P>* B, int ld,
+// One k-step of C[m] (16 x N) += A_m B for M row tiles of a warp that share
+// B, A_m's fragment a[m] with its k in the natural order (a RowTile or a
+// transposed fragment), B = rows kk * k_step .. of a [k][n] shared tile
+// (ld = k_major_stride): each B fragment is loaded, and in float split, once
+// for the M products.
+template <class P, int M, int N>
+__device__ __forceinline__ void add_ab_step(Accumulator<N>* C, const AFragment<P>* a, const operand_t<P>* B, int ld,
                                             int kk) {
   if constexpr (std::is_same_v<P, bf16>) {
-    add_bf16_fragment_pairs<true>(C, a, B, ld, kk);
+    add_bf16_fragment_pairs<true, M>(C, a, B, ld, kk);
   } else {
     const int g = lane_id() >> 2, t = lane_id() & 3;
     const float* rows = B + (kk * 8 + t) * ld + g;
     #pragma unroll
-    for (int j = 0; j < N / 8; ++j) mma<P>(C.c[j], a, __float_as_uint(rows[8 * j]), __float_as_uint(rows[8 * j + 4 * ld]));
+    for (int j = 0; j < N / 8; ++j) {
+      const BFragment<P> b = prepare_b<P>(__float_as_uint(rows[8 * j]), __float_as_uint(rows[8 * j + 4 * ld]));
+      #pragma unroll
+      for (int m = 0; m < M; ++m) mma<P>(C[m].c[j], a[m], b);
+    }
   }
+}
+
+// The same for one row tile.
+template <class P, int N>
+__device__ __forceinline__ void add_ab_step(Accumulator<N>& C, const AFragment<P>& a, const operand_t<P>* B, int ld,
+                                            int kk) {
+  add_ab_step<P, 1>(&C, &a, B, ld, kk);
 }
 
 // C (16 x N) += A[:, columns of k-steps first .. first + Steps - 1] B, A a
@@ -566,7 +617,7 @@ __device__ __forceinline__ void add_ab(Accumulator<N>& C, const Accumulator<K>& 
       const float(&hi)[4] = W.c[2 * kk + 1];
       const AFragment<P> a = {{pack_bf16(lo[0], lo[1]), pack_bf16(lo[2], lo[3]), pack_bf16(hi[0], hi[1]),
                                pack_bf16(hi[2], hi[3])}};
-      add_bf16_fragment_pairs<true>(C, a, B, ld, kk);
+      add_bf16_fragment_pairs<true, 1>(&C, &a, B, ld, kk);
     }
   } else {
     const int g = lane_id() >> 2, t = lane_id() & 3;
@@ -630,7 +681,7 @@ __device__ __forceinline__ void finish_tile_copy(operand_t<P>* dst, int ld, int 
     const int chunks = width / 4;
     for (int i = rank; i < rows * chunks; i += size) {
       float4& v = *reinterpret_cast<float4*>(dst + (i / chunks) * ld + (i % chunks) * 4);
-      v = make_float4(round_to_tf32(v.x), round_to_tf32(v.y), round_to_tf32(v.z), round_to_tf32(v.w));
+      v = make_float4(tf32_rounded(v.x), tf32_rounded(v.y), tf32_rounded(v.z), tf32_rounded(v.w));
     }
   }
 }

@@ -75,7 +75,7 @@ template <class P, int XD, int YD, bool KeyGated>
 struct GatedChunkStates {
   // A warp owns 16 rows and 32 columns of the team's 64 x 64 state block (StateBlockWarps).
   static constexpr int block = 64, columns = 32;
-  using Pieces = StateBlockWarps<block, columns>;
+  using Pieces = StateBlockWarps<block, 16, columns>;
   static constexpr int warps = Pieces::warps;
   static constexpr int x_blocks = XD / block, y_blocks = YD / block;
   // Tiles of `tokens` steps (keys, values and their gate sums), one multiplied
