@@ -48,8 +48,9 @@ constexpr const char* usage = R"(usage:
                                   (json: one object per row), on stdout or into --out
   bench --version                 the build: git revision, whether its tree was dirty, build type
 
-Sizes take lists and power-of-two ranges: 1k..128k = 1024, 2048, ..., 131072;
-1k,3k,5000 = 1024, 3072, 5000 (k = 1024). Every combination is one point; a
+Sizes take lists and ranges: 1k..128k = 1024, 2048, ..., 131072 (powers of two);
+1k..8k:1k = 1024, 2048, 3072, ..., 8192 (a..b:step, linear); 1k,3k,5000 = 1024,
+3072, 5000 (k = 1024, m = 1024^2). Every combination is one point; a
 parameter a form does not take (e.g. --chunk for softmax/full) is not swept for it.
 
 Resuming: re-running a sweep with the same --out keeps the rows already there and

@@ -22,6 +22,9 @@ expect_error "unknown form 'nope'" sweep --forms nope --out x.h5
 expect_error "--seq '': empty" sweep --seq "" --out x.h5
 expect_error "not a positive whole number" sweep --seq 1k.. --out x.h5
 expect_error "runs backwards" sweep --seq 16k..1k --out x.h5
+expect_error "--seq '8k..1k:1k': range '8k..1k:1k' runs backwards" sweep --seq 8k..1k:1k --out x.h5
+expect_error "--seq '1k..8k:0': range '1k..8k:0' needs a step of 1 or more" sweep --seq 1k..8k:0 --out x.h5
+expect_error "--chunk '16..64:': '' is not a positive whole number" sweep --chunk 16..64: --out x.h5
 expect_error "--chunk '0'" sweep --chunk 0 --out x.h5
 expect_error "--batch '-2'" sweep --batch=-2 --out x.h5
 expect_error "--heads '0'" sweep --heads 0 --out x.h5
