@@ -28,6 +28,7 @@
 #include "git_revision.hpp"
 #include "provenance.hpp"
 #include "results_file.hpp"
+#include "statistics.hpp"
 
 namespace attn {
 namespace {
@@ -251,12 +252,6 @@ std::string table_row(const ResultRow& row) {
                      row.status, row.time_median_s * 1e3, row.peak_bytes / 1048576.0, row.gflops, row.gbps,
                      row.err_heads ? fmt::format("{:.1e}", row.rel_l2_err) : "-",
                      row.note.empty() ? "" : "  (" + row.note + ")");
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 // Per form and precision: the points by status, and the median time at the
