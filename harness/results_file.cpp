@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <set>
 #include <stdexcept>
 #include <tuple>
 
@@ -32,7 +33,9 @@ struct Record {
   double flops, bytes, gflops, gbps;
   int err_heads;
   double max_abs_err, rel_l2_err;
-  char revision[48];  // last, added in v4: the columns before it keep their places
+  char revision[48];  // added in v4, after the older columns, which keep their places
+  double time_stddev_s;  // these two added in v5
+  int iterations;
 };
 
 hid_t string_type(std::size_t n) {
@@ -65,6 +68,7 @@ hid_t record_type() {
   ATTN_FIELD(err_heads, H5T_NATIVE_INT);
   ATTN_FIELD(max_abs_err, H5T_NATIVE_DOUBLE); ATTN_FIELD(rel_l2_err, H5T_NATIVE_DOUBLE);
   ATTN_STRING(revision);
+  ATTN_FIELD(time_stddev_s, H5T_NATIVE_DOUBLE); ATTN_FIELD(iterations, H5T_NATIVE_INT);
 #undef ATTN_STRING
 #undef ATTN_FIELD
   return t;
@@ -87,6 +91,7 @@ Record to_record(const ResultRow& r) {
   x.time_mean_s = r.time_mean_s; x.peak_bytes = r.peak_bytes; x.flops = r.flops; x.bytes = r.bytes;
   x.gflops = r.gflops; x.gbps = r.gbps; x.err_heads = r.err_heads;
   x.max_abs_err = r.max_abs_err; x.rel_l2_err = r.rel_l2_err;
+  x.time_stddev_s = r.time_stddev_s; x.iterations = r.iterations;
   return x;
 }
 
@@ -100,6 +105,7 @@ ResultRow from_record(const Record& x) {
   r.time_mean_s = x.time_mean_s; r.peak_bytes = x.peak_bytes; r.flops = x.flops; r.bytes = x.bytes;
   r.gflops = x.gflops; r.gbps = x.gbps; r.err_heads = x.err_heads;
   r.max_abs_err = x.max_abs_err; r.rel_l2_err = x.rel_l2_err;
+  r.time_stddev_s = x.time_stddev_s; r.iterations = x.iterations;
   return r;
 }
 
@@ -188,25 +194,57 @@ std::string damage_of(const ResultRow& r) {
   if (r.family != form->family) return "family '" + r.family + "' is not the family of " + r.form;
   if (r.batch < 1 || r.heads < 1 || r.seq < 1 || r.dk < 1 || r.dv < 1 || r.chunk < 0 || r.slots < 0)
     return "a size is not positive";
-  for (const double x : {r.time_median_s, r.time_min_s, r.time_max_s, r.time_mean_s, r.flops, r.bytes, r.gflops, r.gbps})
+  for (const double x : {r.time_median_s, r.time_min_s, r.time_max_s, r.time_mean_s, r.time_stddev_s, r.flops, r.bytes,
+                         r.gflops, r.gbps})
     if (!(x >= 0 && std::isfinite(x))) return fmt::format("a time, cost or rate is {}", x);
+  for (const double x : r.samples)
+    if (!(x >= 0 && std::isfinite(x))) return fmt::format("a sample is {}", x);
   if (r.max_abs_err < 0 || r.rel_l2_err < 0) return "an error is negative";
-  if (r.reps < 0 || r.err_heads < 0 || r.err_heads > std::int64_t(r.batch) * r.heads)
+  if (r.reps < 0 || r.iterations < 0 || r.err_heads < 0 || r.err_heads > std::int64_t(r.batch) * r.heads)
     return "a count of timed runs or checked heads is out of range";
   return {};
 }
 
-std::vector<ResultRow> read_points(hid_t dataset, const std::string& path) {
-  // Every column of the record, but `slots` (added in v3: 0 in older files)
-  // and `revision` (v4: empty before), must be in the file's table: a missing
-  // one would read back as zeros.
+// The samples of each row: one variable-length sequence of doubles per row of
+// /points, at the same index.
+Handle samples_type() { return Handle(H5Tvlen_create(H5T_NATIVE_DOUBLE), H5Tclose); }
+
+// Reads /samples (absent before v5: every row's samples stay empty). A row's
+// samples are written before the row: samples beyond the last row are those
+// of a row whose write was cut off (a killed sweep), and are left out.
+void read_samples(hid_t file, std::vector<ResultRow>& rows, const std::string& path) {
+  if (H5Lexists(file, "samples", H5P_DEFAULT) <= 0) return;
+  const Handle dataset(H5Dopen2(file, "samples", H5P_DEFAULT), H5Dclose);
+  const Handle space(H5Dget_space(dataset), H5Sclose);
+  hsize_t n = 0;
+  H5Sget_simple_extent_dims(space, &n, nullptr);
+  if (n < rows.size())
+    throw IncompatibleResultFile(fmt::format("'{}' holds samples of {} rows for {} rows", path, n, rows.size()));
+  if (n == 0) return;
+  std::vector<hvl_t> sequences(n);
+  const Handle type = samples_type();
+  if (H5Dread(dataset, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, sequences.data()) < 0)
+    throw std::runtime_error("cannot read the samples of '" + path + "'");
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const auto* values = static_cast<const double*>(sequences[i].p);
+    rows[i].samples.assign(values, values + sequences[i].len);
+  }
+  H5Dvlen_reclaim(type, space, H5P_DEFAULT, sequences.data());
+}
+
+std::vector<ResultRow> read_points(hid_t file, hid_t dataset, const std::string& path) {
+  // Every column of the record, but those added after v2 (`slots` in v3,
+  // `revision` in v4, `time_stddev_s` and `iterations` in v5: 0 or empty in
+  // older files), must be in the file's table: a missing one would read back
+  // as zeros.
+  const std::set<std::string> added_after_v2{"slots", "revision", "time_stddev_s", "iterations"};
   const Handle file_type(H5Dget_type(dataset), H5Tclose);
   const Handle wanted(record_type(), H5Tclose);
   for (int i = 0; i < H5Tget_nmembers(wanted); ++i) {
     char* name = H5Tget_member_name(wanted, unsigned(i));
     const std::string column = name;
     H5free_memory(name);
-    if (column != "slots" && column != "revision" && H5Tget_member_index(file_type, column.c_str()) < 0)
+    if (!added_after_v2.count(column) && H5Tget_member_index(file_type, column.c_str()) < 0)
       throw IncompatibleResultFile("the points table of '" + path + "' has no column '" + column +
                                    "': not a bench result table");
   }
@@ -219,11 +257,11 @@ std::vector<ResultRow> read_points(hid_t dataset, const std::string& path) {
     throw std::runtime_error("cannot read the points table of '" + path + "'");
   std::vector<ResultRow> rows;
   rows.reserve(n);
-  for (const auto& r : records) {
-    rows.push_back(from_record(r));
-    if (const std::string damage = damage_of(rows.back()); !damage.empty())
-      throw IncompatibleResultFile(fmt::format("row {} of '{}' is damaged ({})", rows.size() - 1, path, damage));
-  }
+  for (const auto& r : records) rows.push_back(from_record(r));
+  read_samples(file, rows, path);
+  for (std::size_t i = 0; i < rows.size(); ++i)
+    if (const std::string damage = damage_of(rows[i]); !damage.empty())
+      throw IncompatibleResultFile(fmt::format("row {} of '{}' is damaged ({})", i, path, damage));
   return rows;
 }
 
@@ -253,6 +291,7 @@ PointKey key_of(const ResultRow& r) {
 ResultFile::ResultFile(const std::string& path, const std::map<std::string, std::string>& attributes, Mode mode) {
   quiet_hdf5();
   type_ = record_type();
+  samples_type_ = H5Tvlen_create(H5T_NATIVE_DOUBLE);
   std::error_code ec;
   try {
     if (mode == Mode::resume && std::filesystem::exists(path, ec))
@@ -309,11 +348,13 @@ void ResultFile::create(const std::string& path, const std::map<std::string, std
   H5Pset_chunk(props, 1, chunk);
   dataset_ = H5Dcreate2(file_, "points", type_, space, H5P_DEFAULT, props, H5P_DEFAULT);
   if (dataset_ < 0) throw std::runtime_error("cannot create the points table in '" + path + "'");
+  samples_ = H5Dcreate2(file_, "samples", samples_type_, space, H5P_DEFAULT, props, H5P_DEFAULT);
+  if (samples_ < 0) throw std::runtime_error("cannot create the samples dataset in '" + path + "'");
   H5Fflush(file_, H5F_SCOPE_GLOBAL);
 }
 
 // Appends only to a table this build would have written itself: the format
-// attribute says v3 and the table's columns are exactly the record's.
+// attribute is result_format and the table's columns are exactly the record's.
 void ResultFile::open_for_append(const std::string& path) {
   if (H5Fis_hdf5(path.c_str()) <= 0) throw IncompatibleResultFile("'" + path + "' exists and is not an HDF5 file");
   file_ = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
@@ -332,7 +373,9 @@ void ResultFile::open_for_append(const std::string& path) {
   const Handle file_type(H5Dget_type(dataset_), H5Tclose);
   if (H5Tequal(file_type, type_) <= 0)
     throw IncompatibleResultFile("the points table of '" + path + "' has other columns than " + result_format);
-  rows_ = read_points(dataset_, path);
+  samples_ = H5Dopen2(file_, "samples", H5P_DEFAULT);
+  if (samples_ < 0) throw IncompatibleResultFile("'" + path + "' has no samples dataset");
+  rows_ = read_points(file_, dataset_, path);
   resumed_ = true;
 }
 
@@ -340,21 +383,33 @@ ResultFile::~ResultFile() { close(); }
 
 void ResultFile::close() {
   if (dataset_ >= 0) H5Dclose(dataset_);
+  if (samples_ >= 0) H5Dclose(samples_);
   if (type_ >= 0) H5Tclose(type_);
+  if (samples_type_ >= 0) H5Tclose(samples_type_);
   if (file_ >= 0) H5Fclose(file_);
   if (lock_fd_ >= 0) ::close(lock_fd_);  // after the file: releases the lock
-  dataset_ = type_ = file_ = -1;
+  dataset_ = type_ = file_ = samples_ = samples_type_ = -1;
   lock_fd_ = -1;
 }
 
+namespace {
+// Writes element `index` of a one-dimensional dataset, growing it to hold it.
+bool write_element(hid_t dataset, hid_t type, hsize_t rows, hsize_t index, const void* value) {
+  hsize_t size[1] = {std::max<hsize_t>(rows, index + 1)}, start[1] = {index}, count[1] = {1};
+  if (H5Dset_extent(dataset, size) < 0) return false;
+  const Handle file_space(H5Dget_space(dataset), H5Sclose);
+  const Handle mem_space(H5Screate_simple(1, count, nullptr), H5Sclose);
+  return H5Sselect_hyperslab(file_space, H5S_SELECT_SET, start, nullptr, count, nullptr) >= 0 &&
+         H5Dwrite(dataset, type, mem_space, file_space, H5P_DEFAULT, value) >= 0;
+}
+}  // namespace
+
 void ResultFile::write_row(unsigned long long index, const ResultRow& row) {
   const Record record = to_record(row);
-  hsize_t size[1] = {std::max<hsize_t>(rows_.size(), index + 1)}, start[1] = {index}, count[1] = {1};
-  bool ok = H5Dset_extent(dataset_, size) >= 0;
-  const Handle file_space(H5Dget_space(dataset_), H5Sclose);
-  const Handle mem_space(H5Screate_simple(1, count, nullptr), H5Sclose);
-  ok = ok && H5Sselect_hyperslab(file_space, H5S_SELECT_SET, start, nullptr, count, nullptr) >= 0;
-  ok = ok && H5Dwrite(dataset_, type_, mem_space, file_space, H5P_DEFAULT, &record) >= 0;
+  const hvl_t samples{row.samples.size(), const_cast<double*>(row.samples.data())};
+  // The samples first: a row is in the table only once its samples are.
+  bool ok = write_element(samples_, samples_type_, rows_.size(), index, &samples) &&
+            write_element(dataset_, type_, rows_.size(), index, &record);
   ok = ok && H5Fflush(file_, H5F_SCOPE_GLOBAL) >= 0;
   if (!ok) throw std::runtime_error("cannot write a row to the result file");
 }
@@ -391,7 +446,7 @@ std::vector<ResultRow> ResultFile::read(const std::string& path) {
   const Handle file = open_result_file(path);
   const Handle dataset(H5Dopen2(file, "points", H5P_DEFAULT), H5Dclose);
   if (!dataset.valid()) throw std::runtime_error("'" + path + "' has no points table");
-  return read_points(dataset, path);
+  return read_points(file, dataset, path);
 }
 
 std::map<std::string, std::string> ResultFile::read_attributes(const std::string& path) {

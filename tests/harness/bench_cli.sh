@@ -172,7 +172,7 @@ lines = open("tiny.md").read().splitlines()
 assert lines[0] == "| " + " | ".join(names) + " |" and lines[1] == "|" + " --- |" * len(names)
 assert len(lines) == len(table) + 2 and all(l.startswith("| ") and l.endswith(" |") for l in lines)
 print(len(table), "rows,", len(names), "columns")' 2>&1)
-if ! grep -qx '84 rows, 28 columns' <<<"$exported"; then echo "FAIL: bench export: $exported"; failures=$((failures + 1))
+if ! grep -qx '84 rows, 30 columns' <<<"$exported"; then echo "FAIL: bench export: $exported"; failures=$((failures + 1))
 else echo "ok: bench export to csv, json and markdown: $exported, as in tiny.h5"
 fi
 expect_error "export needs one result file" export --format csv
