@@ -152,16 +152,17 @@ double aggregate(const std::vector<Run>& aggregates, const std::string& name) {
 // Times the point as Google Benchmark runs it: repetitions of manually timed
 // calls, each between two fences (a kernel launch returns before the kernel
 // ends), in batches of options.reps repetitions while the noise target asks
-// for more (see MeasureOptions). The statistics, samples and rates go into
-// row, the runs and aggregates to options.json. False when the calls ran
+// for more (see MeasureOptions), `flush` (if any) before each call. The
+// statistics and samples go into row; the
+// repetitions and aggregates, as Google Benchmark reports them, into report
+// (for options.json, once the point is ok). False when the calls ran
 // past --point-timeout (the repetition that finds the budget spent stops as
 // an error run, and no more are made).
 template <class Exec, class P>
 bool time_point(const Exec& exec, const Form& form, const Inputs<Exec, storage_t<P>>& x, const FormParams& params,
-                const MeasureOptions& options, CallBudget& budget, ResultRow& row) {
+                const MeasureOptions& options, CacheFlush<Exec>* flush, CallBudget& budget, ResultRow& row,
+                std::vector<Run>& report) {
   const auto run = form.runner<Exec, P>();
-  std::optional<CacheFlush<Exec>> flush;
-  if (options.flush_cache) flush.emplace();
   const std::string name = benchmark_name(row);
   auto timed = [&](benchmark::State& state) {
     for (auto _ : state) {
@@ -229,10 +230,8 @@ bool time_point(const Exec& exec, const Form& form, const Inputs<Exec, storage_t
     row.time_max_s = aggregate(aggregates, "max");
     row.time_stddev_s = aggregate(aggregates, "stddev");
   }
-  if (options.json) {
-    options.json->ReportRuns(repetitions);
-    options.json->ReportRuns(aggregates);
-  }
+  report = std::move(repetitions);
+  report.insert(report.end(), aggregates.begin(), aggregates.end());
   return true;
 }
 
@@ -392,9 +391,12 @@ ResultRow measure_point(const Form& form, const Shape& shape, const FormParams& 
       ~ReleaseWorkspaces() { release_workspaces(); }
     } release_after_point;
     const HostProblem& problem = kept.problem();
+    std::optional<CacheFlush<Exec>> flush;  // before the reset: not the point's memory
+    if (options.flush_cache) flush.emplace();
     memory::reset_peak(space);
     const Exec exec;
     ref::Outputs output;
+    std::vector<Run> benchmark_report;  // for options.json
     {
       const Inputs<Exec, T> x = upload<Exec, T>(problem);
       CallBudget budget(options.point_timeout_s);
@@ -404,7 +406,9 @@ ResultRow measure_point(const Form& form, const Shape& shape, const FormParams& 
         budget.call_done();
         if (budget.exceeded()) break;
       }
-      const bool timed = !budget.exceeded() && time_point<Exec, P>(exec, form, x, params, options, budget, row);
+      const bool timed =
+          !budget.exceeded() && time_point<Exec, P>(exec, form, x, params, options, flush ? &*flush : nullptr, budget, row,
+                                                   benchmark_report);
       row.peak_bytes = memory::peak_since_reset(space);
       if (!timed) return mark_timed_out(row, budget);
       if (!all_finite(exec, x)) {
@@ -429,6 +433,7 @@ ResultRow measure_point(const Form& form, const Shape& shape, const FormParams& 
       row.note = "error not checked: the reference would exceed --check-flops";
     }
     row.status = "ok";
+    if (options.json) options.json->ReportRuns(benchmark_report);
   } catch (const std::exception& e) {
     row.status = is_out_of_memory(e) ? "oom" : "error";
     row.note = e.what();
