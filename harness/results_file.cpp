@@ -16,100 +16,13 @@
 #include <set>
 #include <stdexcept>
 #include <tuple>
+#include <type_traits>
 
 #include "registry.hpp"
 #include "text.hpp"
 
 namespace attn {
 namespace {
-
-// The on-disk record: fixed-length strings, so that h5py, h5dump and pandas
-// read it as a plain table.
-struct Record {
-  char form[48], family[16], backend[16], precision[8], status[16], note[160], variant[64];
-  int batch, heads, seq, dk, dv, chunk, slots, reps;
-  double time_median_s, time_min_s, time_max_s, time_mean_s;
-  std::uint64_t peak_bytes;
-  double flops, bytes, gflops, gbps;
-  int err_heads;
-  double max_abs_err, rel_l2_err;
-  char revision[48];  // added in v4, after the older columns, which keep their places
-  double time_stddev_s;  // these two added in v5
-  int iterations;
-};
-
-hid_t string_type(std::size_t n) {
-  hid_t t = H5Tcopy(H5T_C_S1);
-  H5Tset_size(t, n);
-  H5Tset_strpad(t, H5T_STR_NULLTERM);
-  return t;
-}
-
-hid_t record_type() {
-  hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(Record));
-  auto add_string = [&](const char* name, std::size_t offset, std::size_t n) {
-    hid_t s = string_type(n);
-    H5Tinsert(t, name, offset, s);
-    H5Tclose(s);
-  };
-#define ATTN_STRING(f) add_string(#f, HOFFSET(Record, f), sizeof(Record::f))
-#define ATTN_FIELD(f, h5) H5Tinsert(t, #f, HOFFSET(Record, f), h5)
-  ATTN_STRING(form); ATTN_STRING(family); ATTN_STRING(backend); ATTN_STRING(precision);
-  ATTN_STRING(status); ATTN_STRING(note); ATTN_STRING(variant);
-  ATTN_FIELD(batch, H5T_NATIVE_INT); ATTN_FIELD(heads, H5T_NATIVE_INT); ATTN_FIELD(seq, H5T_NATIVE_INT);
-  ATTN_FIELD(dk, H5T_NATIVE_INT); ATTN_FIELD(dv, H5T_NATIVE_INT); ATTN_FIELD(chunk, H5T_NATIVE_INT);
-  ATTN_FIELD(slots, H5T_NATIVE_INT);
-  ATTN_FIELD(reps, H5T_NATIVE_INT);
-  ATTN_FIELD(time_median_s, H5T_NATIVE_DOUBLE); ATTN_FIELD(time_min_s, H5T_NATIVE_DOUBLE);
-  ATTN_FIELD(time_max_s, H5T_NATIVE_DOUBLE); ATTN_FIELD(time_mean_s, H5T_NATIVE_DOUBLE);
-  ATTN_FIELD(peak_bytes, H5T_NATIVE_UINT64);
-  ATTN_FIELD(flops, H5T_NATIVE_DOUBLE); ATTN_FIELD(bytes, H5T_NATIVE_DOUBLE);
-  ATTN_FIELD(gflops, H5T_NATIVE_DOUBLE); ATTN_FIELD(gbps, H5T_NATIVE_DOUBLE);
-  ATTN_FIELD(err_heads, H5T_NATIVE_INT);
-  ATTN_FIELD(max_abs_err, H5T_NATIVE_DOUBLE); ATTN_FIELD(rel_l2_err, H5T_NATIVE_DOUBLE);
-  ATTN_STRING(revision);
-  ATTN_FIELD(time_stddev_s, H5T_NATIVE_DOUBLE); ATTN_FIELD(iterations, H5T_NATIVE_INT);
-#undef ATTN_STRING
-#undef ATTN_FIELD
-  return t;
-}
-
-template <std::size_t N>
-void copy_string(char (&dst)[N], const std::string& src) {
-  std::memset(dst, 0, N);
-  std::memcpy(dst, src.data(), std::min(src.size(), N - 1));
-}
-
-Record to_record(const ResultRow& r) {
-  Record x{};
-  copy_string(x.form, r.form); copy_string(x.family, r.family); copy_string(x.backend, r.backend);
-  copy_string(x.precision, r.precision); copy_string(x.status, r.status); copy_string(x.note, r.note);
-  copy_string(x.variant, r.variant); copy_string(x.revision, r.revision);
-  x.batch = r.batch; x.heads = r.heads; x.seq = r.seq; x.dk = r.dk; x.dv = r.dv; x.chunk = r.chunk; x.slots = r.slots;
-  x.reps = r.reps;
-  x.time_median_s = r.time_median_s; x.time_min_s = r.time_min_s; x.time_max_s = r.time_max_s;
-  x.time_mean_s = r.time_mean_s; x.peak_bytes = r.peak_bytes; x.flops = r.flops; x.bytes = r.bytes;
-  x.gflops = r.gflops; x.gbps = r.gbps; x.err_heads = r.err_heads;
-  x.max_abs_err = r.max_abs_err; x.rel_l2_err = r.rel_l2_err;
-  x.time_stddev_s = r.time_stddev_s; x.iterations = r.iterations;
-  return x;
-}
-
-ResultRow from_record(const Record& x) {
-  ResultRow r;
-  r.form = x.form; r.family = x.family; r.backend = x.backend; r.precision = x.precision;
-  r.status = x.status; r.note = x.note; r.variant = x.variant; r.revision = x.revision;
-  r.batch = x.batch; r.heads = x.heads; r.seq = x.seq; r.dk = x.dk; r.dv = x.dv; r.chunk = x.chunk; r.slots = x.slots;
-  r.reps = x.reps;
-  r.time_median_s = x.time_median_s; r.time_min_s = x.time_min_s; r.time_max_s = x.time_max_s;
-  r.time_mean_s = x.time_mean_s; r.peak_bytes = x.peak_bytes; r.flops = x.flops; r.bytes = x.bytes;
-  r.gflops = x.gflops; r.gbps = x.gbps; r.err_heads = x.err_heads;
-  r.max_abs_err = x.max_abs_err; r.rel_l2_err = x.rel_l2_err;
-  r.time_stddev_s = x.time_stddev_s; r.iterations = x.iterations;
-  return r;
-}
-
-void quiet_hdf5() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
 
 // An HDF5 identifier closed when it goes out of scope.
 class Handle {
@@ -130,16 +43,99 @@ class Handle {
   herr_t (*close_)(hid_t);
 };
 
-Handle variable_string_type() {
+// The columns of /points, in order: TEXT(name, width of the fixed-length
+// strings before v5) and NUMBER(name, C type, HDF5 type). Columns are only
+// ever added at the end, so that older columns keep their places: `revision`
+// in v4, `time_stddev_s` and `iterations` in v5 (`slots`, in v3, came before).
+#define ATTN_COLUMNS(TEXT, NUMBER)                                                                         \
+  TEXT(form, 48) TEXT(family, 16) TEXT(backend, 16) TEXT(precision, 8) TEXT(status, 16) TEXT(note, 160)   \
+  TEXT(variant, 64) NUMBER(batch, int, H5T_NATIVE_INT) NUMBER(heads, int, H5T_NATIVE_INT)                 \
+  NUMBER(seq, int, H5T_NATIVE_INT) NUMBER(dk, int, H5T_NATIVE_INT) NUMBER(dv, int, H5T_NATIVE_INT)        \
+  NUMBER(chunk, int, H5T_NATIVE_INT) NUMBER(slots, int, H5T_NATIVE_INT) NUMBER(reps, int, H5T_NATIVE_INT) \
+  NUMBER(time_median_s, double, H5T_NATIVE_DOUBLE) NUMBER(time_min_s, double, H5T_NATIVE_DOUBLE)          \
+  NUMBER(time_max_s, double, H5T_NATIVE_DOUBLE) NUMBER(time_mean_s, double, H5T_NATIVE_DOUBLE)            \
+  NUMBER(peak_bytes, std::uint64_t, H5T_NATIVE_UINT64) NUMBER(flops, double, H5T_NATIVE_DOUBLE)           \
+  NUMBER(bytes, double, H5T_NATIVE_DOUBLE) NUMBER(gflops, double, H5T_NATIVE_DOUBLE)                      \
+  NUMBER(gbps, double, H5T_NATIVE_DOUBLE) NUMBER(err_heads, int, H5T_NATIVE_INT)                          \
+  NUMBER(max_abs_err, double, H5T_NATIVE_DOUBLE) NUMBER(rel_l2_err, double, H5T_NATIVE_DOUBLE)            \
+  TEXT(revision, 48) NUMBER(time_stddev_s, double, H5T_NATIVE_DOUBLE) NUMBER(iterations, int, H5T_NATIVE_INT)
+
+#define ATTN_NUMBER_MEMBER(name, type, h5) type name;
+// The on-disk record from v5: variable-length UTF-8 strings (h5py reads them
+// as bytes objects, h5dump as strings), no text cut short.
+#define ATTN_VARIABLE_TEXT_MEMBER(name, width) char* name;
+struct Record {
+  ATTN_COLUMNS(ATTN_VARIABLE_TEXT_MEMBER, ATTN_NUMBER_MEMBER)
+};
+// Before v5: fixed-length strings (read only).
+#define ATTN_FIXED_TEXT_MEMBER(name, width) char name[width];
+struct FixedRecord {
+  ATTN_COLUMNS(ATTN_FIXED_TEXT_MEMBER, ATTN_NUMBER_MEMBER)
+};
+#undef ATTN_NUMBER_MEMBER
+#undef ATTN_VARIABLE_TEXT_MEMBER
+#undef ATTN_FIXED_TEXT_MEMBER
+
+// A text member's HDF5 type: bytes of a fixed width, or variable (width 0).
+Handle text_type(std::size_t width) {
   Handle type(H5Tcopy(H5T_C_S1), H5Tclose);
-  H5Tset_size(type, H5T_VARIABLE);
-  H5Tset_cset(type, H5T_CSET_UTF8);
+  if (width == 0) {
+    H5Tset_size(type, H5T_VARIABLE);
+    H5Tset_cset(type, H5T_CSET_UTF8);
+  } else {
+    H5Tset_size(type, width);
+    H5Tset_strpad(type, H5T_STR_NULLTERM);
+  }
   return type;
 }
 
+// Whether member `name` of record R is a fixed-length string (a char array).
+#define ATTN_IS_FIXED(R, name) std::is_array_v<decltype(R::name)>
+
+template <class R>
+hid_t record_type() {
+  hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(R));
+#define ATTN_TEXT_COLUMN(name, width) \
+  H5Tinsert(t, #name, HOFFSET(R, name), text_type(ATTN_IS_FIXED(R, name) ? sizeof(R::name) : 0));
+#define ATTN_NUMBER_COLUMN(name, type, h5) H5Tinsert(t, #name, HOFFSET(R, name), h5);
+  ATTN_COLUMNS(ATTN_TEXT_COLUMN, ATTN_NUMBER_COLUMN)
+#undef ATTN_TEXT_COLUMN
+#undef ATTN_NUMBER_COLUMN
+  return t;
+}
+
+// The record of a row to write: its strings point into the row.
+Record to_record(const ResultRow& r) {
+  Record x{};
+#define ATTN_TEXT_COLUMN(name, width) x.name = const_cast<char*>(r.name.c_str());
+#define ATTN_NUMBER_COLUMN(name, type, h5) x.name = r.name;
+  ATTN_COLUMNS(ATTN_TEXT_COLUMN, ATTN_NUMBER_COLUMN)
+#undef ATTN_TEXT_COLUMN
+#undef ATTN_NUMBER_COLUMN
+  return x;
+}
+
+// A text member read back: up to its first NUL within `width` bytes (a
+// fixed-length string may fill its width); empty when absent (null).
+std::string text_of(const char* text, std::size_t width) { return text ? std::string(text, strnlen(text, width)) : ""; }
+
+template <class R>
+ResultRow from_record(const R& x) {
+  ResultRow r;
+#define ATTN_TEXT_COLUMN(name, width) r.name = text_of(x.name, ATTN_IS_FIXED(R, name) ? sizeof(R::name) : SIZE_MAX);
+#define ATTN_NUMBER_COLUMN(name, type, h5) r.name = x.name;
+  ATTN_COLUMNS(ATTN_TEXT_COLUMN, ATTN_NUMBER_COLUMN)
+#undef ATTN_TEXT_COLUMN
+#undef ATTN_NUMBER_COLUMN
+  return r;
+}
+#undef ATTN_IS_FIXED
+
+void quiet_hdf5() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
+
 void write_string_attribute(hid_t object, const std::string& name, const std::string& value) {
   if (H5Aexists(object, name.c_str()) > 0) H5Adelete(object, name.c_str());
-  const Handle type = variable_string_type();
+  const Handle type = text_type(0);
   const Handle space(H5Screate(H5S_SCALAR), H5Sclose);
   const Handle attr(H5Acreate2(object, name.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
   const char* text = value.c_str();
@@ -157,7 +153,7 @@ std::map<std::string, std::string> read_string_attributes(hid_t file) {
                       H5Aclose);
     char name[256] = {};
     H5Aget_name(attr, sizeof(name), name);
-    const Handle type = variable_string_type();
+    const Handle type = text_type(0);
     char* text = nullptr;
     if (H5Aread(attr, type, &text) >= 0 && text) {
       out[name] = text;
@@ -173,9 +169,9 @@ std::map<std::string, std::string> read_string_attributes(hid_t file) {
 // was in the zero-initialised records: 0, or an empty string.
 // Why a row read back is not one bench wrote (damaged, or junk written over
 // it); empty when it is well formed. Strings must be printable text (UTF-8
-// without control characters; the note, cut at its 160 bytes, maybe in the
-// middle of a character, only without control bytes); status,
-// precision and form known values (the form one of this build's, in its
+// without control characters; the note, in files before v5 cut at its 160
+// bytes, maybe in the middle of a character, only without control bytes);
+// status, precision and form known values (the form one of this build's, in its
 // family); sizes positive; times, costs and rates finite and not negative (the
 // errors may be NaN or infinite, as a diverging reference gives them, but not
 // negative); the timed runs and checked heads within their ranges.
@@ -232,6 +228,24 @@ void read_samples(hid_t file, std::vector<ResultRow>& rows, const std::string& p
   H5Dvlen_reclaim(type, space, H5P_DEFAULT, sequences.data());
 }
 
+// The rows of /points read as records R: a column absent from the file keeps
+// its zero (0, or an empty string).
+template <class R>
+std::vector<ResultRow> read_records(hid_t dataset, const std::string& path) {
+  const Handle space(H5Dget_space(dataset), H5Sclose);
+  hsize_t n = 0;
+  H5Sget_simple_extent_dims(space, &n, nullptr);
+  std::vector<R> records(n);  // value-initialised: zeros, null strings
+  const Handle type(record_type<R>(), H5Tclose);
+  if (n > 0 && H5Dread(dataset, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, records.data()) < 0)
+    throw std::runtime_error("cannot read the points table of '" + path + "'");
+  std::vector<ResultRow> rows;
+  rows.reserve(n);
+  for (const auto& r : records) rows.push_back(from_record(r));
+  if (n > 0) H5Dvlen_reclaim(type, space, H5P_DEFAULT, records.data());  // the variable-length strings
+  return rows;
+}
+
 std::vector<ResultRow> read_points(hid_t file, hid_t dataset, const std::string& path) {
   // Every column of the record, but those added after v2 (`slots` in v3,
   // `revision` in v4, `time_stddev_s` and `iterations` in v5: 0 or empty in
@@ -239,7 +253,7 @@ std::vector<ResultRow> read_points(hid_t file, hid_t dataset, const std::string&
   // as zeros.
   const std::set<std::string> added_after_v2{"slots", "revision", "time_stddev_s", "iterations"};
   const Handle file_type(H5Dget_type(dataset), H5Tclose);
-  const Handle wanted(record_type(), H5Tclose);
+  const Handle wanted(record_type<Record>(), H5Tclose);
   for (int i = 0; i < H5Tget_nmembers(wanted); ++i) {
     char* name = H5Tget_member_name(wanted, unsigned(i));
     const std::string column = name;
@@ -248,16 +262,11 @@ std::vector<ResultRow> read_points(hid_t file, hid_t dataset, const std::string&
       throw IncompatibleResultFile("the points table of '" + path + "' has no column '" + column +
                                    "': not a bench result table");
   }
-  const Handle space(H5Dget_space(dataset), H5Sclose);
-  hsize_t n = 0;
-  H5Sget_simple_extent_dims(space, &n, nullptr);
-  std::vector<Record> records(n);  // value-initialised: zeros
-  const Handle type(record_type(), H5Tclose);
-  if (n > 0 && H5Dread(dataset, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, records.data()) < 0)
-    throw std::runtime_error("cannot read the points table of '" + path + "'");
-  std::vector<ResultRow> rows;
-  rows.reserve(n);
-  for (const auto& r : records) rows.push_back(from_record(r));
+  // Strings are variable-length from v5, fixed-length before (HDF5 converts
+  // neither into the other): the file's `form` column says which.
+  const Handle form_type(H5Tget_member_type(file_type, unsigned(H5Tget_member_index(file_type, "form"))), H5Tclose);
+  std::vector<ResultRow> rows = H5Tis_variable_str(form_type) > 0 ? read_records<Record>(dataset, path)
+                                                                  : read_records<FixedRecord>(dataset, path);
   read_samples(file, rows, path);
   for (std::size_t i = 0; i < rows.size(); ++i)
     if (const std::string damage = damage_of(rows[i]); !damage.empty())
@@ -290,7 +299,7 @@ PointKey key_of(const ResultRow& r) {
 
 ResultFile::ResultFile(const std::string& path, const std::map<std::string, std::string>& attributes, Mode mode) {
   quiet_hdf5();
-  type_ = record_type();
+  type_ = record_type<Record>();
   samples_type_ = H5Tvlen_create(H5T_NATIVE_DOUBLE);
   std::error_code ec;
   try {

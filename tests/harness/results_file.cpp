@@ -111,6 +111,28 @@ TEST_CASE("a result file is resumed: rows kept, appended to, replaced in place",
   CHECK(ResultFile::read(path).empty());
 }
 
+TEST_CASE("text columns are variable-length strings: nothing is cut", "[harness][hdf5]") {
+  const auto path = fresh_temp_path("long_text.h5");
+  ResultRow row = sample_row("lion-s/chunk", 64, "error");
+  row.note = "not run: " + std::string(300, 'n') + " \xc3\xa9";  // beyond the 160 bytes of fixed-length notes
+  row.variant = "mask-convention=B unscaled " + std::string(100, 'v');
+  row.revision = std::string(60, 'r') + "-dirty";
+  { ResultFile(path, {}).append(row); }
+  const auto rows = ResultFile::read(path);
+  REQUIRE(rows.size() == 1);
+  CHECK(rows[0].note == row.note);
+  CHECK(rows[0].variant == row.variant);
+  CHECK(rows[0].revision == row.revision);
+  const hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  const hid_t points = H5Dopen2(file, "points", H5P_DEFAULT);
+  const hid_t type = H5Dget_type(points);
+  const hid_t note = H5Tget_member_type(type, unsigned(H5Tget_member_index(type, "note")));
+  CHECK(H5Tis_variable_str(note) > 0);
+  for (hid_t id : {note, type}) H5Tclose(id);
+  H5Dclose(points);
+  H5Fclose(file);
+}
+
 TEST_CASE("each row's samples are stored beside it, and replaced with it", "[harness][hdf5][samples]") {
   const auto path = fresh_temp_path("samples.h5");
   ResultRow a = sample_row("softmax/full", 64, "ok"), b = sample_row("softmax/full", 128, "oom");
