@@ -255,7 +255,7 @@ attribute() {  # attribute FILE NAME: the value of a string attribute of FILE's 
 }
 printf '# provenance test\nforms = softmax/full\nseq = 64\nheads = 1\ndk = 16\nbackend = host\n' >prov.cfg
 rm -f prov.h5
-settings=(--reps 2 --warmup 1 --seed 7 --check-flops 1e9)
+settings=(--reps 2 --warmup 1 --seed 7 --check-flops 1e9 --min-time 0)
 "$bench" run prov.cfg "${settings[@]}" --out prov.h5 >prov.out 2>&1; rc=$?
 missing=
 for name in git_revision git_dirty build_type compiler compiler_flags kokkos_version kokkos_backends \
@@ -279,8 +279,8 @@ else pass "provenance: $(attribute prov.h5 git_revision) (dirty: $(attribute pro
 fi
 # Resuming with other measurement settings is refused with one line, the file left as it was;
 # with the same settings it is resumed, and the resumption is recorded with its build and host.
-for i in 0 2 4 6; do  # each setting in turn changed: --reps 3, --warmup 0, --seed 8, --check-flops 0
-  other=("${settings[@]}"); other[i + 1]=$(cut -d' ' -f$((i / 2 + 1)) <<<"3 0 8 0")
+for i in 0 2 4 6 8; do  # each setting in turn changed: --reps 3, --warmup 0, --seed 8, --check-flops 0, --min-time 0.001
+  other=("${settings[@]}"); other[i + 1]=$(cut -d' ' -f$((i / 2 + 1)) <<<"3 0 8 0 0.001")
   "$bench" run prov.cfg "${other[@]}" --seq 64,128 --out prov.h5 >prov_other.out 2>prov_other.err; rc=$?
   setting=${other[i]#--}; setting=${setting//-/_}
   if [ "$rc" != 2 ] || [ "$(stderr_lines prov_other.err)" != 1 ] || [ "$(rows_of prov.h5)" != 1 ] ||
