@@ -17,24 +17,21 @@ namespace {
 
 // P(U <= u) under the null hypothesis for samples of n and m values without
 // ties, U counting the pairs (a_i, b_j) with b_j < a_i: the share of the
-// C(n + m, n) orderings of the two samples with such a U. ways[i][j][k]
-// counts the orderings of i values of a and j of b with U = k: the largest
-// value is an a, which exceeds all j values of b, or a b, which adds nothing.
+// C(n + m, n) orderings of the two samples with such a U. ways[i][k] counts
+// the orderings of i values of a and j of b with U = k, for j = 0, 1, ..., m
+// in turn: the largest value is an a, which exceeds all j values of b, or a
+// b, which adds nothing. n should be the smaller size (U's distribution is
+// the same with the sizes swapped): the table holds (n + 1) (n m + 1) counts.
 double exact_cdf(std::size_t n, std::size_t m, std::size_t u) {
-  std::vector<std::vector<std::vector<double>>> ways(
-      n + 1, std::vector<std::vector<double>>(m + 1, std::vector<double>(n * m + 1, 0)));
-  for (std::size_t i = 0; i <= n; ++i)
-    for (std::size_t j = 0; j <= m; ++j) {
-      if (i == 0 || j == 0) {
-        ways[i][j][0] = 1;
-        continue;
-      }
-      for (std::size_t k = 0; k <= n * m; ++k)
-        ways[i][j][k] = (k >= j ? ways[i - 1][j][k - j] : 0) + ways[i][j - 1][k];
-    }
-  const auto& of_u = ways[n][m];
+  const std::size_t max_u = n * m;
+  std::vector<std::vector<double>> ways(n + 1, std::vector<double>(max_u + 1, 0));
+  for (auto& of_u : ways) of_u[0] = 1;  // j = 0: no b, U = 0
+  for (std::size_t j = 1; j <= m; ++j)
+    for (std::size_t i = 1; i <= n; ++i)  // ways[i - 1] already counts j values of b
+      for (std::size_t k = max_u + 1; k-- > 0;) ways[i][k] += k >= j ? ways[i - 1][k - j] : 0;
+  const auto& of_u = ways[n];
   const double all = std::accumulate(of_u.begin(), of_u.end(), 0.0);
-  return std::accumulate(of_u.begin(), of_u.begin() + std::min(u, n * m) + 1, 0.0) / all;
+  return std::accumulate(of_u.begin(), of_u.begin() + std::min(u, max_u) + 1, 0.0) / all;
 }
 
 }  // namespace
@@ -59,9 +56,9 @@ double mann_whitney_p(const std::vector<double>& a, const std::vector<double>& b
   const double u_a = rank_sum_a - n * (n + 1) / 2.0, u_b = double(n) * m - u_a;
   const double u_high = std::max(u_a, u_b), u_low = std::min(u_a, u_b);
   if (method == UTestMethod::automatic)
-    method = n < 8 && m < 8 && tie_term == 0 ? UTestMethod::exact : UTestMethod::asymptotic;
+    method = (n <= 8 || m <= 8) && tie_term == 0 ? UTestMethod::exact : UTestMethod::asymptotic;
   if (method == UTestMethod::exact)  // by symmetry, P(U >= u_high) = P(U <= u_low)
-    return std::min(1.0, 2 * exact_cdf(n, m, static_cast<std::size_t>(u_low)));
+    return std::min(1.0, 2 * exact_cdf(std::min(n, m), std::max(n, m), static_cast<std::size_t>(u_low)));
   const double mean = n * m / 2.0;
   const double sd = std::sqrt(n * m / 12.0 * ((total + 1) - tie_term / (double(total) * (total - 1))));
   if (!(sd > 0)) return 1;  // every value tied

@@ -10,8 +10,8 @@ namespace attn {
 double median(std::vector<double> values);
 
 // How the p-value of the U statistic is computed: as scipy.stats.mannwhitneyu
-// (which compare.py calls) does by default, `automatic`: `exact` when both
-// samples have fewer than 8 values and no value is tied, else `asymptotic`
+// (which compare.py calls) does by default, `automatic`: `exact` when either
+// sample has 8 values or fewer and no value is tied, else `asymptotic`
 // (the normal approximation, with the tie correction of its variance and a
 // continuity correction of 0.5).
 enum class UTestMethod { automatic, exact, asymptotic };
