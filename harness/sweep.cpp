@@ -655,8 +655,8 @@ int print_plan(const Sweep& sweep, const std::vector<Point>& points) {
 
 // --json: Google Benchmark's JSON report (its JSONReporter: "context", then
 // "benchmarks", one entry per repetition and one per aggregate) of the points
-// measured ok in this run, which its tools/compare.py reads. The context
-// carries the result file's provenance too (attn_* keys).
+// measured ok in this run, which its tools/compare.py reads. Its context
+// carries this run's revision, backend, device and date too (attn_* keys).
 class JsonReport {
  public:
   JsonReport(const std::string& path, const std::map<std::string, std::string>& attributes) : out_(path) {
@@ -754,7 +754,7 @@ int measure_sweep(const Sweep& sweep, MeasureOptions& options) {
 }  // namespace
 
 int run_sweep(const Sweep& sweep) {
-  MeasureOptions options = sweep.measure;  // the measurer's: --json's reporter is added once the file is open
+  MeasureOptions options = sweep.measure;  // the measurer's: measure_sweep adds --json's reporter
   return measure_sweep(sweep, options);
 }
 
