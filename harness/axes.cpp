@@ -55,11 +55,20 @@ Axis parse_axis(const std::string& name, const std::string& spec, long long mini
     if (dots == std::string::npos) {
       axis.values.push_back(parse_count(name, spec, word));
     } else {
+      // a..b doubles from a; a..b:s steps by s (a, a + s, ... <= b).
+      const auto colon = word.find(':', dots + 2);
       const long long lo = parse_count(name, spec, word.substr(0, dots));
-      const long long hi = parse_count(name, spec, word.substr(dots + 2));
+      const long long hi = parse_count(name, spec, word.substr(dots + 2, colon == std::string::npos ? std::string::npos
+                                                                                                   : colon - dots - 2));
       if (lo > hi) bad(name, spec, "range '" + word + "' runs backwards");
       if (lo < 1) bad(name, spec, "range '" + word + "' must start at 1 or more");
-      for (long long x = lo; x <= hi; x *= 2) axis.values.push_back(x);
+      if (colon == std::string::npos) {
+        for (long long x = lo; x <= hi; x *= 2) axis.values.push_back(x);
+      } else {
+        const long long step = parse_count(name, spec, word.substr(colon + 1));
+        if (step < 1) bad(name, spec, "range '" + word + "' needs a step of 1 or more");
+        for (long long x = lo; x <= hi; x += step) axis.values.push_back(x);
+      }
     }
   }
   for (long long x : axis.values) {

@@ -4,6 +4,7 @@
 #include <fmt/core.h>
 #include <fmt/ranges.h>
 
+#include <benchmark/benchmark.h>
 #include <boost/program_options.hpp>
 
 #include <algorithm>
@@ -31,32 +32,41 @@ using namespace attn;
 
 namespace {
 
-constexpr const char* usage = R"(usage:
+constexpr const char* overview = R"(usage:
   bench list [--format json]      every form, its family, parameters, precisions and description
-                                  (json: an array of objects, one per form)
   bench sweep [options]           measure forms over a grid of shapes into an HDF5 file
-  bench run FILE.cfg [options]    a sweep whose options are read from FILE (key = value
-                                  lines, same names as below); the command line wins
+  bench run FILE.cfg [options]    a sweep whose options are read from FILE
   bench ceiling                   this CPU's fp32 FMA and copy ceilings (OpenMP threads, about
                                   a second); a sweep on the host records them for the roofline
-  bench compare A.h5 B.h5 [--threshold 1.1] [--fail-on-regression]
-                                  per point (matched by form, variant, backend, precision
-                                  and shape) B's time and peak memory over A's, and their
-                                  geometric mean per form; points in one file only
+  bench compare A.h5 B.h5 [options]
+                                  per point B's time and peak memory over A's, each difference
+                                  judged by a significance test on the samples
   bench export FILE.h5 --format csv|json|markdown [--out FILE]
                                   the rows of a result file, every column with a header
-                                  (json: one object per row), on stdout or into --out
   bench --version                 the build: git revision, whether its tree was dirty, build type
+  bench COMMAND --help            what COMMAND does and the options it takes
+)";
 
-Sizes take lists and power-of-two ranges: 1k..128k = 1024, 2048, ..., 131072;
-1k,3k,5000 = 1024, 3072, 5000 (k = 1024). Every combination is one point; a
+constexpr const char* sweep_notes = R"(
+Sizes take lists and ranges: 1k..128k = 1024, 2048, ..., 131072 (powers of two);
+1k..8k:1k = 1024, 2048, 3072, ..., 8192 (a..b:step, linear); 1k,3k,5000 = 1024,
+3072, 5000 (k = 1024, m = 1024^2). Every combination is one point; a
 parameter a form does not take (e.g. --chunk for softmax/full) is not swept for it.
+
+Timing: each point is a Google Benchmark with manual timing between fences:
+--warmup untimed calls, then --reps repetitions (its --benchmark_repetitions),
+each of one call, or of as many calls as --min-time needs (its
+--benchmark_min_time); a repetition's time per call is one sample. With
+--max-noise, --reps more repetitions run while the samples' coefficient of
+variation exceeds it (up to --max-reps repetitions, --max-time seconds).
 
 Resuming: re-running a sweep with the same --out keeps the rows already there and
 measures only the points missing (rows with status ok, oom or timeout are final;
-error rows are measured again); another --seed, --warmup, --reps or --check-flops
-than the file's is refused. --fresh starts the file over. Ctrl-C finishes the
-current point, closes the file and exits 130 (Ctrl-C twice: abandon the point).
+error rows are measured again); other measurement settings (--seed, --warmup,
+--reps, --min-time, --max-noise, --max-reps, --max-time, --flush-cache,
+--check-flops) than the file's are refused. --fresh starts the file over.
+Ctrl-C finishes the current point, closes the file and exits 130 (Ctrl-C
+twice: abandon the point).
 
 Statuses: ok; oom (the inputs cannot fit, or an allocation failed); timeout (the
 point's calls ran past --point-timeout); error (anything else, see the note; a
@@ -96,8 +106,20 @@ po::options_description sweep_options() {
      "to 128), the portable register-tiled kernels elsewhere; portable: the portable kernels everywhere (rows "
      "record tiles=portable in their variant)")
     ("seed", po::value<std::string>()->default_value("2024"), "seed of the random inputs (a whole number >= 0)")
-    ("reps", po::value<int>()->default_value(10), "timed runs per point (median, min, max reported)")
-    ("warmup", po::value<int>()->default_value(1), "untimed runs before timing")
+    ("reps", po::value<int>()->default_value(10), "timed repetitions per point (Google Benchmark's "
+                                                  "--benchmark_repetitions): median, mean, min, max, stddev")
+    ("warmup", po::value<int>()->default_value(1), "untimed calls before timing")
+    ("min-time", po::value<double>()->default_value(0),
+     "seconds a repetition lasts at least (Google Benchmark's --benchmark_min_time): it times as many calls as "
+     "reach it, found in the first repetition, and its sample is their mean; 0: one call per repetition")
+    ("max-noise", po::value<double>()->default_value(0),
+     "relative noise to reach: while the coefficient of variation (stddev/mean) of a point's samples exceeds it, "
+     "--reps more repetitions run, up to --max-reps repetitions or --max-time seconds of timed calls (0.02: 2%; "
+     "0: --reps repetitions only)")
+    ("max-reps", po::value<int>()->default_value(100), "with --max-noise: the most repetitions of a point")
+    ("max-time", po::value<double>()->default_value(10), "with --max-noise: the most seconds of timed calls of a point")
+    ("flush-cache", po::bool_switch(), "before each timed call, overwrite a buffer of 4x the last-level cache "
+                                       "(the CPU's; the GPU's L2) in the backend's memory: cold-cache timings")
     ("check-flops", po::value<double>()->default_value(2e10), "largest fp64 reference cost (FLOPs) spent on the error check of a point")
     ("point-timeout", po::value<double>(), "seconds a point's warm-up and timed calls may take (default: no limit); "
                                            "read after each call, as a running kernel cannot be stopped, so a point "
@@ -105,7 +127,11 @@ po::options_description sweep_options() {
                                            "and its larger L are skipped (input drawing and the error check do not count); "
                                            "a point predicted to run past it is not run")
     ("out", po::value<std::string>(), "output HDF5 file (required); an existing one is resumed")
-    ("fresh", po::bool_switch(), "start --out over instead of resuming it");
+    ("fresh", po::bool_switch(), "start --out over instead of resuming it")
+    ("json", po::value<std::string>(), "also write Google Benchmark's JSON report of the points measured ok in this "
+                                       "run to this file (read by its tools/compare.py)")
+    ("dry-run", po::bool_switch(), "print the planned points, what --out holds of each and the predicted time "
+                                   "(from --out's rows); measure and write nothing");
   return o;
 }
 
@@ -113,15 +139,27 @@ po::options_description compare_options() {
   po::options_description o("compare options");
   o.add_options()
     ("help,h", "this help")
-    ("threshold", po::value<double>(), "mark points whose B/A time exceeds it as REGRESSION (and below 1/it as "
-                                       "faster); a point ok in A and not in B is a REGRESSION too")
+    ("threshold", po::value<double>(), "mark points significantly slower with a B/A time above it REGRESSION "
+                                       "(significantly faster below 1/it: faster); a point ok in A and not in B "
+                                       "is a REGRESSION too")
     ("fail-on-regression", po::bool_switch(), "exit 1 when a point is a REGRESSION (threshold 1.1 unless given)");
   return o;
 }
 
-std::string help_text() {
+constexpr const char* compare_notes = R"(
+Points are matched by form, variant, backend, precision and shape. Each
+difference of two points ok in both files is judged by the two-sided
+Mann-Whitney U test on their samples (as Google Benchmark's compare.py does):
+p < 0.05 is a significant change (slower or faster), otherwise "no significant
+change". Files without samples (before format v5) are judged by --threshold
+alone, with a note.
+)";
+
+// One command's help: its usage line, what it does, and its options only.
+std::string command_help(const std::string& usage, const po::options_description& options,
+                         const std::string& notes = "") {
   std::ostringstream text;
-  text << usage << '\n' << sweep_options() << '\n' << compare_options();
+  text << "usage: " << usage << '\n' << notes << '\n' << options;
   return text.str();
 }
 
@@ -252,9 +290,17 @@ Sweep sweep_from(const po::variables_map& vm, const std::string& command_line) {
   sweep.measure.check_flops = number_option(vm, "check-flops", 0, false, " (0: no error check)");
   if (sweep.measure.reps < 1) throw std::invalid_argument("--reps must be at least 1");
   if (sweep.measure.warmup < 0) throw std::invalid_argument("--warmup must not be negative");
+  sweep.measure.min_time_s = number_option(vm, "min-time", 0, false, " (seconds; 0: one call per repetition)");
+  sweep.measure.max_noise = number_option(vm, "max-noise", 0, false, " (0.02: 2%; 0: no noise target)");
+  sweep.measure.max_reps = vm["max-reps"].as<int>();
+  if (sweep.measure.max_reps < 1) throw std::invalid_argument("--max-reps must be at least 1");
+  sweep.measure.max_time_s = number_option(vm, "max-time", 0, true, " (seconds)");
+  sweep.measure.flush_cache = vm["flush-cache"].as<bool>();
   if (vm.count("point-timeout")) sweep.measure.point_timeout_s = number_option(vm, "point-timeout", 0, true, " (seconds)");
   sweep.out = vm["out"].as<std::string>();
   sweep.fresh = vm["fresh"].as<bool>();
+  sweep.dry_run = vm["dry-run"].as<bool>();
+  if (vm.count("json")) sweep.json = vm["json"].as<std::string>();
 #ifdef KOKKOS_ENABLE_CUDA
   sweep.backend = vm.count("backend") ? vm["backend"].as<std::string>() : "cuda";
 #else
@@ -293,7 +339,7 @@ OptionsAndFiles parse_options_and_files(const std::vector<std::string>& args, co
 int compare_command(const std::vector<std::string>& args) {
   const auto [vm, files] = parse_options_and_files(args, compare_options());
   if (vm.count("help")) {
-    fmt::print("{}\n", help_text());
+    fmt::print("{}\n", command_help("bench compare A.h5 B.h5 [options]", compare_options(), compare_notes));
     return 0;
   }
   if (files.size() != 2) throw std::invalid_argument("compare needs two result files: bench compare A.h5 B.h5");
@@ -312,7 +358,9 @@ int list_command(const std::vector<std::string>& args) {
   po::store(po::command_line_parser(args).options(options).run(), vm);
   po::notify(vm);
   if (vm.count("help")) {
-    fmt::print("{}\n", help_text());
+    fmt::print("{}\n", command_help("bench list [--format text|json]", options,
+                                    "\nEvery form: its family, whether it is causal, its parameters, the precisions it\n"
+                                    "has kernels for, and what it computes (json: an array of objects).\n"));
     return 0;
   }
   const std::string format = vm["format"].as<std::string>();
@@ -352,7 +400,9 @@ int export_command(const std::vector<std::string>& args) {
       "out", po::value<std::string>(), "the file to write (default: stdout)");
   const auto [vm, files] = parse_options_and_files(args, options);
   if (vm.count("help")) {
-    fmt::print("{}\n", help_text());
+    fmt::print("{}\n", command_help("bench export FILE.h5 --format csv|json|markdown [--out FILE]", options,
+                                    "\nThe rows of a result file, every column of its table with a header (json: one\n"
+                                    "object per row), on stdout or into --out.\n"));
     return 0;
   }
   if (files.size() != 1)
@@ -384,9 +434,10 @@ int main(int argc, char* argv[]) {
   for (int i = 0; i < argc; ++i) command_line += (i ? " " : "") + std::string(argv[i]);
   const std::string command = argc > 1 ? argv[1] : "";
   if (command.empty() || command == "-h" || command == "--help" || command == "help") {
-    fmt::print("{}\n", help_text());
+    fmt::print("{}\n", overview);
     return command.empty() ? 2 : 0;
   }
+  const bool help_asked = argc > 2 && (std::string(argv[2]) == "--help" || std::string(argv[2]) == "-h");
   try {
     if (command == "--version") {
       if (argc > 2) throw std::invalid_argument(fmt::format("--version takes no arguments, got '{}'", argv[2]));
@@ -397,6 +448,11 @@ int main(int argc, char* argv[]) {
     if (command == "export") return export_command(std::vector<std::string>(argv + 2, argv + argc));
     if (command == "compare") return compare_command(std::vector<std::string>(argv + 2, argv + argc));
     if (command == "ceiling") {
+      if (help_asked) {
+        fmt::print("usage: bench ceiling\n\nThis CPU's fp32 FMA and copy ceilings, on the OpenMP threads (about a "
+                   "second);\na sweep on the host records them for the roofline. No options.\n");
+        return 0;
+      }
       if (argc > 2) throw std::invalid_argument(fmt::format("ceiling takes no arguments, got '{}'", argv[2]));
       default_openmp_placement();
       const HostCeilings c = measure_host_ceilings();
@@ -407,6 +463,16 @@ int main(int argc, char* argv[]) {
     if (command != "sweep" && command != "run")
       throw std::invalid_argument("unknown command '" + command +
                                   "' (expected list, sweep, run, compare, export, ceiling or --version)");
+    const auto options = sweep_options();
+    const std::string usage = command == "run" ? "bench run FILE.cfg [options]" : "bench sweep [options]";
+    if (help_asked) {
+      const std::string what =
+          command == "run" ? "\nA sweep whose options are read from FILE (name = value lines, # comments, the names\n"
+                             "of the options below); options on the command line win.\n"
+                           : "\nMeasures forms over a grid of shapes into an HDF5 file.\n";
+      fmt::print("{}\n", command_help(usage, options, what + sweep_notes));
+      return 0;
+    }
     int first = 2;
     std::string config_file;
     if (command == "run") {
@@ -414,17 +480,17 @@ int main(int argc, char* argv[]) {
       config_file = argv[2];
       first = 3;
     }
-    const auto options = sweep_options();
     std::vector<std::string> args(argv + first, argv + argc);
     po::variables_map vm;
     // A stray word (`sweep garbage`, `--decay-floor 0`) is an error, not ignored.
     const auto parsed = po::command_line_parser(args).options(options).allow_unregistered().run();
     for (const auto& word : po::collect_unrecognized(parsed.options, po::include_positional))
-      throw std::invalid_argument(word.rfind('-', 0) == 0 ? "unrecognised option '" + word + "' (see bench --help)"
-                                                          : "unexpected argument '" + word + "' (see bench --help)");
+      throw std::invalid_argument(fmt::format("{} '{}' (see bench {} --help)",
+                                              word.rfind('-', 0) == 0 ? "unrecognised option" : "unexpected argument",
+                                              word, command));
     po::store(parsed, vm);
-    if (vm.count("help")) {
-      fmt::print("{}\n", help_text());
+    if (vm.count("help")) {  // after other words: bench run FILE.cfg --help
+      fmt::print("{}\n", command_help(usage, options, sweep_notes));
       return 0;
     }
     const std::string config_text = config_file.empty() ? "" : store_experiment_file(config_file, options, vm);
@@ -432,6 +498,9 @@ int main(int argc, char* argv[]) {
     Sweep sweep = sweep_from(vm, command_line);
     sweep.config_file = config_file;
     sweep.config_text = config_text;
+    if (sweep.dry_run) return run_sweep(sweep);  // plans and reads --out only: no Kokkos, no Google Benchmark
+    int benchmark_argc = 1;  // its flags at their defaults: bench's options set what it runs
+    benchmark::Initialize(&benchmark_argc, argv);
     default_openmp_placement();
     Kokkos::ScopeGuard kokkos;
     memory::install_hooks();

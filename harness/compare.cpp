@@ -2,12 +2,14 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <stdexcept>
 #include <vector>
 
 #include "results_file.hpp"
+#include "statistics.hpp"
 #include "text.hpp"
 
 namespace attn {
@@ -56,11 +58,52 @@ struct GeoMean {
 };
 
 struct FormTotals {
-  int matched = 0, regressions = 0;
+  int matched = 0, regressions = 0, slower = 0, faster = 0, unchanged = 0, untested = 0;
   GeoMean time, peak;
 };
 
 std::string ratio_text(double r) { return std::isfinite(r) ? fmt::format("{:.2f}", r) : "-"; }
+
+// The significance level of the U test, compare.py's.
+constexpr double alpha = 0.05;
+
+// Whether a file's rows carry samples: files before format v5 do not (and a
+// point of a single repetition has one sample, too few to test).
+bool has_samples(const IndexedRows& rows) {
+  return std::any_of(rows.rows.begin(), rows.rows.end(), [](const ResultRow& r) { return !r.samples.empty(); });
+}
+
+// How B's time differs from A's at a point ok in both: judged by the U test
+// on the samples when both have two or more (p < alpha: slower or faster,
+// else no significant change; under --threshold, REGRESSION when
+// significantly slower beyond it), else by the threshold alone (the rule for
+// files without samples).
+struct Verdict {
+  double p = NAN;  // NaN: not tested
+  std::string mark;
+  bool regression = false, slower = false, faster = false;
+};
+
+Verdict judge(const ResultRow& a, const ResultRow& b, double time_ratio, const CompareOptions& options) {
+  Verdict v;
+  const bool marking = options.threshold > 0;
+  if (a.samples.size() >= 2 && b.samples.size() >= 2) {
+    v.p = mann_whitney_p(a.samples, b.samples);
+    if (!(v.p < alpha)) {
+      v.mark = "no significant change";
+      return v;
+    }
+    v.slower = time_ratio > 1;
+    v.faster = time_ratio < 1;
+    v.regression = marking && time_ratio > options.threshold;
+    v.mark = v.regression ? "REGRESSION" : v.slower ? "slower" : "faster";
+    return v;
+  }
+  v.regression = marking && time_ratio > options.threshold;
+  if (v.regression) v.mark = "REGRESSION";
+  else if (marking && time_ratio < 1 / options.threshold) v.mark = "faster";
+  return v;
+}
 
 // A's or B's entry in the time column: milliseconds when ok, else the status.
 std::string time_text(const ResultRow& r) {
@@ -82,12 +125,16 @@ int compare_result_files(const std::string& a_path, const std::string& b_path, c
   const IndexedRows a = read_indexed(a_path), b = read_indexed(b_path);
   const bool marking = options.threshold > 0;
 
-  fmt::print("A = {}\nB = {}\n\n", measured_by(a_path), measured_by(b_path));
-  fmt::print("{:<26} {:>6} {:>4} {:>4} {:>7} {:>5} {:>5} {:>6} {:>5} {:>11} {:>11} {:>8} {:>9}  {}\n", "form", "prec",
-             "B", "H", "L", "dk", "dv", "chunk", "slots", "A ms", "B ms", "B/A time", "B/A peak", "");
+  fmt::print("A = {}\nB = {}\n", measured_by(a_path), measured_by(b_path));
+  for (const auto& [path, rows] : {std::pair{&a_path, &a}, std::pair{&b_path, &b}})
+    if (!has_samples(*rows))
+      fmt::print("note: {} holds no samples (a file before format v5): differences are judged by --threshold "
+                 "alone, not by a significance test\n", printable(*path));
+  fmt::print("\n{:<26} {:>6} {:>4} {:>4} {:>7} {:>5} {:>5} {:>6} {:>5} {:>11} {:>11} {:>8} {:>9} {:>6}  {}\n", "form",
+             "prec", "B", "H", "L", "dk", "dv", "chunk", "slots", "A ms", "B ms", "B/A time", "B/A peak", "p", "");
   std::vector<std::pair<std::string, std::string>> form_order;  // (form, precision) as first seen
   std::map<std::pair<std::string, std::string>, FormTotals> totals;
-  int matched = 0, regressions = 0;
+  int matched = 0, regressions = 0, slower = 0, faster = 0, unchanged = 0, untested = 0;
   for (const auto& key : a.order) {
     const auto in_b = b.index.find(key);
     if (in_b == b.index.end()) continue;
@@ -96,12 +143,18 @@ int compare_result_files(const std::string& a_path, const std::string& b_path, c
     const bool both_ok = ra.status == "ok" && rb.status == "ok";
     const double time_ratio = both_ok && ra.time_median_s > 0 ? rb.time_median_s / ra.time_median_s : NAN;
     const double peak_ratio = both_ok && ra.peak_bytes > 0 ? double(rb.peak_bytes) / double(ra.peak_bytes) : NAN;
-    // Slower beyond the threshold, or no longer ok at all.
-    const bool regressed = marking && ((both_ok && time_ratio > options.threshold) ||
-                                       (ra.status == "ok" && rb.status != "ok"));
-    std::string mark;
-    if (regressed) mark = "REGRESSION";
-    else if (marking && both_ok && time_ratio < 1 / options.threshold) mark = "faster";
+    // Significantly slower beyond the threshold, or no longer ok at all.
+    Verdict verdict;
+    if (both_ok) verdict = judge(ra, rb, time_ratio, options);
+    else verdict.regression = marking && ra.status == "ok";
+    if (verdict.regression) verdict.mark = "REGRESSION";
+    const bool regressed = verdict.regression;
+    if (both_ok) {
+      slower += verdict.slower;
+      faster += verdict.faster;
+      unchanged += !verdict.slower && !verdict.faster && std::isfinite(verdict.p);
+      untested += !std::isfinite(verdict.p);
+    }
 
     const auto id = std::pair{key.form, key.precision};
     if (!totals.count(id)) form_order.push_back(id);
@@ -113,10 +166,11 @@ int compare_result_files(const std::string& a_path, const std::string& b_path, c
     ++matched;
     regressions += regressed;
 
-    fmt::print("{:<26} {:>6} {:>4} {:>4} {:>7} {:>5} {:>5} {:>6} {:>5} {:>11} {:>11} {:>8} {:>9}  {}{}\n", key.form,
-               key.precision, key.batch, key.heads, key.seq, key.dk, key.dv,
+    fmt::print("{:<26} {:>6} {:>4} {:>4} {:>7} {:>5} {:>5} {:>6} {:>5} {:>11} {:>11} {:>8} {:>9} {:>6}  {}{}\n",
+               key.form, key.precision, key.batch, key.heads, key.seq, key.dk, key.dv,
                key.chunk ? std::to_string(key.chunk) : "-", key.slots ? std::to_string(key.slots) : "-",
-               time_text(ra), time_text(rb), ratio_text(time_ratio), ratio_text(peak_ratio), mark,
+               time_text(ra), time_text(rb), ratio_text(time_ratio), ratio_text(peak_ratio),
+               std::isfinite(verdict.p) ? fmt::format("{:.3f}", verdict.p) : "-", verdict.mark,
                key.variant.empty() ? "" : "  [" + key.variant + "]");
   }
   if (matched == 0) fmt::print("(no point is in both files)\n");
@@ -134,9 +188,11 @@ int compare_result_files(const std::string& a_path, const std::string& b_path, c
   print_only_in(b_path, b, a);
 
   fmt::print("\n{} points matched", matched);
-  if (marking) fmt::print(", {} regression{} (B/A time > {:g}, or ok in A and not in B)", regressions,
-                          regressions == 1 ? "" : "s", options.threshold);
-  fmt::print("\n");
+  if (marking) fmt::print(", {} regression{} (B/A time > {:g} and significant where tested, or ok in A and not in B)",
+                          regressions, regressions == 1 ? "" : "s", options.threshold);
+  fmt::print("\nof the points ok in both: {} significantly slower, {} significantly faster, {} no significant change "
+             "(two-sided Mann-Whitney U test of the samples, p < {:g}), {} not tested (fewer than 2 samples in a file)\n",
+             slower, faster, unchanged, alpha, untested);
   return options.fail_on_regression && regressions > 0 ? 1 : 0;
 }
 

@@ -3,39 +3,48 @@
 #include <benchmark/benchmark.h>
 #include <fmt/core.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <limits>
 #include <map>
 #include <new>
+#include <optional>
 #include <stdexcept>
+#include <type_traits>
 #include <utility>
 
 #include "common/workspace.hpp"
 #include "inputs.hpp"
 #include "memory.hpp"
 
+// Google Benchmark's aggregates (mean, median, stddev, cv, and those a
+// benchmark adds with ComputeStatistics) of the repetitions of one benchmark:
+// exported by libbenchmark (src/statistics.h), not declared in its public
+// header. Used to aggregate the repetitions of every batch of a point.
+namespace benchmark {
+std::vector<BenchmarkReporter::Run> ComputeStats(const std::vector<BenchmarkReporter::Run>& reports);
+}
+
 namespace attn {
 namespace {
 
-// Collects Google Benchmark's per-repetition runs and aggregates of one point.
+using Run = benchmark::BenchmarkReporter::Run;
+
+// Collects the repetitions of one run of Google Benchmark (their aggregates
+// are computed over every batch of the point instead) and its error.
 class Collector : public benchmark::BenchmarkReporter {
  public:
   bool ReportContext(const Context&) override { return true; }
   void ReportRuns(const std::vector<Run>& runs) override {
     for (const auto& run : runs) {
-      if (run.error_occurred) {
-        error = run.error_message;
-      } else if (run.run_type == Run::RT_Iteration) {
-        samples.push_back(run.GetAdjustedRealTime());
-      } else {
-        aggregates[run.aggregate_name] = run.GetAdjustedRealTime();
-      }
+      if (run.error_occurred) error = run.error_message;
+      else if (run.run_type == Run::RT_Iteration) repetitions.push_back(run);
     }
   }
-  std::vector<double> samples;
-  std::map<std::string, double> aggregates;
+  std::vector<Run> repetitions;
   std::string error;
 };
 
@@ -86,25 +95,82 @@ class CallBudget {
 ResultRow& mark_timed_out(ResultRow& row, const CallBudget& budget) {
   row.status = "timeout";
   row.note = budget.note();
-  row.reps = 0;
   return row;
 }
 
-// Times the calls into row; false when the budget ran out first (the remaining
-// repetitions are then skipped without calling the kernel).
+// --flush-cache: a buffer four times the last-level cache of the backend
+// (the CPU's largest cache; the GPU's L2), at least 64 MiB, overwritten before
+// each timed call, so that no call finds what the one before left in the
+// cache (nvbench's cold runs). Allocated before the point's peak memory is
+// reset: it is not counted in the point's peak.
+template <class Exec>
+class CacheFlush {
+ public:
+  CacheFlush() : buffer_("cache flush", std::max<std::size_t>(4 * last_level_cache_bytes(), 64 << 20)) {}
+  void operator()(const Exec& exec) {
+    Kokkos::deep_copy(exec, buffer_, ++value_);  // a kernel writing every byte
+    exec.fence();
+  }
+
+ private:
+  static std::size_t last_level_cache_bytes() {
+#ifdef KOKKOS_ENABLE_CUDA
+    if constexpr (std::is_same_v<Exec, Kokkos::Cuda>) {
+      int device = 0, bytes = 0;
+      cudaGetDevice(&device);
+      cudaDeviceGetAttribute(&bytes, cudaDevAttrL2CacheSize, device);
+      return std::size_t(std::max(bytes, 0));
+    }
+#endif
+    long bytes = 0;
+    for (int level : {_SC_LEVEL4_CACHE_SIZE, _SC_LEVEL3_CACHE_SIZE, _SC_LEVEL2_CACHE_SIZE})
+      bytes = std::max(bytes, sysconf(level));
+    return std::size_t(bytes);
+  }
+  Kokkos::View<unsigned char*, typename Exec::memory_space> buffer_;
+  unsigned char value_ = 0;
+};
+
+// The point's name in Google Benchmark's reports (and its JSON):
+// "form/precision/backend/B:1/H:8/L:1024/dk:64/dv:64[/chunk:64][/slots:64][/variant]".
+std::string benchmark_name(const ResultRow& row) {
+  std::string name = fmt::format("{}/{}/{}/B:{}/H:{}/L:{}/dk:{}/dv:{}", row.form, row.precision, row.backend,
+                                 row.batch, row.heads, row.seq, row.dk, row.dv);
+  if (row.chunk) name += fmt::format("/chunk:{}", row.chunk);
+  if (row.slots) name += fmt::format("/slots:{}", row.slots);
+  if (!row.variant.empty()) name += "/" + row.variant;
+  return name;
+}
+
+// The named aggregate ("median", "cv", ...) of Google Benchmark's statistics; NaN when absent.
+double aggregate(const std::vector<Run>& aggregates, const std::string& name) {
+  for (const auto& a : aggregates)
+    if (a.aggregate_name == name) return a.aggregate_unit == benchmark::kTime ? a.GetAdjustedRealTime() : a.real_accumulated_time;
+  return std::nan("");
+}
+
+// Times the point as Google Benchmark runs it: repetitions of manually timed
+// calls, each between two fences (a kernel launch returns before the kernel
+// ends), in batches of options.reps repetitions while the noise target asks
+// for more (see MeasureOptions), `flush` (if any) before each call. The
+// statistics and samples go into row; the
+// repetitions and aggregates, as Google Benchmark reports them, into report
+// (for options.json, once the point is ok). False when the calls ran
+// past --point-timeout (the repetition that finds the budget spent stops as
+// an error run, and no more are made).
 template <class Exec, class P>
 bool time_point(const Exec& exec, const Form& form, const Inputs<Exec, storage_t<P>>& x, const FormParams& params,
-                const MeasureOptions& options, CallBudget& budget, ResultRow& row) {
+                const MeasureOptions& options, CacheFlush<Exec>* flush, CallBudget& budget, ResultRow& row,
+                std::vector<Run>& report) {
   const auto run = form.runner<Exec, P>();
+  const std::string name = benchmark_name(row);
   auto timed = [&](benchmark::State& state) {
     for (auto _ : state) {
-      // Past the budget the remaining repetitions still report their one
-      // iteration (Google Benchmark's statistics require equal iteration
-      // counts; an error in some repetitions only aborts it) but call nothing.
       if (budget.exceeded()) {
-        state.SetIterationTime(1e-9);
-        continue;
+        state.SkipWithError("past --point-timeout");
+        break;
       }
+      if (flush) (*flush)(exec);
       exec.fence();
       const auto start = std::chrono::steady_clock::now();
       run(exec, x, params);
@@ -112,26 +178,60 @@ bool time_point(const Exec& exec, const Form& form, const Inputs<Exec, storage_t
       state.SetIterationTime(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
       budget.call_done();
     }
+    state.counters["FLOP/s"] = benchmark::Counter(row.flops, benchmark::Counter::kIsIterationInvariantRate);
+    state.counters["bytes/s"] = benchmark::Counter(row.bytes, benchmark::Counter::kIsIterationInvariantRate);
   };
-  auto* bench = benchmark::RegisterBenchmark(form.name.c_str(), timed);
-  bench->UseManualTime()->Iterations(1)->Repetitions(options.reps)->Unit(benchmark::kSecond);
-  bench->ComputeStatistics("min", [](const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); });
-  bench->ComputeStatistics("max", [](const std::vector<double>& v) { return *std::max_element(v.begin(), v.end()); });
-  Collector collector;
-  benchmark::RunSpecifiedBenchmarks(&collector);
-  benchmark::ClearRegisteredBenchmarks();
-  if (budget.exceeded()) return false;
-  if (!collector.error.empty()) throw std::runtime_error(collector.error);
-  if (collector.samples.empty()) throw std::runtime_error("no timed run was reported");
-  row.reps = int(collector.samples.size());
-  if (collector.aggregates.count("median")) {  // Google Benchmark aggregates need >= 2 repetitions
-    row.time_median_s = collector.aggregates["median"];
-    row.time_mean_s = collector.aggregates["mean"];
-    row.time_min_s = collector.aggregates["min"];
-    row.time_max_s = collector.aggregates["max"];
+  auto minimum = [](const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); };
+  auto maximum = [](const std::vector<double>& v) { return *std::max_element(v.begin(), v.end()); };
+  // The repetitions of every batch, one benchmark's: Google Benchmark
+  // aggregates runs of one name and one iteration count only.
+  std::vector<Run> repetitions, aggregates;
+  std::vector<benchmark::internal::Statistics> statistics;  // outlives each batch's registration
+  double timed_s = 0;
+  do {
+    auto* bench = benchmark::RegisterBenchmark(name.c_str(), timed);
+    bench->UseManualTime()->Repetitions(options.reps)->Unit(benchmark::kSecond);
+    bench->ComputeStatistics("min", minimum)->ComputeStatistics("max", maximum);
+    // The first batch finds the calls per repetition; later ones keep them.
+    if (!repetitions.empty()) bench->Iterations(repetitions.front().iterations);
+    else if (options.min_time_s > 0) bench->MinTime(options.min_time_s);
+    else bench->Iterations(1);
+    Collector collector;
+    benchmark::RunSpecifiedBenchmarks(&collector);
+    if (!collector.repetitions.empty() && statistics.empty()) statistics = *collector.repetitions.front().statistics;
+    benchmark::ClearRegisteredBenchmarks();
+    if (budget.exceeded()) return false;
+    if (!collector.error.empty()) throw std::runtime_error(collector.error);
+    if (collector.repetitions.empty()) throw std::runtime_error("no timed repetition was reported");
+    for (auto& r : collector.repetitions) {
+      r.run_name = benchmark::BenchmarkName{};  // the point's name, without the batch's settings
+      r.run_name.function_name = name;
+      r.statistics = &statistics;
+      timed_s += r.real_accumulated_time;
+      repetitions.push_back(std::move(r));
+    }
+    for (std::size_t i = 0; i < repetitions.size(); ++i) {
+      repetitions[i].repetition_index = std::int64_t(i);
+      repetitions[i].repetitions = std::int64_t(repetitions.size());
+    }
+    aggregates = benchmark::ComputeStats(repetitions);  // none for a single repetition
+  } while (options.max_noise > 0 && !(aggregate(aggregates, "cv") <= options.max_noise) &&
+           int(repetitions.size()) < options.max_reps && timed_s < options.max_time_s);
+
+  row.reps = int(repetitions.size());
+  row.iterations = int(repetitions.front().iterations);
+  for (const auto& r : repetitions) row.samples.push_back(r.GetAdjustedRealTime());
+  if (aggregates.empty()) {
+    row.time_median_s = row.time_mean_s = row.time_min_s = row.time_max_s = row.samples.front();
   } else {
-    row.time_median_s = row.time_mean_s = row.time_min_s = row.time_max_s = collector.samples.front();
+    row.time_median_s = aggregate(aggregates, "median");
+    row.time_mean_s = aggregate(aggregates, "mean");
+    row.time_min_s = aggregate(aggregates, "min");
+    row.time_max_s = aggregate(aggregates, "max");
+    row.time_stddev_s = aggregate(aggregates, "stddev");
   }
+  report = std::move(repetitions);
+  report.insert(report.end(), aggregates.begin(), aggregates.end());
   return true;
 }
 
@@ -193,6 +293,11 @@ const ref::Outputs& PointCache::reference(const Form& form, const FormParams& pa
     reference_key_ = key;
   }
   return reference_;
+}
+
+double MeasureOptions::calls_per_point(double call_s) const {
+  const double calls_per_rep = min_time_s > 0 && call_s > 0 ? std::max(1.0, std::ceil(min_time_s / call_s)) : 1;
+  return warmup + reps * calls_per_rep;
 }
 
 std::string int_overflow(const Form& form, const Shape& s, const FormParams& params) {
@@ -286,9 +391,12 @@ ResultRow measure_point(const Form& form, const Shape& shape, const FormParams& 
       ~ReleaseWorkspaces() { release_workspaces(); }
     } release_after_point;
     const HostProblem& problem = kept.problem();
+    std::optional<CacheFlush<Exec>> flush;  // before the reset: not the point's memory
+    if (options.flush_cache) flush.emplace();
     memory::reset_peak(space);
     const Exec exec;
     ref::Outputs output;
+    std::vector<Run> benchmark_report;  // for options.json
     {
       const Inputs<Exec, T> x = upload<Exec, T>(problem);
       CallBudget budget(options.point_timeout_s);
@@ -298,7 +406,9 @@ ResultRow measure_point(const Form& form, const Shape& shape, const FormParams& 
         budget.call_done();
         if (budget.exceeded()) break;
       }
-      const bool timed = !budget.exceeded() && time_point<Exec, P>(exec, form, x, params, options, budget, row);
+      const bool timed =
+          !budget.exceeded() && time_point<Exec, P>(exec, form, x, params, options, flush ? &*flush : nullptr, budget, row,
+                                                   benchmark_report);
       row.peak_bytes = memory::peak_since_reset(space);
       if (!timed) return mark_timed_out(row, budget);
       if (!all_finite(exec, x)) {
@@ -323,6 +433,7 @@ ResultRow measure_point(const Form& form, const Shape& shape, const FormParams& 
       row.note = "error not checked: the reference would exceed --check-flops";
     }
     row.status = "ok";
+    if (options.json) options.json->ReportRuns(benchmark_report);
   } catch (const std::exception& e) {
     row.status = is_out_of_memory(e) ? "oom" : "error";
     row.note = e.what();

@@ -1,9 +1,14 @@
 // Measuring one sweep point: inputs on the backend, warm-up, repeated timed
-// calls (Google Benchmark repetitions with manual timing between fences), peak
-// memory of the backend's space, and error against the fp64 reference.
+// calls (a Google Benchmark with manual timing between fences: its
+// repetitions, minimum time and statistics), peak memory of the backend's
+// space, and error against the fp64 reference.
 #pragma once
 #include <cstdint>
 #include <string>
+
+namespace benchmark {
+class BenchmarkReporter;
+}
 
 #include "inputs.hpp"
 #include "registry.hpp"
@@ -12,8 +17,26 @@
 namespace attn {
 
 struct MeasureOptions {
-  int reps = 10;                  // timed calls per point
+  int reps = 10;                  // timed repetitions per point (Google Benchmark's repetitions)
   int warmup = 1;                 // untimed calls first
+  // Google Benchmark's minimum time of a repetition: a repetition times as
+  // many calls as reach it (their count found in the first repetition), each
+  // sample their mean; 0: one call per repetition.
+  double min_time_s = 0;
+  // Noise target: while the samples' coefficient of variation (stddev/mean)
+  // exceeds max_noise, `reps` more repetitions run, until max_reps
+  // repetitions or max_time_s seconds of timed calls. 0: `reps` repetitions only.
+  double max_noise = 0;
+  int max_reps = 100;
+  double max_time_s = 10;
+  bool flush_cache = false;       // overwrite a buffer beyond the last-level cache before each timed call
+  // Receives the runs and aggregates of each point measured ok (a Google
+  // Benchmark JSON reporter: bench --json); none when null.
+  benchmark::BenchmarkReporter* json = nullptr;
+
+  // Kernel calls of a point (warm-up and timed, at `reps` repetitions) whose
+  // call takes call_s seconds: what predicts a point's time.
+  double calls_per_point(double call_s) const;
   double check_flops = 2e10;      // reference work allowed for the error check of one point
   std::uint64_t seed = 2024;
   InputOptions inputs;            // decay schedule and floor

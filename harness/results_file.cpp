@@ -13,97 +13,16 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <set>
 #include <stdexcept>
 #include <tuple>
+#include <type_traits>
 
 #include "registry.hpp"
 #include "text.hpp"
 
 namespace attn {
 namespace {
-
-// The on-disk record: fixed-length strings, so that h5py, h5dump and pandas
-// read it as a plain table.
-struct Record {
-  char form[48], family[16], backend[16], precision[8], status[16], note[160], variant[64];
-  int batch, heads, seq, dk, dv, chunk, slots, reps;
-  double time_median_s, time_min_s, time_max_s, time_mean_s;
-  std::uint64_t peak_bytes;
-  double flops, bytes, gflops, gbps;
-  int err_heads;
-  double max_abs_err, rel_l2_err;
-  char revision[48];  // last, added in v4: the columns before it keep their places
-};
-
-hid_t string_type(std::size_t n) {
-  hid_t t = H5Tcopy(H5T_C_S1);
-  H5Tset_size(t, n);
-  H5Tset_strpad(t, H5T_STR_NULLTERM);
-  return t;
-}
-
-hid_t record_type() {
-  hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(Record));
-  auto add_string = [&](const char* name, std::size_t offset, std::size_t n) {
-    hid_t s = string_type(n);
-    H5Tinsert(t, name, offset, s);
-    H5Tclose(s);
-  };
-#define ATTN_STRING(f) add_string(#f, HOFFSET(Record, f), sizeof(Record::f))
-#define ATTN_FIELD(f, h5) H5Tinsert(t, #f, HOFFSET(Record, f), h5)
-  ATTN_STRING(form); ATTN_STRING(family); ATTN_STRING(backend); ATTN_STRING(precision);
-  ATTN_STRING(status); ATTN_STRING(note); ATTN_STRING(variant);
-  ATTN_FIELD(batch, H5T_NATIVE_INT); ATTN_FIELD(heads, H5T_NATIVE_INT); ATTN_FIELD(seq, H5T_NATIVE_INT);
-  ATTN_FIELD(dk, H5T_NATIVE_INT); ATTN_FIELD(dv, H5T_NATIVE_INT); ATTN_FIELD(chunk, H5T_NATIVE_INT);
-  ATTN_FIELD(slots, H5T_NATIVE_INT);
-  ATTN_FIELD(reps, H5T_NATIVE_INT);
-  ATTN_FIELD(time_median_s, H5T_NATIVE_DOUBLE); ATTN_FIELD(time_min_s, H5T_NATIVE_DOUBLE);
-  ATTN_FIELD(time_max_s, H5T_NATIVE_DOUBLE); ATTN_FIELD(time_mean_s, H5T_NATIVE_DOUBLE);
-  ATTN_FIELD(peak_bytes, H5T_NATIVE_UINT64);
-  ATTN_FIELD(flops, H5T_NATIVE_DOUBLE); ATTN_FIELD(bytes, H5T_NATIVE_DOUBLE);
-  ATTN_FIELD(gflops, H5T_NATIVE_DOUBLE); ATTN_FIELD(gbps, H5T_NATIVE_DOUBLE);
-  ATTN_FIELD(err_heads, H5T_NATIVE_INT);
-  ATTN_FIELD(max_abs_err, H5T_NATIVE_DOUBLE); ATTN_FIELD(rel_l2_err, H5T_NATIVE_DOUBLE);
-  ATTN_STRING(revision);
-#undef ATTN_STRING
-#undef ATTN_FIELD
-  return t;
-}
-
-template <std::size_t N>
-void copy_string(char (&dst)[N], const std::string& src) {
-  std::memset(dst, 0, N);
-  std::memcpy(dst, src.data(), std::min(src.size(), N - 1));
-}
-
-Record to_record(const ResultRow& r) {
-  Record x{};
-  copy_string(x.form, r.form); copy_string(x.family, r.family); copy_string(x.backend, r.backend);
-  copy_string(x.precision, r.precision); copy_string(x.status, r.status); copy_string(x.note, r.note);
-  copy_string(x.variant, r.variant); copy_string(x.revision, r.revision);
-  x.batch = r.batch; x.heads = r.heads; x.seq = r.seq; x.dk = r.dk; x.dv = r.dv; x.chunk = r.chunk; x.slots = r.slots;
-  x.reps = r.reps;
-  x.time_median_s = r.time_median_s; x.time_min_s = r.time_min_s; x.time_max_s = r.time_max_s;
-  x.time_mean_s = r.time_mean_s; x.peak_bytes = r.peak_bytes; x.flops = r.flops; x.bytes = r.bytes;
-  x.gflops = r.gflops; x.gbps = r.gbps; x.err_heads = r.err_heads;
-  x.max_abs_err = r.max_abs_err; x.rel_l2_err = r.rel_l2_err;
-  return x;
-}
-
-ResultRow from_record(const Record& x) {
-  ResultRow r;
-  r.form = x.form; r.family = x.family; r.backend = x.backend; r.precision = x.precision;
-  r.status = x.status; r.note = x.note; r.variant = x.variant; r.revision = x.revision;
-  r.batch = x.batch; r.heads = x.heads; r.seq = x.seq; r.dk = x.dk; r.dv = x.dv; r.chunk = x.chunk; r.slots = x.slots;
-  r.reps = x.reps;
-  r.time_median_s = x.time_median_s; r.time_min_s = x.time_min_s; r.time_max_s = x.time_max_s;
-  r.time_mean_s = x.time_mean_s; r.peak_bytes = x.peak_bytes; r.flops = x.flops; r.bytes = x.bytes;
-  r.gflops = x.gflops; r.gbps = x.gbps; r.err_heads = x.err_heads;
-  r.max_abs_err = x.max_abs_err; r.rel_l2_err = x.rel_l2_err;
-  return r;
-}
-
-void quiet_hdf5() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
 
 // An HDF5 identifier closed when it goes out of scope.
 class Handle {
@@ -124,16 +43,99 @@ class Handle {
   herr_t (*close_)(hid_t);
 };
 
-Handle variable_string_type() {
+// The columns of /points, in order: TEXT(name, width of the fixed-length
+// strings before v5) and NUMBER(name, C type, HDF5 type). Columns are only
+// ever added at the end, so that older columns keep their places: `revision`
+// in v4, `time_stddev_s` and `iterations` in v5 (`slots`, in v3, came before).
+#define ATTN_COLUMNS(TEXT, NUMBER)                                                                         \
+  TEXT(form, 48) TEXT(family, 16) TEXT(backend, 16) TEXT(precision, 8) TEXT(status, 16) TEXT(note, 160)   \
+  TEXT(variant, 64) NUMBER(batch, int, H5T_NATIVE_INT) NUMBER(heads, int, H5T_NATIVE_INT)                 \
+  NUMBER(seq, int, H5T_NATIVE_INT) NUMBER(dk, int, H5T_NATIVE_INT) NUMBER(dv, int, H5T_NATIVE_INT)        \
+  NUMBER(chunk, int, H5T_NATIVE_INT) NUMBER(slots, int, H5T_NATIVE_INT) NUMBER(reps, int, H5T_NATIVE_INT) \
+  NUMBER(time_median_s, double, H5T_NATIVE_DOUBLE) NUMBER(time_min_s, double, H5T_NATIVE_DOUBLE)          \
+  NUMBER(time_max_s, double, H5T_NATIVE_DOUBLE) NUMBER(time_mean_s, double, H5T_NATIVE_DOUBLE)            \
+  NUMBER(peak_bytes, std::uint64_t, H5T_NATIVE_UINT64) NUMBER(flops, double, H5T_NATIVE_DOUBLE)           \
+  NUMBER(bytes, double, H5T_NATIVE_DOUBLE) NUMBER(gflops, double, H5T_NATIVE_DOUBLE)                      \
+  NUMBER(gbps, double, H5T_NATIVE_DOUBLE) NUMBER(err_heads, int, H5T_NATIVE_INT)                          \
+  NUMBER(max_abs_err, double, H5T_NATIVE_DOUBLE) NUMBER(rel_l2_err, double, H5T_NATIVE_DOUBLE)            \
+  TEXT(revision, 48) NUMBER(time_stddev_s, double, H5T_NATIVE_DOUBLE) NUMBER(iterations, int, H5T_NATIVE_INT)
+
+#define ATTN_NUMBER_MEMBER(name, type, h5) type name;
+// The on-disk record from v5: variable-length UTF-8 strings (h5py reads them
+// as bytes objects, h5dump as strings), no text cut short.
+#define ATTN_VARIABLE_TEXT_MEMBER(name, width) char* name;
+struct Record {
+  ATTN_COLUMNS(ATTN_VARIABLE_TEXT_MEMBER, ATTN_NUMBER_MEMBER)
+};
+// Before v5: fixed-length strings (read only).
+#define ATTN_FIXED_TEXT_MEMBER(name, width) char name[width];
+struct FixedRecord {
+  ATTN_COLUMNS(ATTN_FIXED_TEXT_MEMBER, ATTN_NUMBER_MEMBER)
+};
+#undef ATTN_NUMBER_MEMBER
+#undef ATTN_VARIABLE_TEXT_MEMBER
+#undef ATTN_FIXED_TEXT_MEMBER
+
+// A text member's HDF5 type: bytes of a fixed width, or variable (width 0).
+Handle text_type(std::size_t width) {
   Handle type(H5Tcopy(H5T_C_S1), H5Tclose);
-  H5Tset_size(type, H5T_VARIABLE);
-  H5Tset_cset(type, H5T_CSET_UTF8);
+  if (width == 0) {
+    H5Tset_size(type, H5T_VARIABLE);
+    H5Tset_cset(type, H5T_CSET_UTF8);
+  } else {
+    H5Tset_size(type, width);
+    H5Tset_strpad(type, H5T_STR_NULLTERM);
+  }
   return type;
 }
 
+// Whether member `name` of record R is a fixed-length string (a char array).
+#define ATTN_IS_FIXED(R, name) std::is_array_v<decltype(R::name)>
+
+template <class R>
+hid_t record_type() {
+  hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(R));
+#define ATTN_TEXT_COLUMN(name, width) \
+  H5Tinsert(t, #name, HOFFSET(R, name), text_type(ATTN_IS_FIXED(R, name) ? sizeof(R::name) : 0));
+#define ATTN_NUMBER_COLUMN(name, type, h5) H5Tinsert(t, #name, HOFFSET(R, name), h5);
+  ATTN_COLUMNS(ATTN_TEXT_COLUMN, ATTN_NUMBER_COLUMN)
+#undef ATTN_TEXT_COLUMN
+#undef ATTN_NUMBER_COLUMN
+  return t;
+}
+
+// The record of a row to write: its strings point into the row.
+Record to_record(const ResultRow& r) {
+  Record x{};
+#define ATTN_TEXT_COLUMN(name, width) x.name = const_cast<char*>(r.name.c_str());
+#define ATTN_NUMBER_COLUMN(name, type, h5) x.name = r.name;
+  ATTN_COLUMNS(ATTN_TEXT_COLUMN, ATTN_NUMBER_COLUMN)
+#undef ATTN_TEXT_COLUMN
+#undef ATTN_NUMBER_COLUMN
+  return x;
+}
+
+// A text member read back: up to its first NUL within `width` bytes (a
+// fixed-length string may fill its width); empty when absent (null).
+std::string text_of(const char* text, std::size_t width) { return text ? std::string(text, strnlen(text, width)) : ""; }
+
+template <class R>
+ResultRow from_record(const R& x) {
+  ResultRow r;
+#define ATTN_TEXT_COLUMN(name, width) r.name = text_of(x.name, ATTN_IS_FIXED(R, name) ? sizeof(R::name) : SIZE_MAX);
+#define ATTN_NUMBER_COLUMN(name, type, h5) r.name = x.name;
+  ATTN_COLUMNS(ATTN_TEXT_COLUMN, ATTN_NUMBER_COLUMN)
+#undef ATTN_TEXT_COLUMN
+#undef ATTN_NUMBER_COLUMN
+  return r;
+}
+#undef ATTN_IS_FIXED
+
+void quiet_hdf5() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
+
 void write_string_attribute(hid_t object, const std::string& name, const std::string& value) {
   if (H5Aexists(object, name.c_str()) > 0) H5Adelete(object, name.c_str());
-  const Handle type = variable_string_type();
+  const Handle type = text_type(0);
   const Handle space(H5Screate(H5S_SCALAR), H5Sclose);
   const Handle attr(H5Acreate2(object, name.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
   const char* text = value.c_str();
@@ -151,7 +153,7 @@ std::map<std::string, std::string> read_string_attributes(hid_t file) {
                       H5Aclose);
     char name[256] = {};
     H5Aget_name(attr, sizeof(name), name);
-    const Handle type = variable_string_type();
+    const Handle type = text_type(0);
     char* text = nullptr;
     if (H5Aread(attr, type, &text) >= 0 && text) {
       out[name] = text;
@@ -167,9 +169,9 @@ std::map<std::string, std::string> read_string_attributes(hid_t file) {
 // was in the zero-initialised records: 0, or an empty string.
 // Why a row read back is not one bench wrote (damaged, or junk written over
 // it); empty when it is well formed. Strings must be printable text (UTF-8
-// without control characters; the note, cut at its 160 bytes, maybe in the
-// middle of a character, only without control bytes); status,
-// precision and form known values (the form one of this build's, in its
+// without control characters; the note, in files before v5 cut at its 160
+// bytes, maybe in the middle of a character, only without control bytes);
+// status, precision and form known values (the form one of this build's, in its
 // family); sizes positive; times, costs and rates finite and not negative (the
 // errors may be NaN or infinite, as a diverging reference gives them, but not
 // negative); the timed runs and checked heads within their ranges.
@@ -188,42 +190,87 @@ std::string damage_of(const ResultRow& r) {
   if (r.family != form->family) return "family '" + r.family + "' is not the family of " + r.form;
   if (r.batch < 1 || r.heads < 1 || r.seq < 1 || r.dk < 1 || r.dv < 1 || r.chunk < 0 || r.slots < 0)
     return "a size is not positive";
-  for (const double x : {r.time_median_s, r.time_min_s, r.time_max_s, r.time_mean_s, r.flops, r.bytes, r.gflops, r.gbps})
+  for (const double x : {r.time_median_s, r.time_min_s, r.time_max_s, r.time_mean_s, r.time_stddev_s, r.flops, r.bytes,
+                         r.gflops, r.gbps})
     if (!(x >= 0 && std::isfinite(x))) return fmt::format("a time, cost or rate is {}", x);
+  for (const double x : r.samples)
+    if (!(x >= 0 && std::isfinite(x))) return fmt::format("a sample is {}", x);
   if (r.max_abs_err < 0 || r.rel_l2_err < 0) return "an error is negative";
-  if (r.reps < 0 || r.err_heads < 0 || r.err_heads > std::int64_t(r.batch) * r.heads)
+  if (r.reps < 0 || r.iterations < 0 || r.err_heads < 0 || r.err_heads > std::int64_t(r.batch) * r.heads)
     return "a count of timed runs or checked heads is out of range";
   return {};
 }
 
-std::vector<ResultRow> read_points(hid_t dataset, const std::string& path) {
-  // Every column of the record, but `slots` (added in v3: 0 in older files)
-  // and `revision` (v4: empty before), must be in the file's table: a missing
-  // one would read back as zeros.
-  const Handle file_type(H5Dget_type(dataset), H5Tclose);
-  const Handle wanted(record_type(), H5Tclose);
-  for (int i = 0; i < H5Tget_nmembers(wanted); ++i) {
-    char* name = H5Tget_member_name(wanted, unsigned(i));
-    const std::string column = name;
-    H5free_memory(name);
-    if (column != "slots" && column != "revision" && H5Tget_member_index(file_type, column.c_str()) < 0)
-      throw IncompatibleResultFile("the points table of '" + path + "' has no column '" + column +
-                                   "': not a bench result table");
-  }
+// The samples of each row: one variable-length sequence of doubles per row of
+// /points, at the same index.
+Handle samples_type() { return Handle(H5Tvlen_create(H5T_NATIVE_DOUBLE), H5Tclose); }
+
+// Reads /samples (absent before v5: every row's samples stay empty). A row's
+// samples are written before the row: samples beyond the last row are those
+// of a row whose write was cut off (a killed sweep), and are left out.
+void read_samples(hid_t file, std::vector<ResultRow>& rows, const std::string& path) {
+  if (H5Lexists(file, "samples", H5P_DEFAULT) <= 0) return;
+  const Handle dataset(H5Dopen2(file, "samples", H5P_DEFAULT), H5Dclose);
   const Handle space(H5Dget_space(dataset), H5Sclose);
   hsize_t n = 0;
   H5Sget_simple_extent_dims(space, &n, nullptr);
-  std::vector<Record> records(n);  // value-initialised: zeros
-  const Handle type(record_type(), H5Tclose);
+  if (n < rows.size())
+    throw IncompatibleResultFile(fmt::format("'{}' holds samples of {} rows for {} rows", path, n, rows.size()));
+  if (n == 0) return;
+  std::vector<hvl_t> sequences(n);
+  const Handle type = samples_type();
+  if (H5Dread(dataset, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, sequences.data()) < 0)
+    throw std::runtime_error("cannot read the samples of '" + path + "'");
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const auto* values = static_cast<const double*>(sequences[i].p);
+    rows[i].samples.assign(values, values + sequences[i].len);
+  }
+  H5Dvlen_reclaim(type, space, H5P_DEFAULT, sequences.data());
+}
+
+// The rows of /points read as records R: a column absent from the file keeps
+// its zero (0, or an empty string).
+template <class R>
+std::vector<ResultRow> read_records(hid_t dataset, const std::string& path) {
+  const Handle space(H5Dget_space(dataset), H5Sclose);
+  hsize_t n = 0;
+  H5Sget_simple_extent_dims(space, &n, nullptr);
+  std::vector<R> records(n);  // value-initialised: zeros, null strings
+  const Handle type(record_type<R>(), H5Tclose);
   if (n > 0 && H5Dread(dataset, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, records.data()) < 0)
     throw std::runtime_error("cannot read the points table of '" + path + "'");
   std::vector<ResultRow> rows;
   rows.reserve(n);
-  for (const auto& r : records) {
-    rows.push_back(from_record(r));
-    if (const std::string damage = damage_of(rows.back()); !damage.empty())
-      throw IncompatibleResultFile(fmt::format("row {} of '{}' is damaged ({})", rows.size() - 1, path, damage));
+  for (const auto& r : records) rows.push_back(from_record(r));
+  if (n > 0) H5Dvlen_reclaim(type, space, H5P_DEFAULT, records.data());  // the variable-length strings
+  return rows;
+}
+
+std::vector<ResultRow> read_points(hid_t file, hid_t dataset, const std::string& path) {
+  // Every column of the record, but those added after v2 (`slots` in v3,
+  // `revision` in v4, `time_stddev_s` and `iterations` in v5: 0 or empty in
+  // older files), must be in the file's table: a missing one would read back
+  // as zeros.
+  const std::set<std::string> added_after_v2{"slots", "revision", "time_stddev_s", "iterations"};
+  const Handle file_type(H5Dget_type(dataset), H5Tclose);
+  const Handle wanted(record_type<Record>(), H5Tclose);
+  for (int i = 0; i < H5Tget_nmembers(wanted); ++i) {
+    char* name = H5Tget_member_name(wanted, unsigned(i));
+    const std::string column = name;
+    H5free_memory(name);
+    if (!added_after_v2.count(column) && H5Tget_member_index(file_type, column.c_str()) < 0)
+      throw IncompatibleResultFile("the points table of '" + path + "' has no column '" + column +
+                                   "': not a bench result table");
   }
+  // Strings are variable-length from v5, fixed-length before (HDF5 converts
+  // neither into the other): the file's `form` column says which.
+  const Handle form_type(H5Tget_member_type(file_type, unsigned(H5Tget_member_index(file_type, "form"))), H5Tclose);
+  std::vector<ResultRow> rows = H5Tis_variable_str(form_type) > 0 ? read_records<Record>(dataset, path)
+                                                                  : read_records<FixedRecord>(dataset, path);
+  read_samples(file, rows, path);
+  for (std::size_t i = 0; i < rows.size(); ++i)
+    if (const std::string damage = damage_of(rows[i]); !damage.empty())
+      throw IncompatibleResultFile(fmt::format("row {} of '{}' is damaged ({})", i, path, damage));
   return rows;
 }
 
@@ -252,7 +299,8 @@ PointKey key_of(const ResultRow& r) {
 
 ResultFile::ResultFile(const std::string& path, const std::map<std::string, std::string>& attributes, Mode mode) {
   quiet_hdf5();
-  type_ = record_type();
+  type_ = record_type<Record>();
+  samples_type_ = H5Tvlen_create(H5T_NATIVE_DOUBLE);
   std::error_code ec;
   try {
     if (mode == Mode::resume && std::filesystem::exists(path, ec))
@@ -309,11 +357,13 @@ void ResultFile::create(const std::string& path, const std::map<std::string, std
   H5Pset_chunk(props, 1, chunk);
   dataset_ = H5Dcreate2(file_, "points", type_, space, H5P_DEFAULT, props, H5P_DEFAULT);
   if (dataset_ < 0) throw std::runtime_error("cannot create the points table in '" + path + "'");
+  samples_ = H5Dcreate2(file_, "samples", samples_type_, space, H5P_DEFAULT, props, H5P_DEFAULT);
+  if (samples_ < 0) throw std::runtime_error("cannot create the samples dataset in '" + path + "'");
   H5Fflush(file_, H5F_SCOPE_GLOBAL);
 }
 
 // Appends only to a table this build would have written itself: the format
-// attribute says v3 and the table's columns are exactly the record's.
+// attribute is result_format and the table's columns are exactly the record's.
 void ResultFile::open_for_append(const std::string& path) {
   if (H5Fis_hdf5(path.c_str()) <= 0) throw IncompatibleResultFile("'" + path + "' exists and is not an HDF5 file");
   file_ = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
@@ -332,7 +382,9 @@ void ResultFile::open_for_append(const std::string& path) {
   const Handle file_type(H5Dget_type(dataset_), H5Tclose);
   if (H5Tequal(file_type, type_) <= 0)
     throw IncompatibleResultFile("the points table of '" + path + "' has other columns than " + result_format);
-  rows_ = read_points(dataset_, path);
+  samples_ = H5Dopen2(file_, "samples", H5P_DEFAULT);
+  if (samples_ < 0) throw IncompatibleResultFile("'" + path + "' has no samples dataset");
+  rows_ = read_points(file_, dataset_, path);
   resumed_ = true;
 }
 
@@ -340,21 +392,33 @@ ResultFile::~ResultFile() { close(); }
 
 void ResultFile::close() {
   if (dataset_ >= 0) H5Dclose(dataset_);
+  if (samples_ >= 0) H5Dclose(samples_);
   if (type_ >= 0) H5Tclose(type_);
+  if (samples_type_ >= 0) H5Tclose(samples_type_);
   if (file_ >= 0) H5Fclose(file_);
   if (lock_fd_ >= 0) ::close(lock_fd_);  // after the file: releases the lock
-  dataset_ = type_ = file_ = -1;
+  dataset_ = type_ = file_ = samples_ = samples_type_ = -1;
   lock_fd_ = -1;
 }
 
+namespace {
+// Writes element `index` of a one-dimensional dataset, growing it to hold it.
+bool write_element(hid_t dataset, hid_t type, hsize_t rows, hsize_t index, const void* value) {
+  hsize_t size[1] = {std::max<hsize_t>(rows, index + 1)}, start[1] = {index}, count[1] = {1};
+  if (H5Dset_extent(dataset, size) < 0) return false;
+  const Handle file_space(H5Dget_space(dataset), H5Sclose);
+  const Handle mem_space(H5Screate_simple(1, count, nullptr), H5Sclose);
+  return H5Sselect_hyperslab(file_space, H5S_SELECT_SET, start, nullptr, count, nullptr) >= 0 &&
+         H5Dwrite(dataset, type, mem_space, file_space, H5P_DEFAULT, value) >= 0;
+}
+}  // namespace
+
 void ResultFile::write_row(unsigned long long index, const ResultRow& row) {
   const Record record = to_record(row);
-  hsize_t size[1] = {std::max<hsize_t>(rows_.size(), index + 1)}, start[1] = {index}, count[1] = {1};
-  bool ok = H5Dset_extent(dataset_, size) >= 0;
-  const Handle file_space(H5Dget_space(dataset_), H5Sclose);
-  const Handle mem_space(H5Screate_simple(1, count, nullptr), H5Sclose);
-  ok = ok && H5Sselect_hyperslab(file_space, H5S_SELECT_SET, start, nullptr, count, nullptr) >= 0;
-  ok = ok && H5Dwrite(dataset_, type_, mem_space, file_space, H5P_DEFAULT, &record) >= 0;
+  const hvl_t samples{row.samples.size(), const_cast<double*>(row.samples.data())};
+  // The samples first: a row is in the table only once its samples are.
+  bool ok = write_element(samples_, samples_type_, rows_.size(), index, &samples) &&
+            write_element(dataset_, type_, rows_.size(), index, &record);
   ok = ok && H5Fflush(file_, H5F_SCOPE_GLOBAL) >= 0;
   if (!ok) throw std::runtime_error("cannot write a row to the result file");
 }
@@ -391,7 +455,7 @@ std::vector<ResultRow> ResultFile::read(const std::string& path) {
   const Handle file = open_result_file(path);
   const Handle dataset(H5Dopen2(file, "points", H5P_DEFAULT), H5Dclose);
   if (!dataset.valid()) throw std::runtime_error("'" + path + "' has no points table");
-  return read_points(dataset, path);
+  return read_points(file, dataset, path);
 }
 
 std::map<std::string, std::string> ResultFile::read_attributes(const std::string& path) {

@@ -12,9 +12,10 @@
 namespace attn {
 
 // The `format` root attribute of files this build writes. v2 files (no `slots`
-// column) and v3 files (no `revision` column) are still read; only files of
-// this format are appended to.
-constexpr const char* result_format = "attn-harness points v4";
+// column), v3 files (no `revision` column) and v4 files (no `time_stddev_s`
+// and `iterations` columns, no samples) are still read; only files of this
+// format are appended to.
+constexpr const char* result_format = "attn-harness points v5";
 
 struct ResultRow {
   std::string form, family, backend, precision;
@@ -31,6 +32,9 @@ struct ResultRow {
   int err_heads = 0;             // (batch, head) pairs checked against the reference; 0: not checked
   double max_abs_err = 0, rel_l2_err = 0;
   std::string revision;  // git describe --dirty of the build that measured it ("" in files before v4)
+  double time_stddev_s = 0;  // of the samples (from v5; 0 before)
+  int iterations = 0;        // calls per timed repetition, each sample their mean (from v5; 0 before)
+  std::vector<double> samples;  // seconds per call of each timed repetition (from v5: the /samples dataset)
 };
 
 // What identifies a point across runs and files: two rows with equal keys
@@ -78,7 +82,8 @@ class ResultFile {
   void replace(std::size_t index, const ResultRow& row);  // rewrites row `index` in place, flushed
   void set_attribute(const std::string& name, const std::string& value);
 
-  // Reads the rows of a v2, v3 or v4 file (a column absent from the file reads 0 or "").
+  // Reads the rows of a v2 to v5 file (a column absent from the file reads 0
+  // or "", and the samples of a file before v5 are empty).
   static std::vector<ResultRow> read(const std::string& path);
   static std::map<std::string, std::string> read_attributes(const std::string& path);
 
@@ -89,6 +94,7 @@ class ResultFile {
   void write_row(unsigned long long index, const ResultRow& row);
 
   long long file_ = -1, dataset_ = -1, type_ = -1;
+  long long samples_ = -1, samples_type_ = -1;  // the /samples dataset: row i's samples at index i
   int lock_fd_ = -1;  // a created file's lock, held while it is open (see lock_for_writing)
   std::vector<ResultRow> rows_;
   std::map<std::string, std::string> attributes_;

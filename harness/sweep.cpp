@@ -24,10 +24,16 @@
 #include <stdexcept>
 #include <utility>
 
+#include <benchmark/benchmark.h>
+
+#include <filesystem>
+#include <fstream>
+
 #include "backends.hpp"
 #include "git_revision.hpp"
 #include "provenance.hpp"
 #include "results_file.hpp"
+#include "statistics.hpp"
 
 namespace attn {
 namespace {
@@ -101,8 +107,7 @@ bool is_final(const ResultRow& row) { return row.status == "ok" || row.status ==
 // and measuring it would spend the whole limit to learn the same.
 class SeriesLimits {
  public:
-  SeriesLimits(double point_timeout_s, int calls_per_point)
-      : point_timeout_s_(point_timeout_s), calls_(calls_per_point) {}
+  explicit SeriesLimits(const MeasureOptions& options) : options_(options) {}
 
   void note(const ResultRow& row) {
     if (row.status == "ok") {
@@ -125,15 +130,17 @@ class SeriesLimits {
       return row;
     }
     const auto ok = largest_ok_.find(series_of(planned));
-    if (point_timeout_s_ <= 0 || ok == largest_ok_.end() || planned.seq <= ok->second.seq ||
+    if (options_.point_timeout_s <= 0 || ok == largest_ok_.end() || planned.seq <= ok->second.seq ||
         !(ok->second.flops > 0) || !(ok->second.time_median_s > 0))
       return std::nullopt;
     const double per_call_s = ok->second.time_median_s * planned.flops / ok->second.flops;
-    if (calls_ * per_call_s <= point_timeout_s_) return std::nullopt;
+    const double calls = options_.calls_per_point(per_call_s);
+    if (calls * per_call_s <= options_.point_timeout_s) return std::nullopt;
     row.status = "timeout";
-    row.note = fmt::format("skipped: {} calls predicted to take {:.3g} s (L={} took {:.3g} s a call; scaled by flops), "
+    row.note = fmt::format("skipped: {:g} calls predicted to take {:.3g} s (L={} took {:.3g} s a call; scaled by flops), "
                            "past --point-timeout {:g} s",
-                           calls_, calls_ * per_call_s, ok->second.seq, ok->second.time_median_s, point_timeout_s_);
+                           calls, calls * per_call_s, ok->second.seq, ok->second.time_median_s,
+                           options_.point_timeout_s);
     return row;
   }
 
@@ -143,8 +150,7 @@ class SeriesLimits {
     key.seq = 0;
     return key;
   }
-  double point_timeout_s_;
-  int calls_;
+  const MeasureOptions& options_;
   std::map<PointKey, ResultRow> lowest_failed_, largest_ok_;
 };
 
@@ -161,9 +167,9 @@ class SeriesLimits {
 // points so far.
 class EtaModel {
  public:
-  explicit EtaModel(int calls_per_point) : calls_(calls_per_point) {}
+  explicit EtaModel(const MeasureOptions& options) : options_(options) {}
   void add(const ResultRow& measured, double wall_s) {
-    const double kernel_s = calls_ * measured.time_median_s;
+    const double kernel_s = options_.calls_per_point(measured.time_median_s) * measured.time_median_s;
     const double fixed_s = wall_s > kernel_s ? wall_s - kernel_s : 0;
     Form& form = by_form_[{measured.form, measured.precision}];
     if (measured.flops > 0) form.seconds_per_flop = measured.time_median_s / measured.flops;
@@ -172,9 +178,15 @@ class EtaModel {
   }
   // NaN while nothing has been measured.
   double estimate(const ResultRow& planned) const {
+    if (!knows(planned)) return wall_.mean();
+    const auto& form = by_form_.at({planned.form, planned.precision});
+    const double call_s = form.seconds_per_flop * planned.flops;
+    return options_.calls_per_point(call_s) * call_s + form.fixed.mean();
+  }
+  // Whether a point of the planned row's form and precision has been measured.
+  bool knows(const ResultRow& planned) const {
     const auto it = by_form_.find({planned.form, planned.precision});
-    if (it == by_form_.end() || !(it->second.seconds_per_flop > 0)) return wall_.mean();
-    return calls_ * it->second.seconds_per_flop * planned.flops + it->second.fixed.mean();
+    return it != by_form_.end() && it->second.seconds_per_flop > 0;
   }
 
  private:
@@ -187,7 +199,7 @@ class EtaModel {
     double seconds_per_flop = 0;
     Mean fixed;
   };
-  int calls_;
+  const MeasureOptions& options_;
   std::map<std::pair<std::string, std::string>, Form> by_form_;  // by (form, precision)
   Mean wall_;
 };
@@ -195,7 +207,7 @@ class EtaModel {
 std::string duration_text(double seconds) {
   if (!std::isfinite(seconds)) return "?";
   const long long s = std::llround(seconds);
-  if (s < 60) return fmt::format("{:.1f}s", seconds);
+  if (s < 60) return fmt::format("{:.3g}s", seconds);
   if (s < 3600) return fmt::format("{}m{:02}s", s / 60, s % 60);
   return fmt::format("{}h{:02}m", s / 3600, s % 3600 / 60);
 }
@@ -251,12 +263,6 @@ std::string table_row(const ResultRow& row) {
                      row.status, row.time_median_s * 1e3, row.peak_bytes / 1048576.0, row.gflops, row.gbps,
                      row.err_heads ? fmt::format("{:.1e}", row.rel_l2_err) : "-",
                      row.note.empty() ? "" : "  (" + row.note + ")");
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 // Per form and precision: the points by status, and the median time at the
@@ -393,7 +399,7 @@ using MeasureFn = std::function<ResultRow(const Point&)>;
 template <class Exec>
 MeasureFn measurer_for(const MeasureOptions& options) {
   auto cache = std::make_shared<PointCache>();
-  return [options, cache](const Point& p) {
+  return [&options, cache](const Point& p) {  // options outlive the sweep's measurer
     std::optional<ResultRow> row;
     for_each_precision([&](auto* tag) {
       using P = std::remove_pointer_t<decltype(tag)>;
@@ -443,7 +449,9 @@ std::string now_iso8601() {
 // not belong in one table) and the measurement settings. The build and the
 // machine's environment may differ between runs: each row has the revision of
 // the build that measured it, each resumption its own line in `resumed`.
-constexpr const char* shared_by_every_row[] = {"backend", "device", "seed", "warmup", "reps", "check_flops"};
+constexpr const char* shared_by_every_row[] = {"backend",   "device",    "seed",     "warmup",   "reps",
+                                               "min_time",  "max_noise", "max_reps", "max_time", "flush_cache",
+                                               "check_flops"};
 
 // Opens --out: fresh, or resumed when its rows share this run's
 // shared_by_every_row attributes.
@@ -521,7 +529,7 @@ class Measurement {
   Measurement(const std::vector<const Point*>& todo, ResultFile& file, const MeasureFn& measure,
               const MeasureOptions& options)
       : todo_(todo), file_(file), measure_(measure), row_of_(index_rows(file.rows())),
-        limits_(options.point_timeout_s, options.warmup + options.reps), eta_(options.warmup + options.reps) {
+        limits_(options), eta_(options) {
     for (const auto& row : file.rows()) limits_.note(row);  // kept rows bound and predict their series too
   }
 
@@ -595,12 +603,89 @@ std::vector<ResultRow> rows_of_points(const std::vector<Point>& points, const Re
   return rows;
 }
 
-int measure_sweep(const Sweep& sweep, const Backend& backend) {
+// --dry-run: the planned points, what --out holds of each (nothing with
+// --fresh), and the time each is predicted to take (from --out's rows of the
+// same form and precision, as the progress line's ETA predicts; "?" without
+// one). Nothing is written.
+int print_plan(const Sweep& sweep, const std::vector<Point>& points) {
+  std::vector<ResultRow> rows;
+  if (!sweep.fresh && std::filesystem::exists(sweep.out)) {
+    try {
+      rows = ResultFile::read(sweep.out);
+    } catch (const std::runtime_error& e) {
+      throw std::invalid_argument(fmt::format("--dry-run: {}", e.what()));
+    }
+  }
+  const auto row_of = index_rows(rows);
+  EtaModel eta(sweep.measure);
+  for (const auto& row : rows)
+    if (row.status == "ok") eta.add(row, 0);
+  fmt::print("{:<26} {:>6} {:>4} {:>4} {:>7} {:>5} {:>5} {:>6} {:>5}  {:<22} {:>10}\n", "form", "prec", "B", "H", "L",
+             "dk", "dv", "chunk", "slots", "in " + sweep.out, "predicted");
+  std::size_t kept = 0, unknown = 0;
+  double predicted_s = 0;
+  for (const auto& p : points) {
+    const ResultRow& planned = p.planned;
+    const auto found = row_of.find(key_of(planned));
+    const bool final = found != row_of.end() && is_final(rows[found->second]);
+    std::string held = "-", prediction = "-";
+    if (found != row_of.end()) held = rows[found->second].status + (final ? ", kept" : ", measured again");
+    if (final) {
+      ++kept;
+    } else if (eta.knows(planned)) {
+      predicted_s += eta.estimate(planned);
+      prediction = duration_text(eta.estimate(planned));
+    } else {
+      ++unknown;
+      prediction = "?";
+    }
+    fmt::print("{:<26} {:>6} {:>4} {:>4} {:>7} {:>5} {:>5} {:>6} {:>5}  {:<22} {:>10}\n", planned.form,
+               planned.precision, planned.batch, planned.heads, planned.seq, planned.dk, planned.dv,
+               planned.chunk ? std::to_string(planned.chunk) : "-", planned.slots ? std::to_string(planned.slots) : "-",
+               held, prediction);
+  }
+  fmt::print("\n{} points: {} already in {} (kept), {} to measure; predicted time {}{}\n", points.size(), kept,
+             sweep.out, points.size() - kept, duration_text(predicted_s),
+             unknown ? fmt::format(" and {} point{} without a prediction (no row of the form and precision in {})",
+                                   unknown, unknown == 1 ? "" : "s", sweep.out)
+                     : "");
+  fmt::print("(dry run: nothing measured, nothing written)\n");
+  return 0;
+}
+
+// --json: Google Benchmark's JSON report (its JSONReporter: "context", then
+// "benchmarks", one entry per repetition and one per aggregate) of the points
+// measured ok in this run, which its tools/compare.py reads. Its context
+// carries this run's revision, backend, device and date too (attn_* keys).
+class JsonReport {
+ public:
+  JsonReport(const std::string& path, const std::map<std::string, std::string>& attributes) : out_(path) {
+    if (!out_) throw std::invalid_argument("--json: cannot write '" + path + "'");
+    for (const char* name : {"git_revision", "backend", "device", "date"})
+      benchmark::AddCustomContext(std::string("attn_") + name, attributes.at(name));
+    reporter_.SetOutputStream(&out_);
+    reporter_.SetErrorStream(&out_);
+    reporter_.ReportContext(benchmark::BenchmarkReporter::Context());
+  }
+  ~JsonReport() { reporter_.Finalize(); }  // closes the list and the object: the file is valid JSON however the sweep ends
+  JsonReport(const JsonReport&) = delete;
+  JsonReport& operator=(const JsonReport&) = delete;
+  benchmark::BenchmarkReporter* reporter() { return &reporter_; }
+
+ private:
+  std::ofstream out_;
+  benchmark::JSONReporter reporter_;
+};
+
+int measure_sweep(const Sweep& sweep, MeasureOptions& options) {
   const std::vector<std::string> unsupported = unsupported_pairs(sweep);
   if (unsupported.size() == sweep.forms.size() * sweep.precisions.size())
     throw std::invalid_argument(fmt::format("nothing to measure: no form of --forms has a kernel in --precision {}",
                                             fmt::join(sweep.precisions, ",")));
   for (const auto& line : unsupported) fmt::print("{}\n", line);
+  const Backend backend = select_backend(sweep.backend, options, static_cast<Backends*>(nullptr));
+  const std::vector<Point> points = plan_points(sweep, backend.name);
+  if (sweep.dry_run) return print_plan(sweep, points);
   // Provenance (README.md, "Result files"): the build, the machine, the settings.
   std::map<std::string, std::string> attributes = build_provenance();
   attributes.merge(run_environment(backend.name));
@@ -612,6 +697,11 @@ int measure_sweep(const Sweep& sweep, const Backend& backend) {
                      {"seed", std::to_string(sweep.measure.seed)},
                      {"warmup", std::to_string(sweep.measure.warmup)},
                      {"reps", std::to_string(sweep.measure.reps)},
+                     {"min_time", fmt::format("{:g}", sweep.measure.min_time_s)},
+                     {"max_noise", fmt::format("{:g}", sweep.measure.max_noise)},
+                     {"max_reps", std::to_string(sweep.measure.max_reps)},
+                     {"max_time", fmt::format("{:g}", sweep.measure.max_time_s)},
+                     {"flush_cache", sweep.measure.flush_cache ? "yes" : "no"},
                      {"check_flops", fmt::format("{:g}", sweep.measure.check_flops)},
                      {"point_timeout", sweep.measure.point_timeout_s > 0
                                            ? fmt::format("{:g}", sweep.measure.point_timeout_s) : "none"}});
@@ -621,6 +711,11 @@ int measure_sweep(const Sweep& sweep, const Backend& backend) {
   }
   const std::string hint = "To resume, run the same command again:\n  " + shell_quoted(sweep.command_line) + "\n";
   std::snprintf(interruption::resume_hint, sizeof interruption::resume_hint, "%s", hint.c_str());
+  std::optional<JsonReport> json;  // before the result file: an unwritable --json is refused before it is touched
+  if (!sweep.json.empty()) {
+    json.emplace(sweep.json, attributes);
+    options.json = json->reporter();
+  }
   const interruption::Guard guard;  // before the file: the file closes before the handlers are restored
   const std::unique_ptr<ResultFile> opened = open_result_file(sweep, attributes);
   ResultFile& file = *opened;
@@ -629,7 +724,6 @@ int measure_sweep(const Sweep& sweep, const Backend& backend) {
     file.set_attribute("peak_gflops", fmt::format("{:.1f}", c.fma_gflops));
     file.set_attribute("peak_gbps", fmt::format("{:.1f}", c.copy_gbps));
   }
-  const std::vector<Point> points = plan_points(sweep, backend.name);
   const Todo todo = points_to_measure(points, file);
   const std::size_t kept = points.size() - todo.points.size();
   if (file.resumed() && !todo.points.empty()) record_resumption(file, sweep.out, attributes, sweep.command_line);
@@ -640,7 +734,7 @@ int measure_sweep(const Sweep& sweep, const Backend& backend) {
              todo.points.size());
   Console console;
   console.line(table_header());
-  Measurement measurement(todo.points, file, backend.measure, sweep.measure);
+  Measurement measurement(todo.points, file, backend.measure, options);
   const std::size_t done = measurement.run(console);
   print_summary(rows_of_points(points, file));
 
@@ -660,7 +754,8 @@ int measure_sweep(const Sweep& sweep, const Backend& backend) {
 }  // namespace
 
 int run_sweep(const Sweep& sweep) {
-  return measure_sweep(sweep, select_backend(sweep.backend, sweep.measure, static_cast<Backends*>(nullptr)));
+  MeasureOptions options = sweep.measure;  // the measurer's: measure_sweep adds --json's reporter
+  return measure_sweep(sweep, options);
 }
 
 }  // namespace attn

@@ -21,11 +21,15 @@ struct Sweep {
   std::string backend;        // as given to --backend: host, openmp, serial, cuda
   std::string out;
   bool fresh = false;         // replace --out instead of resuming it
+  std::string json;          // Google Benchmark's JSON report of the points measured ok; empty: none
+  bool dry_run = false;       // print the plan (points, those in --out, predicted time) and measure nothing
   std::string command_line;   // for the file's attributes and the resume hint
   std::string config_file, config_text;  // bench run's configuration file and its text; empty for bench sweep
 };
 
-// Measures every point of the sweep that --out does not already hold as final
+// With dry_run, prints the planned points instead, each with what --out holds
+// of it and its predicted time, and returns 0 having written nothing.
+// Otherwise measures every point of the sweep that --out does not already hold as final
 // (ok, oom or timeout; an `error` row is measured again and replaced), writing
 // each row as it is measured; a (form, precision) pair without a kernel is
 // not planned, one line says so. Returns the exit status: 0, or 128 + the

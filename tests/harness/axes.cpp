@@ -14,6 +14,14 @@ TEST_CASE("axis specs: ranges, lists and suffixes", "[harness][axes]") {
   CHECK(parse_axis("seq", "7..7").values == std::vector<long long>{7});
 }
 
+TEST_CASE("linear ranges step by a given amount", "[harness][axes]") {
+  CHECK(parse_axis("seq", "1k..8k:1k").values ==
+        std::vector<long long>{1024, 2048, 3072, 4096, 5120, 6144, 7168, 8192});
+  CHECK(parse_axis("seq", "100..350:100").values == std::vector<long long>{100, 200, 300});  // stops at or below b
+  CHECK(parse_axis("chunk", "16..16:8").values == std::vector<long long>{16});
+  CHECK(parse_axis("seq", "1k..2k:1k,64").values == std::vector<long long>{1024, 2048, 64});
+}
+
 TEST_CASE("bad axis specs name the axis and the problem", "[harness][axes][errors]") {
   CHECK_THROWS_WITH(parse_axis("seq", ""), Catch::Contains("--seq") && Catch::Contains("empty"));
   CHECK_THROWS_WITH(parse_axis("seq", "1k.."), Catch::Contains("not a positive whole number"));
@@ -24,4 +32,9 @@ TEST_CASE("bad axis specs name the axis and the problem", "[harness][axes][error
   CHECK_THROWS_WITH(parse_axis("batch", "-1"), Catch::Contains("not a positive whole number"));
   CHECK_THROWS_WITH(parse_axis("seq", "4x"), Catch::Contains("unknown suffix"));
   CHECK_THROWS_WITH(parse_axis("seq", "4096m"), Catch::Contains("too large"));
+  CHECK_THROWS_WITH(parse_axis("seq", "1k..8k:0"), Catch::Contains("needs a step of 1 or more"));
+  CHECK_THROWS_WITH(parse_axis("seq", "1k..8k:"), Catch::Contains("not a positive whole number"));
+  CHECK_THROWS_WITH(parse_axis("seq", "1k..8k:x"), Catch::Contains("not a positive whole number"));
+  CHECK_THROWS_WITH(parse_axis("seq", "8k..1k:1k"), Catch::Contains("runs backwards"));
+  CHECK_THROWS_WITH(parse_axis("seq", "1k:1k"), Catch::Contains("unknown suffix"));
 }

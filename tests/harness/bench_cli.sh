@@ -17,11 +17,14 @@ expect_error() {  # expect_error "what the message must contain" args...
 }
 # Result files that an earlier run of this script left here would be resumed
 # (their rows kept, or refused when of an older format): start without them.
-rm -f advice.h5 bom.h5 mixed.h5 none.h5 tiny.h5 x.h5 tiny.csv tiny.json tiny.md
+rm -f advice.h5 bom.h5 mixed.h5 none.h5 tiny.h5 x.h5 tiny.csv tiny.json tiny.md dry.h5 cold.h5 warm.h5 tiny_gb.json
 expect_error "unknown form 'nope'" sweep --forms nope --out x.h5
 expect_error "--seq '': empty" sweep --seq "" --out x.h5
 expect_error "not a positive whole number" sweep --seq 1k.. --out x.h5
 expect_error "runs backwards" sweep --seq 16k..1k --out x.h5
+expect_error "--seq '8k..1k:1k': range '8k..1k:1k' runs backwards" sweep --seq 8k..1k:1k --out x.h5
+expect_error "--seq '1k..8k:0': range '1k..8k:0' needs a step of 1 or more" sweep --seq 1k..8k:0 --out x.h5
+expect_error "--chunk '16..64:': '' is not a positive whole number" sweep --chunk 16..64: --out x.h5
 expect_error "--chunk '0'" sweep --chunk 0 --out x.h5
 expect_error "--batch '-2'" sweep --batch=-2 --out x.h5
 expect_error "--heads '0'" sweep --heads 0 --out x.h5
@@ -31,6 +34,10 @@ expect_error "unrecognised option" sweep --bogus 3 --out x.h5
 expect_error "unknown precision 'half'" sweep --precision half --out x.h5
 expect_error "neither auto nor portable" sweep --tiles fast --out x.h5
 expect_error "--reps must be at least 1" sweep --reps 0 --out x.h5
+expect_error "--min-time must be a finite number >= 0" sweep --min-time -1 --out x.h5
+expect_error "--max-noise must be a finite number >= 0" sweep --max-noise nan --out x.h5
+expect_error "--max-reps must be at least 1" sweep --max-reps 0 --out x.h5
+expect_error "--max-time must be a finite number > 0" sweep --max-time 0 --out x.h5
 expect_error "unknown command" frobnicate
 # Defects found under hostile input: each was accepted before.
 expect_error "unexpected argument 'garbage'" sweep garbage --out x.h5
@@ -87,6 +94,23 @@ expect_error "neither A nor B" sweep --mask-convention C --out x.h5
 expect_error "neither alibi nor paper" sweep --decay-schedule linear --out x.h5
 
 "$bench" --help | grep -q "bench sweep" || { echo "FAIL: --help"; failures=$((failures + 1)); }
+# Each command's --help shows what that command takes, and only that.
+help_shows() {  # help_shows "COMMAND..." "an option it takes" "an option of another command"
+  local out; out=$($bench $1 --help 2>&1); local rc=$?
+  if [ "$rc" != 0 ] || ! grep -q -- "$2" <<<"$out" || grep -q -- "$3" <<<"$out" || ! grep -q "^usage: bench ${1%% *}" <<<"$out"; then
+    echo "FAIL: bench $1 --help -> exit $rc, $2 shown: $(grep -c -- "$2" <<<"$out"), $3 shown: $(grep -c -- "$3" <<<"$out")"
+    failures=$((failures + 1))
+  else echo "ok: bench $1 --help shows $2, not $3"
+  fi
+}
+help_shows sweep --min-time --threshold
+help_shows "run x.cfg" --flush-cache --threshold
+help_shows compare --threshold --forms
+help_shows list --format --forms
+help_shows export --format --threshold
+if ! "$bench" --help | grep -q 'bench COMMAND --help' || "$bench" --help | grep -q -- '--forms'; then
+  echo "FAIL: bench --help is not the overview of the commands"; failures=$((failures + 1))
+fi
 "$bench" list | grep -q "linear/chunk" || { echo "FAIL: list"; failures=$((failures + 1)); }
 
 # Precisions a form has no kernel for: one line each, not measured; none left: one-line error, no file.
@@ -112,12 +136,89 @@ else
   fi
 fi
 
+# --dry-run: the plan, nothing written (no file made; an existing one left as it is).
+rm -f dry.h5
+plan=$("$bench" sweep --forms softmax/full,linear/chunk --seq 64..256:64 --heads 1 --dk 8 --chunk 16,32 --reps 1 \
+       --backend host --out dry.h5 --dry-run 2>&1); rc=$?
+if [ "$rc" != 0 ] || [ -e dry.h5 ] || [ "$(grep -c '^softmax/full ' <<<"$plan")" != 4 ] ||
+   [ "$(grep -c '^linear/chunk ' <<<"$plan")" != 8 ] ||
+   ! grep -q '^12 points: 0 already in dry.h5 (kept), 12 to measure; predicted time .* 12 points without a prediction' <<<"$plan"; then
+  echo "FAIL: --dry-run on a new file: exit $rc, dry.h5 $([ -e dry.h5 ] && echo made || echo absent): $plan"; failures=$((failures + 1))
+else echo "ok: --dry-run: 12 points planned (L = 64..256:64), nothing written"
+fi
+"$bench" sweep --forms softmax/full --seq 64,128 --heads 1 --dk 8 --reps 1 --backend host --out dry.h5 >/dev/null 2>&1
+before=$(md5sum <dry.h5)
+plan=$("$bench" sweep --forms softmax/full --seq 64..256:64 --heads 1 --dk 8 --reps 1 --backend host --out dry.h5 \
+       --dry-run 2>&1); rc=$?
+if [ "$rc" != 0 ] || [ "$(md5sum <dry.h5)" != "$before" ] || [ "$(grep -c 'ok, kept' <<<"$plan")" != 2 ] ||
+   [ "$(grep -cE '^softmax/full .* - +[0-9.e-]+(s|m[0-9]+s|h[0-9]+m)$' <<<"$plan")" != 2 ] ||
+   ! grep -q '^4 points: 2 already in dry.h5 (kept), 2 to measure; predicted time [0-9]' <<<"$plan"; then
+  echo "FAIL: --dry-run on a file with rows: exit $rc: $plan"; failures=$((failures + 1))
+else echo "ok: --dry-run on a file with 2 rows: those kept, 2 predicted from them, the file unchanged"
+fi
+
 # A tiny sweep, both precisions: 4 softmax + 2 linear + linear/chunk x 2 chunk sizes
-# + 2 lightning x 2 block sizes + 2 vanilla = 14 per L and precision.
-rm -f tiny.h5
+# + 2 lightning x 2 block sizes + 2 vanilla = 14 per L and precision. Its Google
+# Benchmark JSON report too.
+rm -f tiny.h5 tiny_gb.json
 if ! "$bench" sweep --forms softmax,linear,lightning --seq 1,37,64 --heads 2 --dk 16 --dv 8 --chunk 16,64 --reps 2 \
-       --precision float,double --backend host --out tiny.h5; then
+       --precision float,double --backend host --out tiny.h5 --json tiny_gb.json; then
   echo "FAIL: tiny sweep"; failures=$((failures + 1))
+fi
+# The JSON holds what Google Benchmark's tools/compare.py reads: a context, and per
+# point its repetitions (run_type iteration) and aggregates (mean, median, stddev,
+# cv, min, max), with real_time, cpu_time, time_unit, iterations and the rates.
+json_check=$(/usr/bin/python3 -c '
+import h5py, json
+report = json.load(open("tiny_gb.json"))
+assert isinstance(report["context"], dict) and report["context"]["attn_backend"] == "openmp", report["context"]
+runs = report["benchmarks"]
+table = h5py.File("tiny.h5", "r")["points"][...]
+iterations = [r for r in runs if r["run_type"] == "iteration"]
+aggregates = [r for r in runs if r["run_type"] == "aggregate"]
+assert len(iterations) == 2 * len(table), (len(iterations), len(table))
+assert sorted({r["aggregate_name"] for r in aggregates}) == ["cv", "max", "mean", "median", "min", "stddev"]
+for r in runs:
+    for field in ("name", "run_name", "run_type", "repetitions", "real_time", "cpu_time", "time_unit", "iterations"):
+        assert field in r, (field, r)
+    assert r["time_unit"] == "s" and r["repetitions"] == 2 and "FLOP/s" in r and "bytes/s" in r, r
+for r in iterations:
+    assert r["name"] == r["run_name"] and r["iterations"] == 1 and r["real_time"] > 0, r
+medians = {r["run_name"]: r["real_time"] for r in aggregates if r["aggregate_name"] == "median"}
+assert len(medians) == len(table)
+for row in table:  # the table median of each point is Google Benchmark'"'"'s
+    name = "/".join([row["form"].decode(), row["precision"].decode(), row["backend"].decode(),
+                     *("%s:%d" % (c, row[k]) for c, k in (("B", "batch"), ("H", "heads"), ("L", "seq"), ("dk", "dk"), ("dv", "dv")))]
+                    + (["chunk:%d" % row["chunk"]] if row["chunk"] else [])
+                    + ([row["variant"].decode()] if row["variant"] else []))
+    assert abs(medians[name] - row["time_median_s"]) <= 1e-12 + 1e-9 * row["time_median_s"], (name, medians[name], row["time_median_s"])
+print(len(table), "points,", len(iterations), "repetitions,", len(aggregates), "aggregates")' 2>&1)
+if ! grep -qx '84 points, 168 repetitions, 504 aggregates' <<<"$json_check"; then
+  echo "FAIL: --json: $json_check"; failures=$((failures + 1))
+else echo "ok: --json: Google Benchmark's report: $json_check, medians as in tiny.h5"
+fi
+expect_error "--json: cannot write '/proc/attn.json'" sweep --forms softmax/full --seq 8 --heads 1 --dk 8 --reps 1 \
+  --backend host --out x.h5 --fresh --json /proc/attn.json
+# --flush-cache and --max-noise: a point measured cold, repetitions added in batches of --reps
+# until the noise target (unreachable: 0.0001%) gives up at --max-reps.
+rm -f cold.h5
+"$bench" sweep --forms softmax/full --seq 32,64 --heads 1 --dk 8 --reps 2 --flush-cache --max-noise 1e-6 --max-reps 6 \
+  --backend host --out cold.h5 >cold.out 2>&1; rc=$?
+cold=$(/usr/bin/python3 -c '
+import h5py
+f = h5py.File("cold.h5", "r")
+print(f["points"]["reps"][1], len(f["samples"][1]), f.attrs["flush_cache"], f.attrs["max_noise"])' 2>&1)
+# The flush buffer is not the point's memory: the same peak as without it (at
+# the second point: Kokkos's pools, made by the first kernels, are in place).
+rm -f warm.h5
+"$bench" sweep --forms softmax/full --seq 32,64 --heads 1 --dk 8 --reps 2 --backend host --out warm.h5 >/dev/null 2>&1
+peaks=$(/usr/bin/python3 -c '
+import h5py
+print(*(h5py.File(f, "r")["points"]["peak_bytes"][1] for f in ("cold.h5", "warm.h5")))' 2>&1)
+if [ "$rc" != 0 ] || [ "$cold" != "6 6 yes 1e-06" ] || [ "${peaks% *}" != "${peaks#* }" ]; then
+  echo "FAIL: --flush-cache --max-noise: exit $rc, reps, samples, attributes: $cold; peaks cold, warm: $peaks"
+  failures=$((failures + 1))
+else echo "ok: --flush-cache --max-noise 1e-6 --max-reps 6 --reps 2: 6 repetitions in 3 batches, 6 samples stored, peak as without the flush"
 fi
 rows=$(h5dump -H -d points tiny.h5 | grep -o 'DATASPACE  SIMPLE { ( [0-9]*' | grep -o '[0-9]*$')
 status_rows=$(h5dump -d points tiny.h5 | grep -c '"ok"')
@@ -169,7 +270,7 @@ lines = open("tiny.md").read().splitlines()
 assert lines[0] == "| " + " | ".join(names) + " |" and lines[1] == "|" + " --- |" * len(names)
 assert len(lines) == len(table) + 2 and all(l.startswith("| ") and l.endswith(" |") for l in lines)
 print(len(table), "rows,", len(names), "columns")' 2>&1)
-if ! grep -qx '84 rows, 28 columns' <<<"$exported"; then echo "FAIL: bench export: $exported"; failures=$((failures + 1))
+if ! grep -qx '84 rows, 30 columns' <<<"$exported"; then echo "FAIL: bench export: $exported"; failures=$((failures + 1))
 else echo "ok: bench export to csv, json and markdown: $exported, as in tiny.h5"
 fi
 expect_error "export needs one result file" export --format csv

@@ -53,7 +53,8 @@ rm -f huge.h5 wide.h5 scores.h5 scores2.h5 inaccurate.h5 prov.h5
 
 # --- (a) Ctrl-C after the first rows, then the same command resumes ---------
 # softmax/full first: its larger L take long enough that the signal lands mid-sweep.
-sweep=(sweep --forms softmax/full,linear/chunk --seq 64..4k --heads 1 --dk 16 --reps 1 --backend host
+# Five repetitions a point: samples enough for bench compare's U test in (c).
+sweep=(sweep --forms softmax/full,linear/chunk --seq 64..4k --heads 1 --dk 16 --reps 5 --backend host
        --point-timeout 600 --out resume.h5)
 total=14
 rm -f resume.h5
@@ -254,7 +255,7 @@ attribute() {  # attribute FILE NAME: the value of a string attribute of FILE's 
 }
 printf '# provenance test\nforms = softmax/full\nseq = 64\nheads = 1\ndk = 16\nbackend = host\n' >prov.cfg
 rm -f prov.h5
-settings=(--reps 2 --warmup 1 --seed 7 --check-flops 1e9)
+settings=(--reps 2 --warmup 1 --seed 7 --check-flops 1e9 --min-time 0)
 "$bench" run prov.cfg "${settings[@]}" --out prov.h5 >prov.out 2>&1; rc=$?
 missing=
 for name in git_revision git_dirty build_type compiler compiler_flags kokkos_version kokkos_backends \
@@ -278,8 +279,8 @@ else pass "provenance: $(attribute prov.h5 git_revision) (dirty: $(attribute pro
 fi
 # Resuming with other measurement settings is refused with one line, the file left as it was;
 # with the same settings it is resumed, and the resumption is recorded with its build and host.
-for i in 0 2 4 6; do  # each setting in turn changed: --reps 3, --warmup 0, --seed 8, --check-flops 0
-  other=("${settings[@]}"); other[i + 1]=$(cut -d' ' -f$((i / 2 + 1)) <<<"3 0 8 0")
+for i in 0 2 4 6 8; do  # each setting in turn changed: --reps 3, --warmup 0, --seed 8, --check-flops 0, --min-time 0.001
+  other=("${settings[@]}"); other[i + 1]=$(cut -d' ' -f$((i / 2 + 1)) <<<"3 0 8 0 0.001")
   "$bench" run prov.cfg "${other[@]}" --seq 64,128 --out prov.h5 >prov_other.out 2>prov_other.err; rc=$?
   setting=${other[i]#--}; setting=${setting//-/_}
   if [ "$rc" != 2 ] || [ "$(stderr_lines prov_other.err)" != 1 ] || [ "$(rows_of prov.h5)" != 1 ] ||
@@ -304,12 +305,59 @@ fi
 
 # --- (c) bench compare ---------------------------------------------------------
 "$bench" compare resume.h5 resume.h5 --threshold 1.1 --fail-on-regression >compare.out 2>&1; rc=$?
-ratios=$(grep -E '^(softmax/full|linear/chunk) +float +1 +1 ' compare.out | awk '{print $(NF-1), $NF}' | sort -u | tr '\n' ';')
-if [ "$rc" != 0 ] || [ "$ratios" != "1.00 1.00;" ] || ! grep -q "^$total points matched, 0 regressions" compare.out ||
+ratios=$(grep -E '^(softmax/full|linear/chunk) +float +1 +1 ' compare.out | awk '{print $12, $13, $14, $15, $16, $17}' | sort -u | tr '\n' ';')
+if [ "$rc" != 0 ] || [ "$ratios" != "1.00 1.00 1.000 no significant change;" ] ||
+   ! grep -q "^$total points matched, 0 regressions" compare.out ||
+   ! grep -q "^of the points ok in both: 0 significantly slower, 0 significantly faster, $total no significant change" compare.out ||
    ! grep -qE '^A = resume.h5 \(device .+, revision ([0-9a-f]+(-dirty)?|unknown)\)$' compare.out ||
    [ "$(grep -cE '^(softmax/full|linear/chunk) +float +7 +1.00 +1.00 +0$' compare.out)" != 2 ]; then
   fail "compare with itself: exit $rc, ratios '$ratios'"; cat compare.out
-else pass "compare with itself: the files' device and revision, every ratio 1.00, geometric means 1.00, exit 0"
+else pass "compare with itself: the files' device and revision, every ratio 1.00, p = 1: no significant change, exit 0"
+fi
+
+# The U test on the stored samples. resume.h5's own samples are as noisy as
+# this shared machine: a copy with steady samples (each point's median within
+# +-2%), then copies of it with every time and sample times a factor. Doubled:
+# every point significantly slower, a REGRESSION past 1.1 (exit 1 under
+# --fail-on-regression); halved: faster; times 1.000001: no significant
+# change, though past --threshold 1.0000001.
+with_times() {  # with_times FILE FACTOR: resume.h5 with each point's samples its median x (0.98..1.02) x FACTOR
+  cp resume.h5 "$1"
+  /usr/bin/python3 -c '
+import h5py, sys
+factor = float(sys.argv[2])
+with h5py.File(sys.argv[1], "r+") as f:
+    points, samples = f["points"][...], f["samples"]
+    for i in range(len(points)):
+        median = points["time_median_s"][i]
+        samples[i] = [median * factor * jitter for jitter in (0.98, 0.99, 1.0, 1.01, 1.02)]
+    for column in ("time_median_s", "time_mean_s", "time_min_s", "time_max_s", "time_stddev_s"):
+        points[column] *= factor
+    f["points"][...] = points' "$1" "$2"
+}
+with_times steady.h5 1 && with_times slowed.h5 2 && with_times faster.h5 0.5 && with_times nudged.h5 1.000001
+"$bench" compare steady.h5 slowed.h5 --fail-on-regression >slowed.out 2>&1; rc=$?
+if [ "$rc" != 1 ] || [ "$(grep -c ' REGRESSION$' slowed.out)" != "$total" ] ||
+   ! grep -q "^of the points ok in both: $total significantly slower, 0 significantly faster, 0 no significant change" slowed.out; then
+  fail "compare with samples doubled: exit $rc"; cat slowed.out
+else pass "compare with samples doubled: $total points significantly slower (U test), REGRESSION, exit 1"
+fi
+"$bench" compare steady.h5 faster.h5 >faster.out 2>&1; rc=$?
+if [ "$rc" != 0 ] || [ "$(grep -c ' faster$' faster.out)" != "$total" ]; then
+  fail "compare with samples halved: exit $rc"; cat faster.out
+else pass "compare with samples halved: $total points significantly faster"
+fi
+"$bench" compare steady.h5 nudged.h5 --threshold 1.0000001 >nudged.out 2>&1; rc=$?
+if [ "$rc" != 0 ] || [ "$(grep -c 'no significant change$' nudged.out)" != "$total" ] || grep -q REGRESSION nudged.out; then
+  fail "compare, times 1.000001 times A's: exit $rc"; cat nudged.out
+else pass "compare, times 1.000001 times A's, past --threshold: no significant change, no REGRESSION"
+fi
+# A file without samples (format v2): the threshold rule, and a note saying so.
+"$bench" compare "$source_dir/results/lion_fig3.h5" "$source_dir/results/lion_fig3.h5" --threshold 1.1 >old_compare.out 2>&1; rc=$?
+if [ "$rc" != 0 ] || ! grep -q "lion_fig3.h5 holds no samples (a file before format v5): differences are judged by --threshold alone" old_compare.out ||
+   grep -q 'no significant change$' old_compare.out; then
+  fail "compare of files without samples: exit $rc"; cat old_compare.out
+else pass "compare of files without samples: the threshold rule, with a note"
 fi
 
 # resume.h5's softmax points are ok, timeout.h5's timed out: regressions, and exit 1 under --fail-on-regression.

@@ -111,6 +111,61 @@ TEST_CASE("a result file is resumed: rows kept, appended to, replaced in place",
   CHECK(ResultFile::read(path).empty());
 }
 
+TEST_CASE("text columns are variable-length strings: nothing is cut", "[harness][hdf5]") {
+  const auto path = fresh_temp_path("long_text.h5");
+  ResultRow row = sample_row("lion-s/chunk", 64, "error");
+  row.note = "not run: " + std::string(300, 'n') + " \xc3\xa9";  // beyond the 160 bytes of fixed-length notes
+  row.variant = "mask-convention=B unscaled " + std::string(100, 'v');
+  row.revision = std::string(60, 'r') + "-dirty";
+  { ResultFile(path, {}).append(row); }
+  const auto rows = ResultFile::read(path);
+  REQUIRE(rows.size() == 1);
+  CHECK(rows[0].note == row.note);
+  CHECK(rows[0].variant == row.variant);
+  CHECK(rows[0].revision == row.revision);
+  const hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  const hid_t points = H5Dopen2(file, "points", H5P_DEFAULT);
+  const hid_t type = H5Dget_type(points);
+  const hid_t note = H5Tget_member_type(type, unsigned(H5Tget_member_index(type, "note")));
+  CHECK(H5Tis_variable_str(note) > 0);
+  for (hid_t id : {note, type}) H5Tclose(id);
+  H5Dclose(points);
+  H5Fclose(file);
+}
+
+TEST_CASE("each row's samples are stored beside it, and replaced with it", "[harness][hdf5][samples]") {
+  const auto path = fresh_temp_path("samples.h5");
+  ResultRow a = sample_row("softmax/full", 64, "ok"), b = sample_row("softmax/full", 128, "oom");
+  a.samples = {1e-3, 1.5e-3, 0.9e-3};
+  a.time_stddev_s = 3e-4;
+  a.iterations = 4;
+  {
+    ResultFile file(path, {{"backend", "openmp"}});
+    file.append(a);
+    file.append(b);  // no samples
+  }
+  {
+    ResultFile file(path, {}, ResultFile::Mode::resume);
+    REQUIRE(file.rows().size() == 2);
+    CHECK(file.rows()[0].samples == a.samples);
+    CHECK(file.rows()[1].samples.empty());
+    b.status = "ok";
+    b.samples = {2e-3, 2e-3, 2e-3, 2.5e-3};
+    file.replace(1, b);
+  }
+  const auto rows = ResultFile::read(path);
+  REQUIRE(rows.size() == 2);
+  CHECK(rows[0].samples == a.samples);
+  CHECK(rows[0].time_stddev_s == 3e-4);
+  CHECK(rows[0].iterations == 4);
+  CHECK(rows[1].samples == b.samples);
+  // A committed v3 file has no samples: its rows read with none.
+  for (const auto& r : ResultFile::read(ATTN_RESULTS_DIR "/quick_openmp.h5")) {
+    CHECK(r.samples.empty());
+    CHECK(r.iterations == 0);
+  }
+}
+
 TEST_CASE("v2 files are read (slots 0) but not appended to", "[harness][hdf5][resume]") {
   const std::string committed = ATTN_RESULTS_DIR "/lion_fig3.h5";  // written by the v2 harness, no slots column
   REQUIRE(ResultFile::read_attributes(committed).at("format") == "attn-harness points v2");
