@@ -142,10 +142,16 @@ std::string benchmark_name(const ResultRow& row) {
   return name;
 }
 
-// The named aggregate ("median", "cv", ...) of Google Benchmark's statistics; NaN when absent.
+// Seconds per call of a repetition or a time aggregate: Google Benchmark
+// reports them in the benchmark's unit, nanoseconds (its default, which its
+// compare.py prints as whole numbers: in seconds every time showed as 0).
+double seconds(const Run& r) { return r.GetAdjustedRealTime() / benchmark::GetTimeUnitMultiplier(r.time_unit); }
+
+// The named aggregate ("median", "cv", ...) of Google Benchmark's statistics,
+// a time in seconds; NaN when absent.
 double aggregate(const std::vector<Run>& aggregates, const std::string& name) {
   for (const auto& a : aggregates)
-    if (a.aggregate_name == name) return a.aggregate_unit == benchmark::kTime ? a.GetAdjustedRealTime() : a.real_accumulated_time;
+    if (a.aggregate_name == name) return a.aggregate_unit == benchmark::kTime ? seconds(a) : a.real_accumulated_time;
   return std::nan("");
 }
 
@@ -190,7 +196,7 @@ bool time_point(const Exec& exec, const Form& form, const Inputs<Exec, storage_t
   double timed_s = 0;
   do {
     auto* bench = benchmark::RegisterBenchmark(name.c_str(), timed);
-    bench->UseManualTime()->Repetitions(options.reps)->Unit(benchmark::kSecond);
+    bench->UseManualTime()->Repetitions(options.reps)->Unit(benchmark::kNanosecond);
     bench->ComputeStatistics("min", minimum)->ComputeStatistics("max", maximum);
     // The first batch finds the calls per repetition; later ones keep them.
     if (!repetitions.empty()) bench->Iterations(repetitions.front().iterations);
@@ -220,7 +226,7 @@ bool time_point(const Exec& exec, const Form& form, const Inputs<Exec, storage_t
 
   row.reps = int(repetitions.size());
   row.iterations = int(repetitions.front().iterations);
-  for (const auto& r : repetitions) row.samples.push_back(r.GetAdjustedRealTime());
+  for (const auto& r : repetitions) row.samples.push_back(seconds(r));
   if (aggregates.empty()) {
     row.time_median_s = row.time_mean_s = row.time_min_s = row.time_max_s = row.samples.front();
   } else {

@@ -181,7 +181,7 @@ assert sorted({r["aggregate_name"] for r in aggregates}) == ["cv", "max", "mean"
 for r in runs:
     for field in ("name", "run_name", "run_type", "repetitions", "real_time", "cpu_time", "time_unit", "iterations"):
         assert field in r, (field, r)
-    assert r["time_unit"] == "s" and r["repetitions"] == 2 and "FLOP/s" in r and "bytes/s" in r, r
+    assert r["time_unit"] == "ns" and r["repetitions"] == 2 and "FLOP/s" in r and "bytes/s" in r, r
 for r in iterations:
     assert r["name"] == r["run_name"] and r["iterations"] == 1 and r["real_time"] > 0, r
 medians = {r["run_name"]: r["real_time"] for r in aggregates if r["aggregate_name"] == "median"}
@@ -191,7 +191,8 @@ for row in table:  # the table median of each point is Google Benchmark'"'"'s
                      *("%s:%d" % (c, row[k]) for c, k in (("B", "batch"), ("H", "heads"), ("L", "seq"), ("dk", "dk"), ("dv", "dv")))]
                     + (["chunk:%d" % row["chunk"]] if row["chunk"] else [])
                     + ([row["variant"].decode()] if row["variant"] else []))
-    assert abs(medians[name] - row["time_median_s"]) <= 1e-12 + 1e-9 * row["time_median_s"], (name, medians[name], row["time_median_s"])
+    median_s = medians[name] * 1e-9  # Google Benchmark reports nanoseconds
+    assert abs(median_s - row["time_median_s"]) <= 1e-12 + 1e-9 * row["time_median_s"], (name, median_s, row["time_median_s"])
 print(len(table), "points,", len(iterations), "repetitions,", len(aggregates), "aggregates")' 2>&1)
 if ! grep -qx '84 points, 168 repetitions, 504 aggregates' <<<"$json_check"; then
   echo "FAIL: --json: $json_check"; failures=$((failures + 1))
