@@ -234,16 +234,22 @@ __device__ __forceinline__ void mma_bf16(float (&c)[4], const std::uint32_t (&a)
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-// An A fragment made ready once per k-step and reused across the n-tiles of a
-// product: bf16 pairs as they are; TF32 bits; for float the 3xTF32 split.
+// N operand registers made ready for the products they take part in: bf16
+// pairs or TF32 bits; for float the 3xTF32 split into big and small halves.
+// An A fragment is made once per k-step and reused across the n-tiles of a
+// product; a B fragment once per n-tile, however many row tiles it meets.
+template <class P, int N>
+struct Fragment {
+  std::uint32_t bits[N];
+};
+template <int N>
+struct Fragment<float, N> {
+  std::uint32_t big[N], small[N];
+};
 template <class P>
-struct AFragment {
-  std::uint32_t a[4];
-};
-template <>
-struct AFragment<float> {
-  std::uint32_t big[4], small[4];
-};
+using AFragment = Fragment<P, 4>;
+template <class P>
+using BFragment = Fragment<P, 2>;
 
 template <class P>
 __device__ __forceinline__ AFragment<P> prepare(const std::uint32_t (&raw)[4]) {
@@ -255,9 +261,9 @@ __device__ __forceinline__ AFragment<P> prepare(const std::uint32_t (&raw)[4]) {
       f.big[i] = x.big;
       f.small[i] = x.small;
     } else if constexpr (std::is_same_v<P, tf32>) {
-      f.a[i] = tf32_bits(__uint_as_float(raw[i]));
+      f.bits[i] = tf32_bits(__uint_as_float(raw[i]));
     } else {
-      f.a[i] = raw[i];
+      f.bits[i] = raw[i];
     }
   }
   return f;
@@ -274,18 +280,8 @@ __device__ __forceinline__ AFragment<P> prepare_rounded(const std::uint32_t (&ra
     return prepare<P>(raw);
 }
 
-// A B fragment made ready for the products of one n-tile: the two registers
-// as a shared tile stores them (bf16 pairs, TF32 values already rounded), or
-// for float the 3xTF32 split, made once however many A fragments it meets.
-template <class P>
-struct BFragment {
-  std::uint32_t b[2];
-};
-template <>
-struct BFragment<float> {
-  std::uint32_t big[2], small[2];
-};
-
+// A B fragment from the two registers a shared tile stores (bf16 pairs,
+// TF32 values already rounded, fp32 values split here).
 template <class P>
 __device__ __forceinline__ BFragment<P> prepare_b(std::uint32_t b0, std::uint32_t b1) {
   if constexpr (std::is_same_v<P, float>) {
@@ -301,9 +297,9 @@ __device__ __forceinline__ BFragment<P> prepare_b(std::uint32_t b0, std::uint32_
 template <class P>
 __device__ __forceinline__ void mma(float (&c)[4], const AFragment<P>& a, const BFragment<P>& b) {
   if constexpr (std::is_same_v<P, bf16>) {
-    mma_bf16(c, a.a, b.b[0], b.b[1]);
+    mma_bf16(c, a.bits, b.bits[0], b.bits[1]);
   } else if constexpr (std::is_same_v<P, tf32>) {
-    mma_tf32(c, a.a, b.b[0], b.b[1]);
+    mma_tf32(c, a.bits, b.bits[0], b.bits[1]);
   } else {
     mma_tf32(c, a.small, b.big[0], b.big[1]);
     mma_tf32(c, a.big, b.small[0], b.small[1]);
