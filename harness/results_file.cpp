@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <hdf5.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -299,6 +300,7 @@ PointKey key_of(const ResultRow& r) {
 
 ResultFile::ResultFile(const std::string& path, const std::map<std::string, std::string>& attributes, Mode mode) {
   quiet_hdf5();
+  path_ = path;
   type_ = record_type<Record>();
   samples_type_ = H5Tvlen_create(H5T_NATIVE_DOUBLE);
   std::error_code ec;
@@ -307,6 +309,7 @@ ResultFile::ResultFile(const std::string& path, const std::map<std::string, std:
       open_for_append(path);
     else
       create(path, attributes);
+    reserve_fd_ = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
   } catch (...) {
     close();  // no destructor runs after a constructor throws
     throw;
@@ -325,6 +328,9 @@ namespace {
 // lock, or -1 where it cannot be taken for another reason (no file can be
 // created there: H5Fcreate says why; no flock on this file system: HDF5's
 // locking is left as it is).
+// The space reserved before each write beyond its data (see write_reserved).
+constexpr off_t headroom = 256 << 10;
+
 int lock_for_writing(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
   if (fd < 0) return -1;
@@ -344,6 +350,19 @@ void ResultFile::create(const std::string& path, const std::map<std::string, std
   if (!parent.empty()) std::filesystem::create_directories(parent, ec);
   if (ec) throw std::runtime_error("cannot create folder '" + parent.string() + "': " + ec.message());
   lock_fd_ = lock_for_writing(path);
+  // A new file's space is checked first too (see write_reserved): a creation
+  // cut short by a full disk would leave a file that no later run can open.
+  // An existing file (--fresh) is then left as it was.
+  struct stat before {};
+  if (lock_fd_ >= 0 && ::fstat(lock_fd_, &before) == 0) {
+    const int err = ::posix_fallocate(lock_fd_, 0, headroom);
+    if (err != 0 && err != EINVAL && err != EOPNOTSUPP) {
+      if (before.st_size == 0) ::unlink(path.c_str());  // created by lock_for_writing
+      else (void)!::ftruncate(lock_fd_, before.st_size);
+      throw std::runtime_error(fmt::format("cannot create output file '{}': {} (disk full, or a file size limit "
+                                           "reached)", path, std::strerror(err)));
+    }
+  }
   const Handle access(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
   if (lock_fd_ >= 0) H5Pset_file_locking(access, /*use_file_locking=*/false, /*ignore_when_disabled=*/true);
   file_ = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, access);
@@ -396,9 +415,10 @@ void ResultFile::close() {
   if (type_ >= 0) H5Tclose(type_);
   if (samples_type_ >= 0) H5Tclose(samples_type_);
   if (file_ >= 0) H5Fclose(file_);
+  if (reserve_fd_ >= 0) ::close(reserve_fd_);
   if (lock_fd_ >= 0) ::close(lock_fd_);  // after the file: releases the lock
   dataset_ = type_ = file_ = samples_ = samples_type_ = -1;
-  lock_fd_ = -1;
+  lock_fd_ = reserve_fd_ = -1;
 }
 
 namespace {
@@ -413,14 +433,49 @@ bool write_element(hid_t dataset, hid_t type, hsize_t rows, hsize_t index, const
 }
 }  // namespace
 
+// A full disk (or a file size limit) must not cut a write in half: HDF5 then
+// leaves a file whose flush failed part written (rows unreadable, or the whole
+// file: its end recorded past the end of what is on disk), cannot close it, and
+// crashes at exit. So the space a write may need is taken first, by growing
+// the file past HDF5's end (posix_fallocate: EFBIG at a size limit, ENOSPC on a
+// full disk). If that fails, nothing of the write has reached the file: it is
+// as the last flush left it, every row before in it, and the sweep ends with
+// one line saying why. What the write did not use is given back after the
+// flush. `payload`: the bytes of the write's data; HDF5 adds far less than
+// `headroom` of its own (a new chunk, heap collection or index node).
+template <class Write>
+void ResultFile::write_reserved(std::size_t payload, const Write& write) {
+  hsize_t end = 0;
+  if (reserve_fd_ >= 0 && H5Fget_filesize(file_, &end) >= 0) {
+    const int err = ::posix_fallocate(reserve_fd_, off_t(end), headroom + 2 * off_t(payload));
+    if (err != 0 && err != EINVAL && err != EOPNOTSUPP)  // those two: no reserving here, write as before
+      throw std::runtime_error(fmt::format("cannot write to the result file '{}': {} (disk full, or a file size "
+                                           "limit reached); every row before is in it",
+                                           path_, std::strerror(err)));
+  }
+  const bool ok = write() && H5Fflush(file_, H5F_SCOPE_GLOBAL) >= 0;
+  const int err = errno;
+  if (!ok)
+    throw std::runtime_error(fmt::format("cannot write to the result file '{}' ({})", path_, std::strerror(err)));
+  // HDF5 does not know of the reserved bytes past its end: they are cut off
+  // (where that fails, zeros past HDF5's end stay, which HDF5 ignores).
+  if (reserve_fd_ >= 0 && H5Fget_filesize(file_, &end) >= 0) (void)!::ftruncate(reserve_fd_, off_t(end));
+}
+
 void ResultFile::write_row(unsigned long long index, const ResultRow& row) {
   const Record record = to_record(row);
   const hvl_t samples{row.samples.size(), const_cast<double*>(row.samples.data())};
+  std::size_t payload = sizeof(Record) + row.samples.size() * sizeof(double);
+#define ATTN_TEXT_COLUMN(name, width) payload += row.name.size();
+#define ATTN_NUMBER_COLUMN(name, type, h5)
+  ATTN_COLUMNS(ATTN_TEXT_COLUMN, ATTN_NUMBER_COLUMN)
+#undef ATTN_TEXT_COLUMN
+#undef ATTN_NUMBER_COLUMN
   // The samples first: a row is in the table only once its samples are.
-  bool ok = write_element(samples_, samples_type_, rows_.size(), index, &samples) &&
-            write_element(dataset_, type_, rows_.size(), index, &record);
-  ok = ok && H5Fflush(file_, H5F_SCOPE_GLOBAL) >= 0;
-  if (!ok) throw std::runtime_error("cannot write a row to the result file");
+  write_reserved(payload, [&] {
+    return write_element(samples_, samples_type_, rows_.size(), index, &samples) &&
+           write_element(dataset_, type_, rows_.size(), index, &record);
+  });
 }
 
 void ResultFile::append(const ResultRow& row) {
@@ -435,8 +490,10 @@ void ResultFile::replace(std::size_t index, const ResultRow& row) {
 }
 
 void ResultFile::set_attribute(const std::string& name, const std::string& value) {
-  write_string_attribute(file_, name, value);
-  H5Fflush(file_, H5F_SCOPE_GLOBAL);
+  write_reserved(name.size() + value.size(), [&] {
+    write_string_attribute(file_, name, value);
+    return true;
+  });
   attributes_[name] = value;
 }
 

@@ -92,10 +92,15 @@ class ResultFile {
   void open_for_append(const std::string& path);
   void close();
   void write_row(unsigned long long index, const ResultRow& row);
+  template <class Write>
+  void write_reserved(std::size_t payload, const Write& write);
+
+  std::string path_;
 
   long long file_ = -1, dataset_ = -1, type_ = -1;
   long long samples_ = -1, samples_type_ = -1;  // the /samples dataset: row i's samples at index i
   int lock_fd_ = -1;  // a created file's lock, held while it is open (see lock_for_writing)
+  int reserve_fd_ = -1;  // the file again, to reserve the space of a write first (see write_reserved)
   std::vector<ResultRow> rows_;
   std::map<std::string, std::string> attributes_;
   bool resumed_ = false;

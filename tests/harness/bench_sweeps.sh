@@ -49,7 +49,7 @@ wait_for_first_row() {
 
 # Result files that an earlier run of this script left here would be resumed
 # (their rows kept, nothing measured): the checks below start without them.
-rm -f huge.h5 wide.h5 scores.h5 scores2.h5 inaccurate.h5 prov.h5
+rm -f huge.h5 wide.h5 scores.h5 scores2.h5 inaccurate.h5 prov.h5 full.h5 full_start.h5
 
 # --- (a) Ctrl-C after the first rows, then the same command resumes ---------
 # softmax/full first: its larger L take long enough that the signal lands mid-sweep.
@@ -424,6 +424,51 @@ fi
 compare_error "--threshold must be a finite number >= 1 (1.1: more than 10% slower)" resume.h5 resume.h5 --threshold 0.5
 compare_error "--threshold must be a finite number >= 1" resume.h5 resume.h5 --threshold inf
 compare_error "unrecognised option" resume.h5 resume.h5 --bogus
+
+# --- a full disk: the write that does not fit ends the sweep with one line, ---
+# no finished row is lost, and the same command completes the file later. A
+# file size limit stands in for the full disk (with SIGXFSZ ignored, a write
+# past it fails with EFBIG). The first rows are written without the limit,
+# then the sweep resumes under limits from just above that file's size to
+# past what the whole sweep needs: each run fails cleanly or completes.
+full=(sweep --forms softmax/full,linear/chunk --seq 16..1k --heads 1 --dk 16 --reps 1 --backend host --out full.h5)
+
+"$bench" sweep --forms softmax/full --seq 16..128 --heads 1 --dk 16 --reps 1 --backend host --out full_start.h5 \
+  >full_start.out 2>&1 || fail "the rows before the full disk: $(tail -2 full_start.out)"
+start_rows=$(rows_of full_start.h5); start_points=$(points_of full_start.h5)
+start_kb=$(( $(stat -c %s full_start.h5) / 1024 + 1 ))
+failed_runs=0
+for margin_kb in 1024 320 288 272 268 266 264 262 260 258 256 16 1; do  # the last, failed, file is completed below
+  cp full_start.h5 full.h5
+  ( ulimit -f $((start_kb + margin_kb)); trap '' XFSZ; exec timeout 300 "$bench" "${full[@]}" ) >full.out 2>full.err
+  rc=$?
+  k=$(grep -o '^\[[0-9]*/' full.out | tail -1 | tr -dc 0-9); k=${k:-0}  # rows reported written
+  what="limit of $((start_kb + margin_kb)) KiB ($start_rows rows in, $k more reported): exit $rc"
+  if [ "$rc" = 0 ]; then
+    if [ "$(rows_of full.h5)" = 14 ]; then pass "$what, full.h5 complete"
+    else fail "$what, but $(rows_of full.h5) of 14 rows in full.h5"; fi
+    continue
+  fi
+  failed_runs=$((failed_runs + 1))
+  if [ "$rc" != 1 ] || [ "$(stderr_lines full.err)" != 1 ] ||
+     ! grep -q "^bench: error: cannot write to the result file 'full.h5': File too large" full.err; then
+    fail "$what (want 1 and one line naming the full file): $(cat full.err)"
+  elif ! "$bench" export full.h5 --format csv >full.csv 2>full_export.err; then
+    fail "$what, then full.h5 is unreadable: $(cat full_export.err)"
+  elif [ "$(rows_of full.h5)" -lt $((start_rows + k)) ] ||
+       [ "$(points_of full.h5 | head -n "$start_rows")" != "$start_points" ]; then
+    fail "$what, then full.h5 holds $(rows_of full.h5) rows, lost some of the $((start_rows + k)) written"
+  else pass "$what, $(grep -o 'File too large.*' full.err); full.h5 readable with all $((start_rows + k)) rows"
+  fi
+done
+[ "$failed_runs" -gt 0 ] || fail "no run under a file size limit hit it"
+kept=$(rows_of full.h5)
+"$bench" "${full[@]}" >full_rerun.out 2>full_rerun.err; rc=$?
+if [ "$rc" != 0 ] || [ "$(rows_of full.h5)" != 14 ] ||
+   ! grep -q "^14 points: $kept already in full.h5 (skipped), $((14 - kept)) to measure" full_rerun.out; then
+  fail "rerun after the full disk: exit $rc, $(rows_of full.h5) of 14 rows, $(grep 'points:' full_rerun.out) $(cat full_rerun.err)"
+else pass "rerun after the full disk measured only the missing points: $(grep 'points:' full_rerun.out)"
+fi
 
 echo "$failures failed"
 [ "$failures" = 0 ]
