@@ -395,13 +395,18 @@ bool tensor_core_chunked(const Kokkos::Cuda& exec, const char* label, const Shap
             BH, chunks - 1, D);
       // Few (batch, head, state block) walks leave most of the GPU idle: then
       // the sequence is cut into segments walked in parallel and joined after
-      // (a two-level scan), so that the walks' warps fill about a fifth of
-      // the device's warp slots. Joining every stored state took as long as
-      // the walk (0.17 ms at B=1 H=8 L=16k bf16); only the segments' first
-      // states are joined here, the others as the outputs read them.
+      // (a two-level scan), so that the walks' 16-row pieces fill about a
+      // fifth of the device's warp slots (tuned when each warp held one;
+      // counting the 32-row warps instead doubled the segments: 1.08-1.11x
+      // the time of lightning/fwd_bwd in bf16 at B=2 H=16 L=1k, 0.94-0.96x of
+      // lightning/fwd at B=1 H=8 L=16k; in pieces both are as before).
+      // Joining every stored state took as long as the walk (0.17 ms at B=1
+      // H=8 L=16k bf16); only the segments' first states are joined here, the
+      // others as the outputs read them.
       const int walks = BH * States::blocks * States::blocks, warp_slots = exec.concurrency() / 32;
+      const int pieces = walks * States::warps * States::row_tiles;
       const int wanted = chunk_state_segments() > 0 ? chunk_state_segments()
-                                                    : std::max(1, ceil_div(warp_slots / 5, walks * States::warps));
+                                                    : std::max(1, ceil_div(warp_slots / 5, pieces));
       const int segments = std::min(chunks - 1, wanted);
       segment_chunks = ceil_div(chunks - 1, segments);
       launch_tiles(std::string(label) + " states", exec, walks * ceil_div(chunks - 1, segment_chunks),
