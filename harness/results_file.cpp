@@ -318,6 +318,9 @@ ResultFile::ResultFile(const std::string& path, const std::map<std::string, std:
 
 namespace {
 
+// The space reserved before each write beyond its data (see write_reserved).
+constexpr off_t headroom = 256 << 10;
+
 // H5Fcreate(..., H5F_ACC_TRUNC) empties an existing file before it finds the
 // lock that HDF5 (1.10: flock, held while a writer has the file open) keeps on
 // it, so a --fresh run would destroy the rows of a sweep still writing there.
@@ -328,9 +331,6 @@ namespace {
 // lock, or -1 where it cannot be taken for another reason (no file can be
 // created there: H5Fcreate says why; no flock on this file system: HDF5's
 // locking is left as it is).
-// The space reserved before each write beyond its data (see write_reserved).
-constexpr off_t headroom = 256 << 10;
-
 int lock_for_writing(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
   if (fd < 0) return -1;
