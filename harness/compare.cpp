@@ -58,7 +58,7 @@ struct GeoMean {
 };
 
 struct FormTotals {
-  int matched = 0, regressions = 0, slower = 0, faster = 0, unchanged = 0, untested = 0;
+  int matched = 0, regressions = 0;
   GeoMean time, peak;
 };
 
@@ -145,26 +145,26 @@ int compare_result_files(const std::string& a_path, const std::string& b_path, c
     const double peak_ratio = both_ok && ra.peak_bytes > 0 ? double(rb.peak_bytes) / double(ra.peak_bytes) : NAN;
     // Significantly slower beyond the threshold, or no longer ok at all.
     Verdict verdict;
-    if (both_ok) verdict = judge(ra, rb, time_ratio, options);
-    else verdict.regression = marking && ra.status == "ok";
-    if (verdict.regression) verdict.mark = "REGRESSION";
-    const bool regressed = verdict.regression;
     if (both_ok) {
+      verdict = judge(ra, rb, time_ratio, options);
       slower += verdict.slower;
       faster += verdict.faster;
       unchanged += !verdict.slower && !verdict.faster && std::isfinite(verdict.p);
       untested += !std::isfinite(verdict.p);
+    } else if (marking && ra.status == "ok") {
+      verdict.regression = true;
+      verdict.mark = "REGRESSION";
     }
 
     const auto id = std::pair{key.form, key.precision};
     if (!totals.count(id)) form_order.push_back(id);
     FormTotals& t = totals[id];
     ++t.matched;
-    t.regressions += regressed;
+    t.regressions += verdict.regression;
     t.time.add(time_ratio);
     t.peak.add(peak_ratio);
     ++matched;
-    regressions += regressed;
+    regressions += verdict.regression;
 
     fmt::print("{:<26} {:>6} {:>4} {:>4} {:>7} {:>5} {:>5} {:>6} {:>5} {:>11} {:>11} {:>8} {:>9} {:>6}  {}{}\n",
                key.form, key.precision, key.batch, key.heads, key.seq, key.dk, key.dv,

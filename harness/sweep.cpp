@@ -633,8 +633,9 @@ int print_plan(const Sweep& sweep, const std::vector<Point>& points) {
     if (final) {
       ++kept;
     } else if (eta.knows(planned)) {
-      predicted_s += eta.estimate(planned);
-      prediction = duration_text(eta.estimate(planned));
+      const double point_s = eta.estimate(planned);
+      predicted_s += point_s;
+      prediction = duration_text(point_s);
     } else {
       ++unknown;
       prediction = "?";
