@@ -7,10 +7,11 @@
 //      X x Y state) walks the chunks in order, its block in fp32 registers,
 //      and stores the state entering every chunk n >= 1,
 //        S_n = exp(B_(n-1)) S_(n-1) + K~^T V~   (the gate on S's rows or columns),
-//      the gated side of the chunk's tokens scaled by exp(B - b_u) <= 1 in
-//      shared memory before the product. With few walks the sequence is cut
-//      into segments walked in parallel from zero, and JoinGatedSegments adds
-//      each segment's decayed entering state to its stored states.
+//      the gated side of the chunk's tokens read into registers a tile
+//      ahead and stored to shared memory scaled by exp(B - b_u) <= 1. With
+//      few walks the sequence is cut into segments walked in parallel from
+//      zero, and JoinGatedSegments adds each segment's decayed entering state
+//      to its stored states.
 //   2. GatedChunkOutputs: one team per (batch, head, 64 rows of one chunk),
 //      a warp per 16-row sub-chunk, the keys streamed one 16-row sub-chunk j
 //      at a time. With r_w the gate sums at the warp's first row and r_j those
@@ -35,6 +36,7 @@
 #include "common/views.hpp"
 #include "common/workspace.hpp"
 
+#include <cstring>
 #include <string>
 #include <type_traits>
 
@@ -71,17 +73,103 @@ __device__ __forceinline__ void load8(const mma::operand_t<P>* p, float (&x)[8])
 }
 #endif
 
+#if defined(ATTN_MMA_DEVICE_PASS)
+// The gated side of a walk's tile (Tokens steps x Block columns of the keys
+// or the values) with the gate sums b_u of its entries and B_n of its chunk,
+// read into registers one tile ahead and then stored to shared memory scaled
+// by exp(B_n - b_u) <= 1: every element is used once, so one pass does what
+// a copy into shared memory, a copy of the gate sums and a scaling pass over
+// the tile did. Each of the Threads threads keeps the same Width columns
+// (one 16-byte piece of operands) in `pieces` rows row_step apart.
+template <class P, int Tokens, int Block, int Threads>
+struct GatedTileInRegisters {
+  using E = mma::operand_t<P>;
+  static constexpr int width = 16 / int(sizeof(E)), row_pieces = Block / width;
+  static constexpr int row_step = Threads / row_pieces, pieces = Tokens / row_step;
+  static_assert(Threads % row_pieces == 0 && Tokens % row_step == 0, "a thread keeps its columns in every row");
+  uint4 raw[pieces];          // the operands as stored
+  float sums[pieces][width];  // b_u of each
+  float end[width];           // B_n of the tile's chunk
+
+  // Steps first .. first + Tokens - 1 of x(b, h, ., col0 + c) for c < cols
+  // (zero beyond), their gate sums from columns g0 .. m - 1 of `gate`, and
+  // the sums at `chunk_last`, the chunk's last step.
+  template <class View>
+  __device__ __forceinline__ void load(const View& x, const GateSumView& gate, int b, int h, int first, int chunk_last,
+                                       int col0, int cols, int g0, int m, int mirror, int tid) {
+    const int c = (tid % row_pieces) * width, r0 = tid / row_pieces;
+    // Whole 16-byte pieces when rows are (as start_tile_copy decides); else element by element.
+    const bool pieces_whole = cols % width == 0 && m % 4 == 0;
+    auto load_sums = [&](float(&to)[width], int step) {
+      #pragma unroll
+      for (int q = 0; q < width; q += 4) {
+        const bool inside = g0 + c + q < m;
+        const float4 f = inside && pieces_whole ? *reinterpret_cast<const float4*>(&gate(b, h, step, g0 + c + q))
+                                                : make_float4(0.f, 0.f, 0.f, 0.f);
+        to[q] = f.x, to[q + 1] = f.y, to[q + 2] = f.z, to[q + 3] = f.w;
+        if (!pieces_whole)
+          #pragma unroll
+          for (int e = q; e < q + 4; ++e) to[e] = g0 + c + e < m ? gate(b, h, step, g0 + c + e) : 0.f;
+      }
+    };
+    load_sums(end, chunk_last);
+    #pragma unroll
+    for (int p = 0; p < pieces; ++p) {
+      const int step = first + r0 + p * row_step;
+      load_sums(sums[p], step);
+      if (pieces_whole) {
+        raw[p] = c < cols ? *reinterpret_cast<const uint4*>(&x(b, h, mma::stored_row(step, mirror), col0 + c))
+                          : make_uint4(0, 0, 0, 0);
+      } else {
+        E values[width];
+        #pragma unroll
+        for (int e = 0; e < width; ++e)
+          values[e] = mma::element<P>(x, b, h, step, step + 1, col0 + c + e, col0 + cols, mirror);
+        memcpy(&raw[p], values, sizeof values);
+      }
+    }
+  }
+
+  // The tile, scaled, into `tile` (stride ld, rows 16-byte aligned); the
+  // columns at or past m (padding) zero.
+  __device__ __forceinline__ void store_scaled(E* tile, int ld, int g0, int m, int tid) const {
+    const int c = (tid % row_pieces) * width, r0 = tid / row_pieces;
+    #pragma unroll
+    for (int p = 0; p < pieces; ++p) {
+      E values[width];
+      memcpy(values, &raw[p], sizeof values);
+      #pragma unroll
+      for (int e = 0; e < width; ++e) {
+        const float factor = g0 + c + e < m ? weight_exp(end[e] - sums[p][e]) : 0.f;
+        values[e] = mma::operand_from_float<P>(mma::operand_to_float<P>(values[e]) * factor);
+      }
+      memcpy(tile + (r0 + p * row_step) * ld + c, values, sizeof values);
+    }
+  }
+
+  // B_n of every column, for the state's decay at the chunk's start.
+  __device__ __forceinline__ void store_chunk_end(float* chunk_end, int tid) const {
+    if (tid < row_pieces)
+      #pragma unroll
+      for (int e = 0; e < width; ++e) chunk_end[tid * width + e] = end[e];
+  }
+};
+#endif
+
 template <class P, int XD, int YD, bool KeyGated>
 struct GatedChunkStates {
-  // A warp owns 16 rows and 32 columns of the team's 64 x 64 state block (StateBlockWarps).
+  // A 64 x 64 block goes to 4 warps of 32 x 32, as ChunkStates' does: each
+  // B fragment meets two A fragments.
   static constexpr int block = 64, columns = 32;
-  using Pieces = StateBlockWarps<block, 16, columns>;
-  static constexpr int warps = Pieces::warps;
+  using Pieces = StateBlockWarps<block, 32, columns>;
+  static constexpr int warps = Pieces::warps, row_tiles = Pieces::row_tiles, threads = 32 * warps;
   static constexpr int x_blocks = XD / block, y_blocks = YD / block;
-  // Tiles of `tokens` steps (keys, values and their gate sums), one multiplied
-  // while the next is copied: 32 in bf16, 16 in fp32 (48 KB of shared memory).
-  static constexpr int tokens = std::is_same_v<P, bf16> ? 32 : 16, stages = 2;
-  static constexpr int ld = mma::k_major_stride<P>(block), ld_sums = block + 4;
+  // Tiles of `tokens` steps: the plain side (values, or keys with the key
+  // gate) copied by cp.async in a ring of `stages` buffers, stages - 1 in
+  // flight while one is multiplied; the gated side one tile ahead in
+  // registers (GatedTileInRegisters), one buffer.
+  static constexpr int tokens = 32, stages = std::is_same_v<P, bf16> ? 4 : 3;
+  static constexpr int ld = mma::k_major_stride<P>(block);
 
   mma::CudaTensor<P> key, value;
   GateSumView sums;
@@ -94,71 +182,78 @@ struct GatedChunkStates {
   KOKKOS_INLINE_FUNCTION void operator()(const mma::CudaTeam& team) const {
 #if defined(ATTN_MMA_DEVICE_PASS)
     using E = mma::operand_t<P>;
-    __shared__ __align__(16) E Ks[stages][tokens * ld];
-    __shared__ __align__(16) E Vs[stages][tokens * ld];
-    __shared__ __align__(16) float Gs[stages][tokens * ld_sums];  // b of the tile's steps, the block's gate columns
-    __shared__ __align__(16) float chunk_end[stages][block];  // B_n of the tile's chunk, the block's gate columns
-    const int rank = team.league_rank(), tid = team.team_rank(), size = team.team_size(), warp = tid / 32;
+    __shared__ __align__(16) E plain[stages][tokens * ld];
+    __shared__ __align__(16) E gated[tokens * ld];
+    __shared__ float chunk_end[block];  // B_n of the block's gate columns, for the state's decay
+    const int rank = team.league_rank(), tid = team.team_rank(), warp = tid / 32;
     const int segment = rank % segments(), yb = rank / segments() % y_blocks;
     const int xb = rank / (segments() * y_blocks) % x_blocks, bh = rank / (segments() * y_blocks * x_blocks);
     const int b = bh / H, h = bh % H, x0 = xb * block, y0 = yb * block, g0 = KeyGated ? x0 : y0;
     const int first_row = Pieces::first_row(warp), first_col = Pieces::first_col(warp);
+    const mma::CudaTensor<P>& plain_side = KeyGated ? value : key;
+    const mma::CudaTensor<P>& gated_side = KeyGated ? key : value;
+    const int plain_col0 = KeyGated ? y0 : x0, plain_cols = KeyGated ? Y - y0 : X - x0;
+    const int gated_cols = KeyGated ? X - x0 : Y - y0;
 
-    mma::Accumulator<columns> S;  // the warp's piece of the state block
-    mma::zero(S);
+    mma::Accumulator<columns> S[row_tiles];  // the warp's piece of the state block, by 16-row tile
+    for (auto& tile : S) mma::zero(tile);
     const int per_chunk = C / tokens;
-    auto start = [&](int i) {
-      mma::start_tile_copy<P>(Ks[i % stages], ld, tokens, block, key, b, h, i * tokens, tokens, X - x0, tid, size,
-                              mirror, x0);
-      mma::start_tile_copy<P>(Vs[i % stages], ld, tokens, block, value, b, h, i * tokens, tokens, Y - y0, tid, size,
-                              mirror, y0);
-      mma::start_tile_copy<float>(Gs[i % stages], ld_sums, tokens, block, sums, b, h, i * tokens, tokens, m - g0, tid,
-                                  size, -1, g0);
-      const int last = (i / per_chunk) * C + C - 1;  // the chunk's last step
-      mma::start_tile_copy<float>(chunk_end[i % stages], block, 1, block, sums, b, h, last, 1, m - g0, tid, size, -1,
-                                  g0);
+    auto start_plain = [&](int i) {
+      mma::start_tile_copy<P>(plain[i % stages], ld, tokens, block, plain_side, b, h, i * tokens, tokens, plain_cols,
+                              tid, threads, mirror, plain_col0);
+    };
+    GatedTileInRegisters<P, tokens, block, threads> next;  // the gated side of the next tile
+    auto load_gated = [&](int i) {
+      next.load(gated_side, sums, b, h, i * tokens, (i / per_chunk) * C + C - 1, g0, gated_cols, g0, m, mirror, tid);
     };
     auto store = [&](int entering) {
-      mma::for_each_pair(S, [&](int r, int c, float& s0, float& s1) {
-        mma::store_pair<P>(&states(bh, entering - 1, x0 + first_row + r, y0 + first_col + c), s0, s1);
-      });
+      for (int t = 0; t < row_tiles; ++t)
+        mma::for_each_pair(S[t], [&](int r, int c, float& s0, float& s1) {
+          mma::store_pair<P>(&states(bh, entering - 1, x0 + first_row + 16 * t + r, y0 + first_col + c), s0, s1);
+        });
     };
     // The segment's chunks first .. last - 1, all whole (the last chunk's keys are in no stored state).
     const int first = segment * segment_chunks;
     const int last = first + segment_chunks < chunks - 1 ? first + segment_chunks : chunks - 1;
     const int begin = first * per_chunk, end = last * per_chunk;
-    team.team_barrier();
-    start(begin);
+    team.team_barrier();  // a block that runs several teams: the previous team's tiles are no longer read
+    for (int i = begin; i < begin + stages - 1 && i < end; ++i) start_plain(i);
+    if (begin < end) load_gated(begin);
     for (int i = begin; i < end; ++i) {
       const int n = i / per_chunk, buf = i % stages;
       const bool opens_chunk = i % per_chunk == 0;
       if (opens_chunk && i > begin) store(n);  // S is the state entering chunk n
-      if (i + 1 < end) {
-        start(i + 1);
-        // Tile i is in once the four copies of tile i + 1 are all that pend.
-        mma::finish_tile_copy<4, P>(Ks[buf], ld, tokens, block, X - x0, tid, size);
-        mma::finish_tile_copy<4, P>(Vs[buf], ld, tokens, block, Y - y0, tid, size);
+      // The gated side decayed to the chunk's end, exp(B_n - b_u) <= 1; then the next tile's is read.
+      next.store_scaled(gated, ld, g0, m, tid);
+      if (opens_chunk) next.store_chunk_end(chunk_end, tid);
+      if (i + 1 < end) load_gated(i + 1);
+      // Tile i's plain side is in once the copies of the later tiles in flight are all that pend.
+      if (i + stages - 1 < end) {
+        start_plain(i + stages - 1);
+        mma::finish_tile_copy<stages - 1, P>(plain[buf], ld, tokens, block, plain_cols, tid, threads);
       } else {
-        mma::finish_tile_copy<0, P>(Ks[buf], ld, tokens, block, X - x0, tid, size);
-        mma::finish_tile_copy<0, P>(Vs[buf], ld, tokens, block, Y - y0, tid, size);
+        mma::finish_tile_copy<0, P>(plain[buf], ld, tokens, block, plain_cols, tid, threads);
       }
       team.team_barrier();
       if (opens_chunk && i > begin)  // S_n = exp(B_n) S_n before chunk n's keys
-        mma::for_each_entry(S, [&](int r, int c, float& x) {
-          x *= weight_exp(chunk_end[buf][KeyGated ? first_row + r : first_col + c]);
-        });
-      // The gated side decayed to the chunk's end: exp(B_n - b_u) <= 1.
-      mma::scale_tile<P, tokens, block>(KeyGated ? Ks[buf] : Vs[buf], ld, tid, size, [&](int u, int c) {
-        return g0 + c < m ? weight_exp(chunk_end[buf][c] - Gs[buf][u * ld_sums + c]) : 0.f;
-      });
-      team.team_barrier();
+        for (int t = 0; t < row_tiles; ++t)
+          mma::for_each_entry(S[t], [&](int r, int c, float& x) {
+            x *= weight_exp(chunk_end[KeyGated ? first_row + 16 * t + r : first_col + c]);
+          });
+      const E* const Ks = KeyGated ? gated : plain[buf];
+      const E* const Vs = KeyGated ? plain[buf] : gated;
       #pragma unroll
       for (int kk = 0; kk < tokens / mma::k_step<P>; ++kk) {
-        std::uint32_t a[4];
-        mma::transposed_fragment_from_shared<P>(a, Ks[buf] + first_row, ld, kk);
-        mma::add_ab_step<P>(S, mma::prepare_rounded<P>(a), Vs[buf] + first_col, ld, kk);
+        mma::AFragment<P> a[row_tiles];
+        #pragma unroll
+        for (int t = 0; t < row_tiles; ++t) {
+          std::uint32_t raw[4];
+          mma::transposed_fragment_from_shared<P>(raw, Ks + first_row + 16 * t, ld, kk);
+          a[t] = mma::prepare_rounded<P>(raw);
+        }
+        mma::add_ab_step<P, row_tiles>(S, a, Vs + first_col, ld, kk);
       }
-      team.team_barrier();  // buffer buf is free for tile i + 2
+      team.team_barrier();  // the gated buffer and plain buffer buf are free again
     }
     if (end > begin) store(last);
 #endif
@@ -499,13 +594,14 @@ bool tensor_core_gated_chunk(const Kokkos::Cuda& exec, const std::string& name, 
       // With few heads a walk per (batch, head, state block) leaves the GPU
       // mostly idle: the sequence is then cut into segments walked in parallel
       // and joined after (a two-level scan, as chunked_causal does), for walks
-      // on about a fifth of the warp slots (as many segments as a tenth gave
-      // the walks of four warps these had before). The join reads and writes every
+      // whose 16-row pieces fill about a fifth of the warp slots (as many
+      // segments as a tenth gave the walks of four warps of 16 x 64 these had
+      // once). The join reads and writes every
       // stored state once: at B=4 H=32 d=128 m=64 (256 walks) four segments
       // made the walk 0.23 ms faster and the join took 0.29 ms (bf16, 4k).
       const int walks = B * H * States::x_blocks * States::y_blocks, warp_slots = exec.concurrency() / 32;
       const int wanted = chunk_state_segments() > 0 ? chunk_state_segments()
-                                                    : ceil_div(warp_slots / 5, walks * States::warps);
+                                                    : ceil_div(warp_slots / 5, walks * States::warps * States::row_tiles);
       const int segment_chunks = ceil_div(chunks - 1, std::max(1, std::min(chunks - 1, wanted)));
       States walk{key, value, sums, states, L, H, C, chunks, X, Y, m, mirror, segment_chunks};
       mma::launch_tiles(name + ": chunk states", exec, walks * walk.segments(), 32 * States::warps, walk);
