@@ -10,10 +10,10 @@ namespace attn {
 
 using HostProblem = ref::Problem;
 
-// Reproducible from the seed (counter-based, filled in parallel): q, k, v and
-// d_o ~ N(0, 1), q and k through the form's feature map (InputKind), and the
-// decay the form takes (DecayKind; d_o only for backward forms). Gated forms
-// draw params.slots gates per token; throws std::invalid_argument without.
+// Reproducible from the seed (counter-based, filled in parallel): every input
+// the form declares (Form::tensors), each from its own stream and drawn as it
+// declares (Draw). Gated forms draw params.slots gates per token; throws
+// std::invalid_argument without.
 HostProblem random_problem(const Shape& s, const Form& form, std::uint64_t seed,
                            const InputOptions& options = {}, const FormParams& params = {});
 

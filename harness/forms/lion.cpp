@@ -80,7 +80,7 @@ Cost rnn_cost(const Shape& s, const FormParams&, std::size_t scalar_bytes) {
 }
 
 template <LionVariant V, ref::LionVariant R>
-std::vector<Form> variant_forms(const std::string& family, DecayKind decay, const char* what) {
+std::vector<Form> variant_forms(const std::string& family, std::vector<TensorSpec> decay, const char* what) {
   std::vector<Param> params{Param::scaled};
   if (V == LionVariant::s) params.push_back(Param::mask_convention);
   std::vector<Param> chunked = params;
@@ -89,8 +89,8 @@ std::vector<Form> variant_forms(const std::string& family, DecayKind decay, cons
   const MemoryKind tiled_memory = V == LionVariant::s ? MemoryKind::linear : MemoryKind::io_only;
   const auto form = [&](const char* name, const std::string& description, std::vector<Param> p, MemoryKind memory,
                         RunnerTable runners, Cost (*cost)(const Shape&, const FormParams&, std::size_t)) {
-    return Form{family + "/" + name, family, description, false, std::move(p), InputKind::normalised_silu, decay,
-                false, memory, runners, &lion_reference<R>, cost};
+    return Form{family + "/" + name, family, description, Direction::bidirectional, std::move(p),
+                attention_tensors(Draw::normalised_silu, decay), memory, runners, &lion_reference<R>, cost};
   };
   return {
       form("materialised", std::string(what) + ": Scale(QK^T . M) V with the L x L scores in memory (Eq. 16)",
@@ -108,10 +108,13 @@ std::vector<Form> variant_forms(const std::string& family, DecayKind decay, cons
 
 std::vector<Form> lion_forms() {
   std::vector<Form> all;
-  for (auto family : {variant_forms<LionVariant::lit, ref::LionVariant::lit>("lion-lit", DecayKind::none, "Lion-lit"),
-                      variant_forms<LionVariant::d, ref::LionVariant::d>("lion-d", DecayKind::per_head_random,
+  // Lion-d's decay rates s_h, [H], and Lion-s's log-decays a_t, [B, H, L] (docs/lion.md §2.2).
+  const TensorSpec per_head{"decay_rate", {Size::heads}, Role::input, Draw::decay_random, 4};
+  const TensorSpec per_token{"log_decay", {Size::batch, Size::heads, Size::seq}, Role::input, Draw::log_decay, 5};
+  for (auto family : {variant_forms<LionVariant::lit, ref::LionVariant::lit>("lion-lit", {}, "Lion-lit"),
+                      variant_forms<LionVariant::d, ref::LionVariant::d>("lion-d", {per_head},
                                                                         "Lion-d, lambda^|i-j| per head"),
-                      variant_forms<LionVariant::s, ref::LionVariant::s>("lion-s", DecayKind::per_token,
+                      variant_forms<LionVariant::s, ref::LionVariant::s>("lion-s", {per_token},
                                                                         "Lion-s, selective decay")})
     all.insert(all.end(), family.begin(), family.end());
   return all;

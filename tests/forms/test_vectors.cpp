@@ -85,7 +85,7 @@ std::vector<VectorCase> read_cases() {
 // The group-name prefix of the vectors a form must reproduce with these
 // parameters ("" when the file has none for it).
 std::string vectors_for(const Form& form, const FormParams& params) {
-  if (form.family == "softmax") return form.causal ? "softmax_causal_" : "softmax_full_";
+  if (form.family == "softmax") return form.causal() ? "softmax_causal_" : "softmax_full_";
   if (form.family == "linear") return "linear_causal_";
   if (form.family == "lightning") return "lightning_";
   if (form.family == "lion-lit") return params.scaled ? "lion_lit_" : "";
@@ -122,8 +122,8 @@ FormParams with_slots_of(const VectorCase& c, FormParams params) {
 // d_o = 1 and check o alone. A forward form gets none.
 HostProblem inputs_for(const Form& form, const VectorCase& c) {
   HostProblem inputs = c.inputs;
-  if (!form.backward) inputs.d_o = {};
-  if (form.backward && inputs.d_o.data.empty()) {
+  if (!form.backward()) inputs.d_o = {};
+  if (form.backward() && inputs.d_o.data.empty()) {
     inputs.d_o = inputs.v;
     std::fill(inputs.d_o.data.begin(), inputs.d_o.data.end(), 1.0);
   }
@@ -133,7 +133,7 @@ HostProblem inputs_for(const Form& form, const VectorCase& c) {
 // What the vectors hold of a form's outputs; the rest taken from `got` so
 // that only the vectors' outputs are compared.
 ref::Outputs outputs_to_check(const Form& form, const ref::Outputs& got, const ref::Outputs& want) {
-  if (!form.backward) return {want.o, {}, {}, {}, {}};
+  if (!form.backward()) return {want.o, {}, {}, {}, {}};
   if (!want.dq.data.empty()) return want;
   return {want.o, got.dq, got.dk, got.dv, got.dg};
 }

@@ -140,7 +140,7 @@ TEMPLATE_LIST_TEST_CASE("GSA with closed gates (alpha = 0) returns v exactly", "
   using P = typename TestType::Precision;
   // §7.5: g = -1e4, s = 1: every slot holds the latest token, p is uniform, o_t = v_t.
   for (const Form& form : forms()) {
-    if (form.family != "gsa" || form.backward || !form.supports<P>()) continue;
+    if (form.family != "gsa" || form.backward() || !form.supports<P>()) continue;
     const HostProblem p = problem_with_gates({1, 1, 50, 8, 8}, form, 4, test_seed(), [](double) { return -1e4; });
     for (int chunk : {16, 64})
       for_each_tile_path<Exec>([&](bool tensor_cores) {

@@ -46,7 +46,7 @@ Cost doubling_cost(const Shape& s, const FormParams&, std::size_t scalar_bytes) 
 
 template <class Op>
 Form doubling_form() {
-  return {"test/doubling", "test", "o = 2 v", false, {}, InputKind::raw, DecayKind::none, false,
+  return {"test/doubling", "test", "o = 2 v", Direction::bidirectional, {}, attention_tensors(Draw::normal),
           MemoryKind::io_only, runners_of<Op>(), &doubling_reference, &doubling_cost};
 }
 
