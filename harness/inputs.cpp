@@ -69,17 +69,25 @@ void apply_features(ref::Tensor& t, Draw draw) {
 
 double log_sigmoid(double z) { return z >= 0 ? -std::log1p(std::exp(-z)) : z - std::log1p(std::exp(z)); }
 
-// The host tensor of a declared [B, H, L, ...] input, by its name.
-ref::Tensor& problem_tensor(HostProblem& p, const std::string& name) {
+}  // namespace
+
+ref::Tensor HostProblem::*problem_member(const std::string& name) {
   const std::pair<const char*, ref::Tensor HostProblem::*> members[] = {
-      {"q", &HostProblem::q},   {"k", &HostProblem::k},   {"v", &HostProblem::v}, {"log_decay", &HostProblem::log_decay},
-      {"log_gate", &HostProblem::log_gate}, {"d_o", &HostProblem::d_o}};
+      {"q", &HostProblem::q},           {"k", &HostProblem::k},         {"v", &HostProblem::v},
+      {"log_decay", &HostProblem::log_decay}, {"log_gate", &HostProblem::log_gate}, {"d_o", &HostProblem::d_o}};
   for (const auto& [member_name, member] : members)
-    if (name == member_name) return p.*member;
+    if (name == member_name) return member;
   throw std::logic_error("a form declares an input '" + name + "' that ref::Problem does not hold");
 }
 
-}  // namespace
+ref::Tensor ref::Outputs::*outputs_member(const std::string& name) {
+  const std::pair<const char*, ref::Tensor ref::Outputs::*> members[] = {
+      {"o", &ref::Outputs::o}, {"dq", &ref::Outputs::dq}, {"dk", &ref::Outputs::dk}, {"dv", &ref::Outputs::dv},
+      {"dlog_gate", &ref::Outputs::dg}};
+  for (const auto& [member_name, member] : members)
+    if (name == member_name) return member;
+  throw std::logic_error("a form declares a result '" + name + "' that ref::Outputs does not hold");
+}
 
 std::vector<double> lightning_decay_rates(int heads, const std::string& schedule) {
   if (schedule != "alibi" && schedule != "paper")
@@ -114,7 +122,7 @@ HostProblem random_problem(const Shape& s, const Form& form, std::uint64_t seed,
       throw std::logic_error(form.name + ": input '" + t.name + "' is neither [H] nor [B, H, L, ...]");
     TensorSpec last = t;
     last.shape.erase(last.shape.begin(), last.shape.begin() + 3);
-    ref::Tensor& x = problem_tensor(p, t.name);
+    ref::Tensor& x = p.*problem_member(t.name);
     x = ref::Tensor(s.batch, s.heads, s.seq, int(last.elements(s, params)));
     fill_normal(x, mix(seed) ^ t.stream);
     switch (t.draw) {

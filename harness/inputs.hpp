@@ -17,6 +17,12 @@ using HostProblem = ref::Problem;
 HostProblem random_problem(const Shape& s, const Form& form, std::uint64_t seed,
                            const InputOptions& options = {}, const FormParams& params = {});
 
+// Where the host copy of a declared [B, H, L, ...] tensor lives, by its name:
+// an input of the problem (q, k, v, log_decay, log_gate, d_o) or a result (o,
+// dq, dk, dv, dlog_gate). Throws std::logic_error for a name it does not hold.
+ref::Tensor HostProblem::*problem_member(const std::string& name);
+ref::Tensor ref::Outputs::*outputs_member(const std::string& name);
+
 // Lightning's per-head decay rates s_h = -ln(lambda_h), layer 0 of docs/lightning.md §1:
 // "alibi" (released code) s_h = 2^(-8h/H); "paper" (Eq. 10) s_h = 8h/H; h = 1..H.
 std::vector<double> lightning_decay_rates(int heads, const std::string& schedule);

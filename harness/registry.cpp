@@ -81,6 +81,8 @@ std::vector<TensorSpec> attention_tensors(Draw features, std::vector<TensorSpec>
   return all;
 }
 
+std::string gradient_name(const std::string& input) { return "d" + input; }
+
 std::vector<TensorSpec> with_gradients(std::vector<TensorSpec> forward,
                                        const std::vector<std::string>& also_differentiated) {
   std::vector<TensorSpec> all = forward;
@@ -89,7 +91,7 @@ std::vector<TensorSpec> with_gradients(std::vector<TensorSpec> forward,
     const bool differentiated = t.name == "q" || t.name == "k" || t.name == "v" ||
                                 std::find(also_differentiated.begin(), also_differentiated.end(), t.name) !=
                                     also_differentiated.end();
-    if (t.role == Role::input && differentiated) all.push_back({"d" + t.name, t.shape, Role::gradient});
+    if (t.role == Role::input && differentiated) all.push_back({gradient_name(t.name), t.shape, Role::gradient});
   }
   return all;
 }

@@ -72,6 +72,8 @@ struct TensorSpec {
 // through `features`), v, and the output o ([B, H, L, dv]); `more` are the
 // form's further inputs (a decay, a gate), declared in its family's file.
 std::vector<TensorSpec> attention_tensors(Draw features, std::vector<TensorSpec> more = {});
+// The name of an input's gradient: "dq" for q, "dlog_gate" for log_gate.
+std::string gradient_name(const std::string& input);
 // A forward's tensors with those of its backward: the upstream gradient d_o
 // read, and the gradients of q, k and v written (dq, dk, dv), and of each
 // input named in `also_differentiated` ("log_gate" gives dlog_gate).
@@ -156,6 +158,9 @@ struct Form {
   // The fp64 reference, only for the listed (batch, head) pairs (all when empty).
   ref::Outputs (*reference)(const ref::Problem&, const FormParams&, const ref::HeadList&);
   Cost (*cost)(const Shape&, const FormParams&, std::size_t scalar_bytes);  // bytes of one stored element
+  // The group-name prefix of the independent vectors (tests/data/vectors.h5)
+  // that the form reproduces with these parameters; "" when none.
+  std::string (*test_vectors)(const FormParams&);
 
   bool takes(Param p) const;
   bool causal() const { return direction == Direction::causal; }

@@ -78,6 +78,8 @@ Cost chunk_cost(const Shape& s, const FormParams& p, std::size_t scalar_bytes) {
   return {bh * flops, io_bytes(s, p.slots, Backward, scalar_bytes), reference_flops(s, p.slots, Backward)};
 }
 
+std::string test_vectors(const FormParams&) { return "gsa_"; }
+
 }  // namespace
 
 std::vector<Form> gsa_forms() {
@@ -88,13 +90,13 @@ std::vector<Form> gsa_forms() {
   return {
       {"gsa/recurrent", "gsa", "token-by-token slot memories (Eq. 6), query scale 1, --slots = m",
        Direction::causal, slots, forward, MemoryKind::linear,
-       runners_of<GsaRecurrent>(), &forward_reference, &recurrent_cost},
+       runners_of<GsaRecurrent>(), &forward_reference, &recurrent_cost, &test_vectors},
       {"gsa/chunk", "gsa", "two gated chunkwise passes with sub-chunks of 16 (Alg. 1, §3.4-3.5)",
        Direction::causal, chunked, forward, MemoryKind::linear,
-       runners_of<GsaChunk>(), &forward_reference, &chunk_cost<false>},
+       runners_of<GsaChunk>(), &forward_reference, &chunk_cost<false>, &test_vectors},
       {"gsa/chunk_fwd_bwd", "gsa", "chunk forward, then dq, dk, dv and the log-gate gradient (§3.6)",
        Direction::causal, chunked, with_gradients(forward, {"log_gate"}), MemoryKind::linear,
-       runners_of<GsaChunkForwardBackward>(), &forward_backward_reference, &chunk_cost<true>},
+       runners_of<GsaChunkForwardBackward>(), &forward_backward_reference, &chunk_cost<true>, &test_vectors},
   };
 }
 

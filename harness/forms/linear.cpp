@@ -57,6 +57,8 @@ Cost chunk_cost(const Shape& s, const FormParams& p, std::size_t scalar_bytes) {
           io_bytes(s, scalar_bytes), reference_flops(s)};
 }
 
+std::string test_vectors(const FormParams&) { return "linear_causal_"; }
+
 }  // namespace
 
 std::vector<Form> linear_forms() {
@@ -65,15 +67,15 @@ std::vector<Form> linear_forms() {
       {"linear/parallel", "linear", "masked quadratic form (QK^T . M)V / rowsum, tiled, O(Ld) memory",
        Direction::causal, {}, tensors, MemoryKind::io_only,
        runners_of<LinearParallel>(), &linear_reference,
-       &parallel_cost},
+       &parallel_cost, &test_vectors},
       {"linear/recurrent", "linear", "token-by-token state recurrence S_t = S_{t-1} + k_t v_t^T",
        Direction::causal, {}, tensors, MemoryKind::io_only,
        runners_of<LinearRecurrent>(), &linear_reference,
-       &recurrent_cost},
+       &recurrent_cost, &test_vectors},
       {"linear/chunk", "linear", "chunkwise: state between chunks, masked quadratic inside",
        Direction::causal, {Param::chunk}, tensors, MemoryKind::chunk_states,
        runners_of<LinearChunk>(),
-       &linear_reference, &chunk_cost},
+       &linear_reference, &chunk_cost, &test_vectors},
   };
 }
 

@@ -79,6 +79,18 @@ Cost rnn_cost(const Shape& s, const FormParams&, std::size_t scalar_bytes) {
           2.0 * s.seq * s.seq * (s.dk + s.dv)};
 }
 
+// The vectors hold Lion-d scaled and unscaled, Lion-lit and Lion-s scaled only
+// (Lion-s in both mask conventions).
+template <LionVariant V>
+std::string test_vectors(const FormParams& p) {
+  switch (V) {
+    case LionVariant::lit: return p.scaled ? "lion_lit_" : "";
+    case LionVariant::d: return p.scaled ? "lion_d_scaled_" : "lion_d_unscaled_";
+    case LionVariant::s: return p.scaled ? std::string("lion_s_") + p.mask_convention + "_" : "";
+  }
+  return "";
+}
+
 template <LionVariant V, ref::LionVariant R>
 std::vector<Form> variant_forms(const std::string& family, std::vector<TensorSpec> decay, const char* what) {
   std::vector<Param> params{Param::scaled};
@@ -90,7 +102,8 @@ std::vector<Form> variant_forms(const std::string& family, std::vector<TensorSpe
   const auto form = [&](const char* name, const std::string& description, std::vector<Param> p, MemoryKind memory,
                         RunnerTable runners, Cost (*cost)(const Shape&, const FormParams&, std::size_t)) {
     return Form{family + "/" + name, family, description, Direction::bidirectional, std::move(p),
-                attention_tensors(Draw::normalised_silu, decay), memory, runners, &lion_reference<R>, cost};
+                attention_tensors(Draw::normalised_silu, decay), memory, runners, &lion_reference<R>, cost,
+                &test_vectors<V>};
   };
   return {
       form("materialised", std::string(what) + ": Scale(QK^T . M) V with the L x L scores in memory (Eq. 16)",

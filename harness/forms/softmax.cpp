@@ -66,15 +66,20 @@ Cost softmax_backward_cost(const Shape& s, const FormParams&, std::size_t scalar
 constexpr Direction direction(bool causal) { return causal ? Direction::causal : Direction::bidirectional; }
 
 template <bool Causal>
+std::string test_vectors(const FormParams&) {
+  return Causal ? "softmax_causal_" : "softmax_full_";
+}
+
+template <bool Causal>
 Form softmax_form(const char* name, const char* description) {
   return {name, "softmax", description, direction(Causal), {}, attention_tensors(Draw::normal), MemoryKind::io_only,
-          runners_of<SoftmaxTiled<Causal>>(), &softmax_reference<Causal>, &softmax_cost<Causal>};
+          runners_of<SoftmaxTiled<Causal>>(), &softmax_reference<Causal>, &softmax_cost<Causal>, &test_vectors<Causal>};
 }
 template <bool Causal>
 Form softmax_backward_form(const char* name, const char* description) {
   return {name, "softmax", description, direction(Causal), {}, with_gradients(attention_tensors(Draw::normal)),
           MemoryKind::linear, runners_of<SoftmaxTiledForwardBackward<Causal>>(), &softmax_backward_reference<Causal>,
-          &softmax_backward_cost<Causal>};
+          &softmax_backward_cost<Causal>, &test_vectors<Causal>};
 }
 
 }  // namespace
