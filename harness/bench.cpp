@@ -360,12 +360,25 @@ int list_command(const std::vector<std::string>& args) {
   if (vm.count("help")) {
     fmt::print("{}\n", command_help("bench list [--format text|json]", options,
                                     "\nEvery form: its family, whether it is causal, its parameters, the precisions it\n"
-                                    "has kernels for, and what it computes (json: an array of objects).\n"));
+                                    "has kernels for, and what it computes (json: an array of objects, each also with\n"
+                                    "the tensors the form declares: name, shape, role and how an input is drawn).\n"));
     return 0;
   }
   const std::string format = vm["format"].as<std::string>();
   if (format != "text" && format != "json")
     throw std::invalid_argument("--format '" + format + "': expected text or json");
+  // A form's declared tensors: {"name": "q", "shape": ["B", "H", "L", "dk"], "role": "input", "draw": "normal"}.
+  auto tensor_objects = [](const Form& f) {
+    std::vector<std::string> objects;
+    for (const TensorSpec& t : f.tensors) {
+      std::vector<std::string> sizes;
+      for (Size size : t.shape) sizes.push_back(json_string(size_name(size)));
+      objects.push_back(fmt::format("{{\"name\": {}, \"shape\": [{}], \"role\": {}, \"draw\": {}}}",
+                                    json_string(t.name), fmt::join(sizes, ", "), json_string(role_name(t.role)),
+                                    json_string(draw_name(t.draw))));
+    }
+    return objects;
+  };
   auto json_list = [](const std::vector<std::string>& words) {
     std::vector<std::string> quoted;
     for (const auto& w : words) quoted.push_back(json_string(w));
@@ -381,14 +394,15 @@ int list_command(const std::vector<std::string>& args) {
     std::vector<std::string> params;
     for (auto p : f.params) params.push_back(param_name(p));
     if (format == "text")
-      fmt::print("{:<26} {:<10} {:<7} {:<22} {:<23} {}\n", f.name, f.family, f.causal ? "yes" : "no",
+      fmt::print("{:<26} {:<10} {:<7} {:<22} {:<23} {}\n", f.name, f.family, f.causal() ? "yes" : "no",
                  params.empty() ? "-" : fmt::format("{}", fmt::join(params, ",")),
                  fmt::format("{}", fmt::join(f.precisions(), ",")), f.description);
     else
       fmt::print("{}\n  {{\"name\": {}, \"family\": {}, \"causal\": {}, \"params\": {}, \"precisions\": {}, "
-                 "\"description\": {}}}",
-                 i ? "," : "", json_string(f.name), json_string(f.family), f.causal ? "true" : "false",
-                 json_list(params), json_list(f.precisions()), json_string(f.description));
+                 "\"tensors\": [{}], \"description\": {}}}",
+                 i ? "," : "", json_string(f.name), json_string(f.family), f.causal() ? "true" : "false",
+                 json_list(params), json_list(f.precisions()), fmt::join(tensor_objects(f), ", "),
+                 json_string(f.description));
   }
   if (format == "json") fmt::print("\n]\n");
   return 0;

@@ -42,16 +42,16 @@ void transform(ref::Tensor& t, F f) {
   Kokkos::DefaultHostExecutionSpace().fence();
 }
 
-// The feature map applied to q and k, row by row.
-void apply_features(ref::Tensor& t, InputKind kind) {
-  if (kind == InputKind::raw) return;
+// The feature map of Draw::positive_features or Draw::normalised_silu, row by
+// row (a row: the last dimension).
+void apply_features(ref::Tensor& t, Draw draw) {
   const int d = t.dim;
   double* data = t.data.data();
   const std::size_t rows = t.data.size() / std::max(d, 1);
   Kokkos::parallel_for("feature_map", Kokkos::RangePolicy<Kokkos::DefaultHostExecutionSpace>(0, rows),
                        [=](std::size_t r) {
                          double* x = data + r * d;
-                         if (kind == InputKind::positive_features) {  // elu(x) + 1
+                         if (draw == Draw::positive_features) {  // elu(x) + 1
                            for (int c = 0; c < d; ++c) x[c] = x[c] > 0 ? x[c] + 1 : std::exp(x[c]);
                            return;
                          }
@@ -71,6 +71,24 @@ double log_sigmoid(double z) { return z >= 0 ? -std::log1p(std::exp(-z)) : z - s
 
 }  // namespace
 
+ref::Tensor HostProblem::*problem_member(const std::string& name) {
+  const std::pair<const char*, ref::Tensor HostProblem::*> members[] = {
+      {"q", &HostProblem::q},           {"k", &HostProblem::k},         {"v", &HostProblem::v},
+      {"log_decay", &HostProblem::log_decay}, {"log_gate", &HostProblem::log_gate}, {"d_o", &HostProblem::d_o}};
+  for (const auto& [member_name, member] : members)
+    if (name == member_name) return member;
+  throw std::logic_error("a form declares an input '" + name + "' that ref::Problem does not hold");
+}
+
+ref::Tensor ref::Outputs::*outputs_member(const std::string& name) {
+  const std::pair<const char*, ref::Tensor ref::Outputs::*> members[] = {
+      {"o", &ref::Outputs::o}, {"dq", &ref::Outputs::dq}, {"dk", &ref::Outputs::dk}, {"dv", &ref::Outputs::dv},
+      {"dlog_gate", &ref::Outputs::dg}};
+  for (const auto& [member_name, member] : members)
+    if (name == member_name) return member;
+  throw std::logic_error("a form declares a result '" + name + "' that ref::Outputs does not hold");
+}
+
 std::vector<double> lightning_decay_rates(int heads, const std::string& schedule) {
   if (schedule != "alibi" && schedule != "paper")
     throw std::invalid_argument("--decay-schedule: '" + schedule + "' is neither alibi nor paper");
@@ -83,40 +101,46 @@ std::vector<double> lightning_decay_rates(int heads, const std::string& schedule
 HostProblem random_problem(const Shape& s, const Form& form, std::uint64_t seed, const InputOptions& options,
                            const FormParams& params) {
   HostProblem p;
-  p.q = ref::Tensor(s.batch, s.heads, s.seq, s.dk);
-  p.k = ref::Tensor(s.batch, s.heads, s.seq, s.dk);
-  p.v = ref::Tensor(s.batch, s.heads, s.seq, s.dv);
-  fill_normal(p.q, mix(seed) ^ 1);
-  fill_normal(p.k, mix(seed) ^ 2);
-  fill_normal(p.v, mix(seed) ^ 3);
-  apply_features(p.q, form.inputs);
-  apply_features(p.k, form.inputs);
-  switch (form.decay) {
-    case DecayKind::none: break;
-    case DecayKind::per_head_random:
+  for (const TensorSpec& t : form.tensors) {
+    if (t.role != Role::input) continue;
+    if (std::find(t.shape.begin(), t.shape.end(), Size::slots) != t.shape.end() && params.slots < 1)
+      throw std::invalid_argument(form.name + " needs a slot count of at least 1 (--slots)");
+    if (t.draw == Draw::log_gate && !(options.gate_temperature > 0))
+      throw std::invalid_argument("the gate temperature must be positive");
+    if (t.draw == Draw::decay_random) {
       p.decay_rate.resize(s.heads);
-      for (int h = 0; h < s.heads; ++h) p.decay_rate[h] = -log_sigmoid(normal(mix(seed) ^ 4, h));
-      break;
-    case DecayKind::per_head_schedule: p.decay_rate = lightning_decay_rates(s.heads, options.decay_schedule); break;
-    case DecayKind::per_token:
-      p.log_decay = ref::Tensor(s.batch, s.heads, s.seq, 1);
-      fill_normal(p.log_decay, mix(seed) ^ 5);
-      transform(p.log_decay, [floor = options.decay_floor](double a) {
-        return floor ? std::log(std::exp(log_sigmoid(a)) + 1e-7) : log_sigmoid(a);
-      });
-      break;
-    case DecayKind::per_slot_gate:
-      if (params.slots < 1) throw std::invalid_argument(form.name + " needs a slot count of at least 1 (--slots)");
-      if (!(options.gate_temperature > 0))
-        throw std::invalid_argument("the gate temperature must be positive");
-      p.log_gate = ref::Tensor(s.batch, s.heads, s.seq, params.slots);
-      fill_normal(p.log_gate, mix(seed) ^ 7);
-      transform(p.log_gate, [tau = options.gate_temperature](double g) { return log_sigmoid(g) / tau; });
-      break;
-  }
-  if (form.backward) {
-    p.d_o = ref::Tensor(s.batch, s.heads, s.seq, s.dv);
-    fill_normal(p.d_o, mix(seed) ^ 6);
+      for (int h = 0; h < s.heads; ++h) p.decay_rate[h] = -log_sigmoid(normal(mix(seed) ^ t.stream, h));
+      continue;
+    }
+    if (t.draw == Draw::decay_schedule) {
+      p.decay_rate = lightning_decay_rates(s.heads, options.decay_schedule);
+      continue;
+    }
+    // [B, H, L, last]: a shape of three sizes ([B, H, L]) is [B, H, L, 1].
+    if (t.shape.size() < 3 || t.shape.size() > 4 || t.shape[0] != Size::batch || t.shape[1] != Size::heads ||
+        t.shape[2] != Size::seq)
+      throw std::logic_error(form.name + ": input '" + t.name + "' is neither [H] nor [B, H, L, ...]");
+    TensorSpec last = t;
+    last.shape.erase(last.shape.begin(), last.shape.begin() + 3);
+    ref::Tensor& x = p.*problem_member(t.name);
+    x = ref::Tensor(s.batch, s.heads, s.seq, int(last.elements(s, params)));
+    fill_normal(x, mix(seed) ^ t.stream);
+    switch (t.draw) {
+      case Draw::positive_features:
+      case Draw::normalised_silu: apply_features(x, t.draw); break;
+      case Draw::log_decay:
+        transform(x, [floor = options.decay_floor](double a) {
+          return floor ? std::log(std::exp(log_sigmoid(a)) + 1e-7) : log_sigmoid(a);
+        });
+        break;
+      case Draw::log_gate:
+        transform(x, [tau = options.gate_temperature](double g) { return log_sigmoid(g) / tau; });
+        break;
+      case Draw::normal: break;  // z as drawn
+      case Draw::none:             // no input's
+      case Draw::decay_random:     // drawn above
+      case Draw::decay_schedule: break;
+    }
   }
   return p;
 }

@@ -10,12 +10,18 @@ namespace attn {
 
 using HostProblem = ref::Problem;
 
-// Reproducible from the seed (counter-based, filled in parallel): q, k, v and
-// d_o ~ N(0, 1), q and k through the form's feature map (InputKind), and the
-// decay the form takes (DecayKind; d_o only for backward forms). Gated forms
-// draw params.slots gates per token; throws std::invalid_argument without.
+// Reproducible from the seed (counter-based, filled in parallel): every input
+// the form declares (Form::tensors), each from its own stream and drawn as it
+// declares (Draw). Gated forms draw params.slots gates per token; throws
+// std::invalid_argument without.
 HostProblem random_problem(const Shape& s, const Form& form, std::uint64_t seed,
                            const InputOptions& options = {}, const FormParams& params = {});
+
+// Where the host copy of a declared [B, H, L, ...] tensor lives, by its name:
+// an input of the problem (q, k, v, log_decay, log_gate, d_o) or a result (o,
+// dq, dk, dv, dlog_gate). Throws std::logic_error for a name it does not hold.
+ref::Tensor HostProblem::*problem_member(const std::string& name);
+ref::Tensor ref::Outputs::*outputs_member(const std::string& name);
 
 // Lightning's per-head decay rates s_h = -ln(lambda_h), layer 0 of docs/lightning.md §1:
 // "alibi" (released code) s_h = 2^(-8h/H); "paper" (Eq. 10) s_h = 8h/H; h = 1..H.

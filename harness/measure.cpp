@@ -241,14 +241,21 @@ bool time_point(const Exec& exec, const Form& form, const Inputs<Exec, storage_t
   return true;
 }
 
-// Everything random_problem draws from: the shape, the form's input kinds, the
-// seed, the options, and the slot count of gated forms.
+// Everything random_problem draws from: the shape, the form's declared inputs
+// (name, draw and stream), the seed, the options, and the slot count of forms
+// with an input of m slots.
 std::string problem_key(const Shape& s, const Form& form, std::uint64_t seed, const InputOptions& options,
                         const FormParams& params) {
-  return fmt::format("{} {} {} {} {} | {} {} {} | {} | {} {} {} | {}", s.batch, s.heads, s.seq, s.dk, s.dv,
-                     int(form.inputs), int(form.decay), form.backward, seed, options.decay_schedule,
-                     options.decay_floor, options.gate_temperature,
-                     form.decay == DecayKind::per_slot_gate ? params.slots : 0);
+  std::string inputs;
+  bool slotted = false;
+  for (const TensorSpec& t : form.tensors) {
+    if (t.role != Role::input) continue;
+    inputs += fmt::format(" {}:{}:{}", t.name, draw_name(t.draw), t.stream);
+    slotted = slotted || std::find(t.shape.begin(), t.shape.end(), Size::slots) != t.shape.end();
+  }
+  return fmt::format("{} {} {} {} {} |{} | {} | {} {} {} | {}", s.batch, s.heads, s.seq, s.dk, s.dv, inputs, seed,
+                     options.decay_schedule, options.decay_floor, options.gate_temperature,
+                     slotted ? params.slots : 0);
 }
 
 }  // namespace
@@ -365,11 +372,9 @@ ResultRow measure_point(const Form& form, const Shape& shape, const FormParams& 
   // always, of the outputs only when they are checked against the reference
   // (otherwise they are checked for finiteness in place).
   const bool checked = cost.reference_flops <= options.check_flops;  // at least one (batch, head) pair
-  const double elements = double(shape.batch) * shape.heads * shape.seq;
-  const double backward = form.backward ? 1 : 0;
-  const double inputs = elements * (2.0 * shape.dk + shape.dv + params.slots + backward * shape.dv);
-  const double outputs = elements * (shape.dv + backward * (2.0 * shape.dk + shape.dv + params.slots));
-  const double scores = form.score_matrices() * elements * shape.seq;
+  double inputs = 0, outputs = 0;  // elements of the tensors the form declares
+  for (const TensorSpec& t : form.tensors) (t.role == Role::input ? inputs : outputs) += t.elements(shape, params);
+  const double scores = form.score_matrices() * double(shape.batch) * shape.heads * shape.seq * shape.seq;
   const double host_need = (inputs + (checked ? outputs : 0)) * sizeof(double);
   const double backend_need = (inputs + outputs + scores) * sizeof(T) + (is_host_space<Exec>() ? host_need : 0);
   for (const auto& [where, need] : {std::pair{space, backend_need}, std::pair{std::string("HostSpace"), host_need}}) {

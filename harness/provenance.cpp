@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <ctime>
 #include <fstream>
 #include <sstream>
 #include <vector>
@@ -96,6 +97,13 @@ std::map<std::string, std::string> run_environment(const std::string& backend) {
   environment["cuda_driver"] = cudaDriverGetVersion(&driver) == cudaSuccess ? cuda_version(driver) : "unknown";
 #endif
   return environment;
+}
+
+std::string now_iso8601() {
+  const std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
 }
 
 }  // namespace attn

@@ -23,4 +23,7 @@ std::string kokkos_configuration();
 // set), and on a CUDA build cuda_runtime and cuda_driver.
 std::map<std::string, std::string> run_environment(const std::string& backend);
 
+// The time now in UTC, "2026-11-25T04:30:00Z": a run's date and a resumption's.
+std::string now_iso8601();
+
 }  // namespace attn

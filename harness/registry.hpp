@@ -27,19 +27,61 @@ struct FormParams {
 enum class Param { chunk, mask_convention, scaled, slots };
 const char* param_name(Param p);
 
-// What q and k look like: raw (any real numbers), positive features
-// (elu(x) + 1, Katharopoulos et al.), or LION's normalised shifted SiLU
-// (SiLU(x) + 0.5) / ||SiLU(x) + 0.5||, docs/lion.md §2.1.
-enum class InputKind { raw, positive_features, normalised_silu };
+// A form's tensors, declared by the form (below, Form::tensors): input
+// drawing, the problem key of the point cache, the memory a point needs, the
+// row's variant and bench list read the declaration.
 
-// The decay a form takes, and how the harness draws it.
-enum class DecayKind {
-  none,
-  per_head_random,    // decay_rate s_h = -ln sigma(a_h), a_h ~ N(0, 1) (Lion-d, docs/lion.md §2.2)
-  per_head_schedule,  // decay_rate from Lightning's schedule (docs/lightning.md §1, --decay-schedule)
-  per_token,          // log_decay a_t = ln sigma(z_t), z_t ~ N(0, 1) (Lion-s, §2.2; --decay-floor)
-  per_slot_gate,      // log_gate g_t = ln sigma(z_t) / tau per slot, z_t ~ N(0, 1) (GSA, docs/gsa.md §3.7)
+// The sizes a declared tensor's shape is made of: batch B, heads H, sequence
+// L, key and value widths d_k and d_v, and the memory slots m (--slots).
+enum class Size { batch, heads, seq, dk, dv, slots };
+const char* size_name(Size s);  // "B", "H", "L", "dk", "dv", "m"
+
+// What a tensor is to a call: read (drawn by the harness), written, or written
+// as the gradient of an input by a forward+backward form.
+enum class Role { input, output, gradient };
+const char* role_name(Role r);
+
+// How the harness draws an input from z ~ N(0, 1), each from the random stream
+// its declaration names (inputs.cpp).
+enum class Draw {
+  none,               // not drawn: an output or a gradient
+  normal,             // z: v, d_o, and raw q and k
+  positive_features,  // elu(z) + 1 per row: linear attention's q and k (Katharopoulos et al.)
+  normalised_silu,    // (SiLU(z) + 0.5) / ||SiLU(z) + 0.5|| per row: LION's q and k, docs/lion.md §2.1
+  decay_random,       // per head s_h = -ln sigma(z_h): Lion-d's decay_rate, docs/lion.md §2.2
+  decay_schedule,     // per head, Lightning's schedule (docs/lightning.md §1, --decay-schedule); no z
+  log_decay,          // a_t = ln sigma(z_t) per token: Lion-s, docs/lion.md §2.2 (--decay-floor)
+  log_gate,           // g = ln sigma(z) / tau per token and slot: GSA, docs/gsa.md §3.7 (--gate-temperature)
 };
+const char* draw_name(Draw d);
+
+struct TensorSpec {
+  std::string name;         // as in Inputs and ref::Problem: "q", "log_gate", "dq"
+  std::vector<Size> shape;  // decay_rate: [H]; log_decay: [B, H, L]; q: [B, H, L, dk]
+  Role role;
+  Draw draw = Draw::none;
+  // The random stream of an input, one of its own per input of a form (q, k, v
+  // and d_o have 1, 2, 3 and 6): siblings draw the same inputs from the same
+  // seed, so that their outputs compare directly, by declaring the same streams.
+  int stream = 0;
+
+  double elements(const Shape& s, const FormParams& params) const;
+};
+
+// The tensors that attention forms share: q and k ([B, H, L, dk], drawn
+// through `features`), v, and the output o ([B, H, L, dv]); `more` are the
+// form's further inputs (a decay, a gate), declared in its family's file.
+std::vector<TensorSpec> attention_tensors(Draw features, std::vector<TensorSpec> more = {});
+// The name of an input's gradient: "dq" for q, "dlog_gate" for log_gate.
+std::string gradient_name(const std::string& input);
+// A forward's tensors with those of its backward: the upstream gradient d_o
+// read, and the gradients of q, k and v written (dq, dk, dv), and of each
+// input named in `also_differentiated` ("log_gate" gives dlog_gate).
+std::vector<TensorSpec> with_gradients(std::vector<TensorSpec> forward,
+                                       const std::vector<std::string>& also_differentiated = {});
+
+// Whether the causal mask applies (each query sees the keys up to its own position).
+enum class Direction { causal, bidirectional };
 
 // How the harness draws inputs beyond the shape and seed.
 struct InputOptions {
@@ -108,18 +150,24 @@ struct Form {
   std::string name;  // "family/form"
   std::string family;
   std::string description;
-  bool causal;
+  Direction direction;
   std::vector<Param> params;
-  InputKind inputs;
-  DecayKind decay;
-  bool backward;  // takes d_o and computes dq, dk, dv (and dlog_gate when gated) as well as o
+  std::vector<TensorSpec> tensors;  // read and written by a call, in the order bench list shows them
   MemoryKind memory;
   RunnerTable runners;
   // The fp64 reference, only for the listed (batch, head) pairs (all when empty).
   ref::Outputs (*reference)(const ref::Problem&, const FormParams&, const ref::HeadList&);
   Cost (*cost)(const Shape&, const FormParams&, std::size_t scalar_bytes);  // bytes of one stored element
+  // The group-name prefix of the independent vectors (tests/data/vectors.h5)
+  // that the form reproduces with these parameters; "" when none.
+  std::string (*test_vectors)(const FormParams&);
 
   bool takes(Param p) const;
+  bool causal() const { return direction == Direction::causal; }
+  // Whether it writes gradients (a forward+backward form: it reads d_o too).
+  bool backward() const;
+  // Whether one of its inputs is drawn so (variant_of shows the draw's options).
+  bool draws(Draw d) const;
   // The kernel on Exec in precision P; null when the form does not run in P.
   template <class Exec, class P>
   RunFn<Exec, P> runner() const {

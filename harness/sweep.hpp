@@ -1,6 +1,8 @@
-// Running a sweep (bench sweep / bench run): the grid of points, resuming the
-// result file, the per-point time limit and skipping larger L after a timeout
-// or out-of-memory, progress with an ETA, Ctrl-C, and the summary at the end.
+// Running a sweep (bench sweep / bench run). sweep.cpp drives the parts, each
+// in its own file: plan.hpp (the grid of points, skipping larger L after a
+// timeout or out-of-memory, predicted times), resume.hpp (the result file's
+// resumption), console.hpp (table rows, the progress line with its ETA, the
+// summary, the --dry-run plan), signals.hpp (Ctrl-C), measure.hpp (one point).
 #pragma once
 #include <string>
 #include <vector>

@@ -78,20 +78,25 @@ Cost chunk_cost(const Shape& s, const FormParams& p, std::size_t scalar_bytes) {
   return {bh * flops, io_bytes(s, p.slots, Backward, scalar_bytes), reference_flops(s, p.slots, Backward)};
 }
 
+std::string test_vectors(const FormParams&) { return "gsa_"; }
+
 }  // namespace
 
 std::vector<Form> gsa_forms() {
   const std::vector<Param> slots{Param::slots}, chunked{Param::chunk, Param::slots};
+  // The per-slot log forget gates g, [B, H, L, m] (§3.7), differentiated by the backward (dg).
+  const std::vector<TensorSpec> forward = attention_tensors(
+      Draw::normal, {{"log_gate", {Size::batch, Size::heads, Size::seq, Size::slots}, Role::input, Draw::log_gate, 7}});
   return {
       {"gsa/recurrent", "gsa", "token-by-token slot memories (Eq. 6), query scale 1, --slots = m",
-       true, slots, InputKind::raw, DecayKind::per_slot_gate, false, MemoryKind::linear,
-       runners_of<GsaRecurrent>(), &forward_reference, &recurrent_cost},
+       Direction::causal, slots, forward, MemoryKind::linear,
+       runners_of<GsaRecurrent>(), &forward_reference, &recurrent_cost, &test_vectors},
       {"gsa/chunk", "gsa", "two gated chunkwise passes with sub-chunks of 16 (Alg. 1, §3.4-3.5)",
-       true, chunked, InputKind::raw, DecayKind::per_slot_gate, false, MemoryKind::linear,
-       runners_of<GsaChunk>(), &forward_reference, &chunk_cost<false>},
+       Direction::causal, chunked, forward, MemoryKind::linear,
+       runners_of<GsaChunk>(), &forward_reference, &chunk_cost<false>, &test_vectors},
       {"gsa/chunk_fwd_bwd", "gsa", "chunk forward, then dq, dk, dv and the log-gate gradient (§3.6)",
-       true, chunked, InputKind::raw, DecayKind::per_slot_gate, true, MemoryKind::linear,
-       runners_of<GsaChunkForwardBackward>(), &forward_backward_reference, &chunk_cost<true>},
+       Direction::causal, chunked, with_gradients(forward, {"log_gate"}), MemoryKind::linear,
+       runners_of<GsaChunkForwardBackward>(), &forward_backward_reference, &chunk_cost<true>, &test_vectors},
   };
 }
 

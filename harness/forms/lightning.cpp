@@ -78,27 +78,33 @@ Cost vanilla_cost(const Shape& s, const FormParams&, std::size_t scalar_bytes) {
           reference_flops(s, Backward)};
 }
 
+std::string test_vectors(const FormParams&) { return "lightning_"; }
+
 }  // namespace
 
 std::vector<Form> lightning_forms() {
   const std::vector<Param> block{Param::chunk};
+  // Per-head decay rates s_h, [H], from the schedule (--decay-schedule); not differentiated.
+  const std::vector<TensorSpec> forward =
+      attention_tensors(Draw::normal, {{"decay_rate", {Size::heads}, Role::input, Draw::decay_schedule}});
+  const std::vector<TensorSpec> forward_backward = with_gradients(forward);
   return {
       {"lightning/fwd", "lightning", "block-tiled causal linear attention with decay (Alg 5), --chunk = block",
-       true, block, InputKind::raw, DecayKind::per_head_schedule, false, MemoryKind::chunk_states,
+       Direction::causal, block, forward, MemoryKind::chunk_states,
        runners_of<LightningForward>(),
-       &forward_reference, &block_cost<false>},
+       &forward_reference, &block_cost<false>, &test_vectors},
       {"lightning/fwd_bwd", "lightning", "forward, then dq, dk, dv in three block-tiled sweeps (Alg 6)",
-       true, block, InputKind::raw, DecayKind::per_head_schedule, true, MemoryKind::chunk_states,
+       Direction::causal, block, forward_backward, MemoryKind::chunk_states,
        runners_of<LightningForwardBackward>(),
-       &forward_backward_reference, &block_cost<true>},
+       &forward_backward_reference, &block_cost<true>, &test_vectors},
       {"lightning/vanilla_fwd", "lightning", "materialised [(QK^T) . D] V, O(L^2) memory (Fig. 4's Vanilla)",
-       true, {}, InputKind::raw, DecayKind::per_head_schedule, false, MemoryKind::quadratic,
+       Direction::causal, {}, forward, MemoryKind::quadratic,
        runners_of<VanillaForward>(),
-       &forward_reference, &vanilla_cost<false>},
+       &forward_reference, &vanilla_cost<false>, &test_vectors},
       {"lightning/vanilla_fwd_bwd", "lightning", "materialised forward and backward, O(L^2) memory",
-       true, {}, InputKind::raw, DecayKind::per_head_schedule, true, MemoryKind::quadratic,
+       Direction::causal, {}, forward_backward, MemoryKind::quadratic,
        runners_of<VanillaForwardBackward>(),
-       &forward_backward_reference, &vanilla_cost<true>},
+       &forward_backward_reference, &vanilla_cost<true>, &test_vectors},
   };
 }
 

@@ -57,22 +57,25 @@ Cost chunk_cost(const Shape& s, const FormParams& p, std::size_t scalar_bytes) {
           io_bytes(s, scalar_bytes), reference_flops(s)};
 }
 
+std::string test_vectors(const FormParams&) { return "linear_causal_"; }
+
 }  // namespace
 
 std::vector<Form> linear_forms() {
+  const std::vector<TensorSpec> tensors = attention_tensors(Draw::positive_features);
   return {
       {"linear/parallel", "linear", "masked quadratic form (QK^T . M)V / rowsum, tiled, O(Ld) memory",
-       true, {}, InputKind::positive_features, DecayKind::none, false, MemoryKind::io_only,
+       Direction::causal, {}, tensors, MemoryKind::io_only,
        runners_of<LinearParallel>(), &linear_reference,
-       &parallel_cost},
+       &parallel_cost, &test_vectors},
       {"linear/recurrent", "linear", "token-by-token state recurrence S_t = S_{t-1} + k_t v_t^T",
-       true, {}, InputKind::positive_features, DecayKind::none, false, MemoryKind::io_only,
+       Direction::causal, {}, tensors, MemoryKind::io_only,
        runners_of<LinearRecurrent>(), &linear_reference,
-       &recurrent_cost},
+       &recurrent_cost, &test_vectors},
       {"linear/chunk", "linear", "chunkwise: state between chunks, masked quadratic inside",
-       true, {Param::chunk}, InputKind::positive_features, DecayKind::none, false, MemoryKind::chunk_states,
+       Direction::causal, {Param::chunk}, tensors, MemoryKind::chunk_states,
        runners_of<LinearChunk>(),
-       &linear_reference, &chunk_cost},
+       &linear_reference, &chunk_cost, &test_vectors},
   };
 }
 

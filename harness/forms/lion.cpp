@@ -79,8 +79,20 @@ Cost rnn_cost(const Shape& s, const FormParams&, std::size_t scalar_bytes) {
           2.0 * s.seq * s.seq * (s.dk + s.dv)};
 }
 
+// The vectors hold Lion-d scaled and unscaled, Lion-lit and Lion-s scaled only
+// (Lion-s in both mask conventions).
+template <LionVariant V>
+std::string test_vectors(const FormParams& p) {
+  switch (V) {
+    case LionVariant::lit: return p.scaled ? "lion_lit_" : "";
+    case LionVariant::d: return p.scaled ? "lion_d_scaled_" : "lion_d_unscaled_";
+    case LionVariant::s: return p.scaled ? std::string("lion_s_") + p.mask_convention + "_" : "";
+  }
+  return "";
+}
+
 template <LionVariant V, ref::LionVariant R>
-std::vector<Form> variant_forms(const std::string& family, DecayKind decay, const char* what) {
+std::vector<Form> variant_forms(const std::string& family, std::vector<TensorSpec> decay, const char* what) {
   std::vector<Param> params{Param::scaled};
   if (V == LionVariant::s) params.push_back(Param::mask_convention);
   std::vector<Param> chunked = params;
@@ -89,8 +101,9 @@ std::vector<Form> variant_forms(const std::string& family, DecayKind decay, cons
   const MemoryKind tiled_memory = V == LionVariant::s ? MemoryKind::linear : MemoryKind::io_only;
   const auto form = [&](const char* name, const std::string& description, std::vector<Param> p, MemoryKind memory,
                         RunnerTable runners, Cost (*cost)(const Shape&, const FormParams&, std::size_t)) {
-    return Form{family + "/" + name, family, description, false, std::move(p), InputKind::normalised_silu, decay,
-                false, memory, runners, &lion_reference<R>, cost};
+    return Form{family + "/" + name, family, description, Direction::bidirectional, std::move(p),
+                attention_tensors(Draw::normalised_silu, decay), memory, runners, &lion_reference<R>, cost,
+                &test_vectors<V>};
   };
   return {
       form("materialised", std::string(what) + ": Scale(QK^T . M) V with the L x L scores in memory (Eq. 16)",
@@ -108,10 +121,13 @@ std::vector<Form> variant_forms(const std::string& family, DecayKind decay, cons
 
 std::vector<Form> lion_forms() {
   std::vector<Form> all;
-  for (auto family : {variant_forms<LionVariant::lit, ref::LionVariant::lit>("lion-lit", DecayKind::none, "Lion-lit"),
-                      variant_forms<LionVariant::d, ref::LionVariant::d>("lion-d", DecayKind::per_head_random,
+  // Lion-d's decay rates s_h, [H], and Lion-s's log-decays a_t, [B, H, L] (docs/lion.md §2.2).
+  const TensorSpec per_head{"decay_rate", {Size::heads}, Role::input, Draw::decay_random, 4};
+  const TensorSpec per_token{"log_decay", {Size::batch, Size::heads, Size::seq}, Role::input, Draw::log_decay, 5};
+  for (auto family : {variant_forms<LionVariant::lit, ref::LionVariant::lit>("lion-lit", {}, "Lion-lit"),
+                      variant_forms<LionVariant::d, ref::LionVariant::d>("lion-d", {per_head},
                                                                         "Lion-d, lambda^|i-j| per head"),
-                      variant_forms<LionVariant::s, ref::LionVariant::s>("lion-s", DecayKind::per_token,
+                      variant_forms<LionVariant::s, ref::LionVariant::s>("lion-s", {per_token},
                                                                         "Lion-s, selective decay")})
     all.insert(all.end(), family.begin(), family.end());
   return all;

@@ -63,16 +63,23 @@ Cost softmax_backward_cost(const Shape& s, const FormParams&, std::size_t scalar
           pairs * (4.0 * s.dk + 2.0 * s.dv) + L * L * (4.0 * s.dk + 4.0 * s.dv)};
 }
 
+constexpr Direction direction(bool causal) { return causal ? Direction::causal : Direction::bidirectional; }
+
+template <bool Causal>
+std::string test_vectors(const FormParams&) {
+  return Causal ? "softmax_causal_" : "softmax_full_";
+}
+
 template <bool Causal>
 Form softmax_form(const char* name, const char* description) {
-  return {name, "softmax", description, Causal, {}, InputKind::raw, DecayKind::none, false, MemoryKind::io_only,
-          runners_of<SoftmaxTiled<Causal>>(), &softmax_reference<Causal>, &softmax_cost<Causal>};
+  return {name, "softmax", description, direction(Causal), {}, attention_tensors(Draw::normal), MemoryKind::io_only,
+          runners_of<SoftmaxTiled<Causal>>(), &softmax_reference<Causal>, &softmax_cost<Causal>, &test_vectors<Causal>};
 }
 template <bool Causal>
 Form softmax_backward_form(const char* name, const char* description) {
-  return {name, "softmax", description, Causal, {}, InputKind::raw, DecayKind::none, true, MemoryKind::linear,
-          runners_of<SoftmaxTiledForwardBackward<Causal>>(), &softmax_backward_reference<Causal>,
-          &softmax_backward_cost<Causal>};
+  return {name, "softmax", description, direction(Causal), {}, with_gradients(attention_tensors(Draw::normal)),
+          MemoryKind::linear, runners_of<SoftmaxTiledForwardBackward<Causal>>(), &softmax_backward_reference<Causal>,
+          &softmax_backward_cost<Causal>, &test_vectors<Causal>};
 }
 
 }  // namespace

@@ -149,29 +149,35 @@ inline FormParams params_for(const Form& form, int chunk, int slots) {
   return params;
 }
 
-// Checks fp64 gradients dq, dk, dv (and dg when `analytic` has it) of the loss
-// <forward(q, k, v, g), dO>, element by element, against central finite
-// differences of that loss.
-template <class Forward>
-void check_against_finite_differences(const HostProblem& p, const ref::Outputs& analytic, Forward forward) {
+// Checks the fp64 reference gradients of a forward+backward form, of every
+// input it declares a gradient of, against central finite differences of the
+// loss <o, d_o>, o from the same reference, element by element.
+inline void check_reference_gradients(const Form& form, const HostProblem& p, const FormParams& params = {}) {
+  REQUIRE(form.backward());
+  const ref::Outputs analytic = form.reference(p, params, {});
   auto loss = [&](const HostProblem& x) {
-    const ref::Tensor o = forward(x);
+    const ref::Tensor o = form.reference(x, params, {}).o;
     double sum = 0;
     for (std::size_t i = 0; i < o.data.size(); ++i) sum += o.data[i] * p.d_o.data[i];
     return sum;
   };
   const double step = 1e-6;
-  for (auto [input, gradient] : {std::pair{&HostProblem::q, &ref::Outputs::dq}, std::pair{&HostProblem::k, &ref::Outputs::dk},
-                                 std::pair{&HostProblem::v, &ref::Outputs::dv},
-                                 std::pair{&HostProblem::log_gate, &ref::Outputs::dg}}) {
-    if ((analytic.*gradient).data.empty()) continue;
-    for (std::size_t i = 0; i < (p.*input).data.size(); ++i) {
+  for (const TensorSpec& gradient : form.tensors) {
+    if (gradient.role != Role::gradient) continue;
+    const auto input = std::find_if(form.tensors.begin(), form.tensors.end(), [&](const TensorSpec& t) {
+      return t.role == Role::input && gradient_name(t.name) == gradient.name;
+    });
+    REQUIRE(input != form.tensors.end());
+    const auto member = problem_member(input->name);
+    const ref::Tensor& want = analytic.*outputs_member(gradient.name);
+    REQUIRE(want.data.size() == (p.*member).data.size());
+    for (std::size_t i = 0; i < (p.*member).data.size(); ++i) {
       HostProblem plus = p, minus = p;
-      (plus.*input).data[i] += step;
-      (minus.*input).data[i] -= step;
+      (plus.*member).data[i] += step;
+      (minus.*member).data[i] -= step;
       const double numeric = (loss(plus) - loss(minus)) / (2 * step);
-      INFO("element " << i);
-      CHECK(std::abs(numeric - (analytic.*gradient).data[i]) <= 1e-7 * std::max(1.0, std::abs(numeric)));
+      INFO(gradient.name << ", element " << i);
+      CHECK(std::abs(numeric - want.data[i]) <= 1e-7 * std::max(1.0, std::abs(numeric)));
     }
   }
 }

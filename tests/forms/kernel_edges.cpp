@@ -41,7 +41,7 @@ TEMPLATE_LIST_TEST_CASE("softmax stays finite and exact for very large scores", 
   using P = typename TestType::Precision;
   int ran = 0;
   for (const Form& form : forms()) {
-    if (form.family != "softmax" || form.backward) continue;  // the backward: tests/softmax/
+    if (form.family != "softmax" || form.backward()) continue;  // the backward: tests/softmax/
     if (!form.supports<P>()) continue;
     ++ran;
     INFO(form.name);
@@ -68,7 +68,7 @@ TEMPLATE_LIST_TEST_CASE("every form allocates what its memory kind says, no more
     const FormParams params = params_for(form, 64, 4);
     const HostProblem p = random_problem(s, form, test_seed(), {}, params);
     const Inputs<Exec, T> x = upload<Exec, T>(p);
-    const std::size_t io = (form.backward ? 2 : 1) * sizeof(T) * 2 * 300 * 2 * (32 + 16);
+    const std::size_t io = (form.backward() ? 2 : 1) * sizeof(T) * 2 * 300 * 2 * (32 + 16);
     CHECK(memory::live(space) >= io);  // the hooks see the inputs and outputs
     // A first call may size Kokkos's own per-thread scratch pool; the second is
     // measured, with the buffers kernels keep between calls (common/workspace.hpp)
@@ -128,7 +128,7 @@ TEMPLATE_LIST_TEST_CASE("a measured point carries time, memory and error", "[har
     CHECK(row.time_median_s <= row.time_max_s);
     // Inputs and outputs, plus the form's temporaries and at most Kokkos's
     // team-scratch pool (live Kokkos allocations).
-    const std::size_t io = (form.backward ? 2 : 1) * 2 * 2 * 40 * (2 * 16 + 2 * 8 + params.slots) * sizeof(T);
+    const std::size_t io = (form.backward() ? 2 : 1) * 2 * 2 * 40 * (2 * 16 + 2 * 8 + params.slots) * sizeof(T);
     CHECK(row.peak_bytes >= io);
     CHECK(row.peak_bytes <= 3 * io + 4 * 40 * 40 * sizeof(T) + (1u << 20));
     CHECK(row.err_heads == 4);

@@ -46,12 +46,12 @@ TEMPLATE_LIST_TEST_CASE("every form matches its fp64 reference and its siblings"
                      << " chunk=" << params.chunk << " slots=" << params.slots << ", seed " << seed);
       const ref::Outputs got = run_form<Exec, P>(form, p, params);
       check_close<P>(got, form.reference(p, params, {}));
-      const std::string key = form.family + (form.causal ? "/causal" : "/full") + variant_of(form, params, {});
+      const std::string key = form.family + (form.causal() ? "/causal" : "/full") + variant_of(form, params, {});
       if (auto it = first_output.find(key); it != first_output.end())
         check_close<P>(got.o, it->second);
       else
         first_output.emplace(key, got.o);
-      if (!form.backward) continue;
+      if (!form.backward()) continue;
       if (auto it = first_gradients.find(key); it != first_gradients.end())
         check_close<P>(got, it->second);
       else

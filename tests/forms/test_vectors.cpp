@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <map>
 
 #include "forms/check.hpp"
 
@@ -18,8 +19,6 @@ std::string vectors_path() {
   const char* env = std::getenv("ATTN_TESTDATA");
   return env ? env : ATTN_TESTDATA_DEFAULT;
 }
-
-bool has_dataset(hid_t group, const char* name) { return H5Lexists(group, name, H5P_DEFAULT) > 0; }
 
 // Any dataset of rank <= 4, as a [B, H, L, d] tensor (missing trailing dims are 1).
 ref::Tensor read_tensor(hid_t group, const char* name) {
@@ -40,8 +39,9 @@ ref::Tensor read_tensor(hid_t group, const char* name) {
 
 struct VectorCase {
   std::string name;  // the group, e.g. "lion_s_A_a"
-  HostProblem inputs;
-  ref::Outputs want;
+  // Its datasets by the names forms declare: the file's "out" is o, "do" is
+  // d_o, and its per-head "decay_s" (s_h) or "lam" (lambda_h = exp(-s_h)) decay_rate.
+  std::map<std::string, ref::Tensor> tensors;
 };
 
 // Every case of the file, with whatever inputs and outputs its group holds.
@@ -50,6 +50,7 @@ std::vector<VectorCase> read_cases() {
   hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
   INFO("test vectors: " << path << " (set ATTN_TESTDATA to point elsewhere)");
   REQUIRE(file >= 0);
+  const std::map<std::string, std::string> declared_name = {{"out", "o"}, {"do", "d_o"}, {"decay_s", "decay_rate"}};
   std::vector<VectorCase> cases;
   hsize_t count = 0;
   H5Gget_num_objs(file, &count);
@@ -57,22 +58,20 @@ std::vector<VectorCase> read_cases() {
     char name[128] = {};
     H5Gget_objname_by_idx(file, i, name, sizeof name);
     hid_t group = H5Gopen2(file, name, H5P_DEFAULT);
-    VectorCase c{name, {read_tensor(group, "q"), read_tensor(group, "k"), read_tensor(group, "v"), {}, {}, {}, {}},
-                 {read_tensor(group, "out"), {}, {}, {}, {}}};
-    if (has_dataset(group, "lam"))  // lambda per head; the forms take s = -ln(lambda)
-      for (double lambda : read_tensor(group, "lam").data) c.inputs.decay_rate.push_back(-std::log(lambda));
-    if (has_dataset(group, "decay_s")) c.inputs.decay_rate = read_tensor(group, "decay_s").data;
-    if (has_dataset(group, "log_decay")) {
-      const ref::Tensor a = read_tensor(group, "log_decay");  // [B, H, L]
-      c.inputs.log_decay = ref::Tensor(a.batch, a.heads, a.seq * a.dim, 1);
-      c.inputs.log_decay.data = a.data;
-    }
-    if (has_dataset(group, "log_gate")) c.inputs.log_gate = read_tensor(group, "log_gate");  // [B, H, L, m]
-    if (has_dataset(group, "do")) {
-      c.inputs.d_o = read_tensor(group, "do");
-      c.want.dq = read_tensor(group, "dq");
-      c.want.dk = read_tensor(group, "dk");
-      c.want.dv = read_tensor(group, "dv");
+    VectorCase c{name, {}};
+    hsize_t datasets = 0;
+    H5Gget_num_objs(group, &datasets);
+    for (hsize_t j = 0; j < datasets; ++j) {
+      char dataset[128] = {};
+      H5Gget_objname_by_idx(group, j, dataset, sizeof dataset);
+      ref::Tensor t = read_tensor(group, dataset);
+      if (std::string(dataset) == "lam") {
+        for (double& x : t.data) x = -std::log(x);
+        c.tensors["decay_rate"] = std::move(t);
+      } else {
+        const auto renamed = declared_name.find(dataset);
+        c.tensors[renamed == declared_name.end() ? dataset : renamed->second] = std::move(t);
+      }
     }
     cases.push_back(std::move(c));
     H5Gclose(group);
@@ -80,19 +79,6 @@ std::vector<VectorCase> read_cases() {
   H5Fclose(file);
   REQUIRE(!cases.empty());
   return cases;
-}
-
-// The group-name prefix of the vectors a form must reproduce with these
-// parameters ("" when the file has none for it).
-std::string vectors_for(const Form& form, const FormParams& params) {
-  if (form.family == "softmax") return form.causal ? "softmax_causal_" : "softmax_full_";
-  if (form.family == "linear") return "linear_causal_";
-  if (form.family == "lightning") return "lightning_";
-  if (form.family == "lion-lit") return params.scaled ? "lion_lit_" : "";
-  if (form.family == "lion-d") return params.scaled ? "lion_d_scaled_" : "lion_d_unscaled_";
-  if (form.family == "lion-s") return params.scaled ? std::string("lion_s_") + params.mask_convention + "_" : "";
-  if (form.family == "gsa") return "gsa_";
-  return "";
 }
 
 // The parameter sets a form is tried with: its option values, crossed.
@@ -112,30 +98,49 @@ std::vector<FormParams> option_sets(const Form& form, int chunk) {
   return sets;
 }
 
-// The slot count is the vectors' own (the last axis of their log gates).
-FormParams with_slots_of(const VectorCase& c, FormParams params) {
-  params.slots = c.inputs.log_gate.data.empty() ? 0 : c.inputs.log_gate.dim;
+// The slot count is the vectors' own: the last axis of the input the form
+// declares with m slots (GSA's log gates).
+FormParams with_slots_of(const Form& form, const VectorCase& c, FormParams params) {
+  for (const TensorSpec& t : form.tensors)
+    if (t.role == Role::input && std::find(t.shape.begin(), t.shape.end(), Size::slots) != t.shape.end())
+      params.slots = c.tensors.at(t.name).dim;
   return params;
 }
 
-// A backward form needs an upstream gradient; vectors with outputs only get
-// d_o = 1 and check o alone. A forward form gets none.
+// The inputs the form declares, from the case. A backward form needs an
+// upstream gradient: vectors with outputs only get d_o = 1 (and check o alone).
 HostProblem inputs_for(const Form& form, const VectorCase& c) {
-  HostProblem inputs = c.inputs;
-  if (!form.backward) inputs.d_o = {};
-  if (form.backward && inputs.d_o.data.empty()) {
-    inputs.d_o = inputs.v;
-    std::fill(inputs.d_o.data.begin(), inputs.d_o.data.end(), 1.0);
+  HostProblem inputs;
+  for (const TensorSpec& t : form.tensors) {
+    if (t.role != Role::input) continue;
+    const auto found = c.tensors.find(t.name);
+    INFO(c.name << " has no " << t.name << ", an input of " << form.name);
+    if (t.name == "d_o" && found == c.tensors.end()) {
+      inputs.d_o = c.tensors.at("v");
+      std::fill(inputs.d_o.data.begin(), inputs.d_o.data.end(), 1.0);
+    } else if (t.name == "decay_rate") {
+      REQUIRE(found != c.tensors.end());
+      inputs.decay_rate = found->second.data;
+    } else {
+      REQUIRE(found != c.tensors.end());
+      inputs.*problem_member(t.name) = found->second;
+    }
   }
   return inputs;
 }
 
-// What the vectors hold of a form's outputs; the rest taken from `got` so
-// that only the vectors' outputs are compared.
-ref::Outputs outputs_to_check(const Form& form, const ref::Outputs& got, const ref::Outputs& want) {
-  if (!form.backward) return {want.o, {}, {}, {}, {}};
-  if (!want.dq.data.empty()) return want;
-  return {want.o, got.dq, got.dk, got.dv, got.dg};
+// The results the form declares, as the vectors hold them; those they do not
+// hold (the gradients of vectors with outputs only) taken from `got`, so that
+// only the vectors' results are compared.
+ref::Outputs outputs_to_check(const Form& form, const VectorCase& c, const ref::Outputs& got) {
+  ref::Outputs want;
+  for (const TensorSpec& t : form.tensors) {
+    if (t.role == Role::input) continue;
+    const auto member = outputs_member(t.name);
+    const auto found = c.tensors.find(t.name);
+    want.*member = found != c.tensors.end() ? found->second : got.*member;
+  }
+  return want;
 }
 
 bool starts_with(const std::string& s, const std::string& prefix) {
@@ -150,11 +155,11 @@ TEST_CASE("the fp64 references reproduce the independent vectors", "[vectors][re
     int matched = 0;
     for (const FormParams& params : option_sets(form, 16))
       for (const auto& c : cases) {
-        if (!starts_with(c.name, vectors_for(form, params))) continue;
+        if (!starts_with(c.name, form.test_vectors(params))) continue;
         ++matched;
         INFO(c.name << " through the reference of " << form.name << " " << variant_of(form, params, {}));
-        const ref::Outputs got = form.reference(inputs_for(form, c), with_slots_of(c, params), {});
-        check_close<double>(got, outputs_to_check(form, got, c.want));
+        const ref::Outputs got = form.reference(inputs_for(form, c), with_slots_of(form, c, params), {});
+        check_close<double>(got, outputs_to_check(form, c, got));
       }
     INFO(form.name);
     CHECK(matched > 0);  // every form has vectors
@@ -174,12 +179,12 @@ TEMPLATE_LIST_TEST_CASE("every form reproduces the independent vectors", "[vecto
     for (int chunk : chunks)
       for (const FormParams& params : option_sets(form, chunk))
         for (const auto& c : cases) {
-          if (!starts_with(c.name, vectors_for(form, params))) continue;
+          if (!starts_with(c.name, form.test_vectors(params))) continue;
           ++matched;
           INFO(c.name << " through " << form.name << " " << variant_of(form, params, {}) << " on "
                       << backend_name<Exec>() << " in " << precision_name<P>() << ", chunk " << chunk);
-          const ref::Outputs got = run_form<Exec, P>(form, inputs_for(form, c), with_slots_of(c, params));
-          check_close<P>(got, outputs_to_check(form, got, c.want));
+          const ref::Outputs got = run_form<Exec, P>(form, inputs_for(form, c), with_slots_of(form, c, params));
+          check_close<P>(got, outputs_to_check(form, c, got));
         }
     INFO(form.name);
     CHECK(matched > 0);

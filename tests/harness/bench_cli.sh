@@ -241,8 +241,14 @@ forms_text=$("$bench" list 2>/dev/null | tail -n +2 | awk '{print $1}' | tr '\n'
 forms_json=$("$bench" list --format json | /usr/bin/python3 -c '
 import json, sys
 forms = json.load(sys.stdin)
-assert all(set(f) == {"name", "family", "causal", "params", "precisions", "description"} for f in forms)
+assert all(set(f) == {"name", "family", "causal", "params", "precisions", "tensors", "description"} for f in forms)
 assert all(isinstance(f["causal"], bool) and isinstance(f["params"], list) for f in forms)
+# Every form declares q, k, v and o; an input has a draw, an output or a gradient none.
+for f in forms:
+    names = [t["name"] for t in f["tensors"]]
+    assert {"q", "k", "v", "o"} <= set(names), f["name"]
+    assert all(set(t) == {"name", "shape", "role", "draw"} and (t["draw"] == "none") == (t["role"] != "input")
+               for t in f["tensors"]), f["name"]
 print(" ".join(f["name"] for f in forms), end=" ")' 2>&1)
 if [ "$forms_json" != "$forms_text" ]; then echo "FAIL: list --format json: '$forms_json', the table: '$forms_text'"; failures=$((failures + 1))
 else echo "ok: bench list --format json: $(wc -w <<<"$forms_json") forms, as the table"

@@ -44,10 +44,12 @@ Cost doubling_cost(const Shape& s, const FormParams&, std::size_t scalar_bytes) 
   return {n, 2 * n * scalar_bytes, double(s.seq) * s.dv};
 }
 
+std::string no_test_vectors(const FormParams&) { return ""; }
+
 template <class Op>
 Form doubling_form() {
-  return {"test/doubling", "test", "o = 2 v", false, {}, InputKind::raw, DecayKind::none, false,
-          MemoryKind::io_only, runners_of<Op>(), &doubling_reference, &doubling_cost};
+  return {"test/doubling", "test", "o = 2 v", Direction::bidirectional, {}, attention_tensors(Draw::normal),
+          MemoryKind::io_only, runners_of<Op>(), &doubling_reference, &doubling_cost, &no_test_vectors};
 }
 
 }  // namespace attn::test

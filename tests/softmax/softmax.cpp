@@ -13,12 +13,8 @@ TEST_CASE("softmax: reference gradients match central finite differences", "[sof
   const std::uint64_t seed = test_seed();
   for (bool causal : {false, true}) {
     INFO((causal ? "causal" : "full") << ", seed " << seed);
-    const HostProblem p =
-        random_problem({1, 2, 9, 3, 4}, form_named(causal ? "softmax/causal_fwd_bwd" : "softmax/full_fwd_bwd"), seed);
-    ref::Outputs analytic;
-    ref::softmax_gradients(p.q, p.k, p.v, p.d_o, causal, analytic);
-    check_against_finite_differences(
-        p, analytic, [&](const HostProblem& x) { return ref::softmax_attention(x.q, x.k, x.v, causal); });
+    const Form& form = form_named(causal ? "softmax/causal_fwd_bwd" : "softmax/full_fwd_bwd");
+    check_reference_gradients(form, random_problem({1, 2, 9, 3, 4}, form, seed));
   }
 }
 

@@ -1,0 +1,107 @@
+#include "plan.hpp"
+
+#include <fmt/core.h>
+
+#include <cmath>
+#include <set>
+
+namespace attn {
+
+std::vector<Point> plan_points(const Sweep& sweep, const std::string& backend) {
+  std::vector<Point> points;
+  std::set<PointKey> seen;
+  for (const auto& precision : sweep.precisions)
+    for (const Form* form : sweep.forms) {
+      if (!form->supports(precision)) continue;
+      for (long long B : sweep.batch.values) for (long long H : sweep.heads.values)
+      for (long long dk : sweep.dk.values) for (long long dv : sweep.dv.values)
+      for (long long L : sweep.seq.values) for (long long m : sweep.slots.values)
+      for (long long C : sweep.chunk.values) {  // chunk innermost: its points share inputs and reference
+        const Shape shape{int(B), int(H), int(L), int(dk), int(sweep.dv_follows_dk ? dk : dv)};
+        FormParams params = sweep.params;
+        params.chunk = form->takes(Param::chunk) ? int(C) : 0;
+        params.slots = form->takes(Param::slots) ? int(m) : 0;
+        ResultRow planned = point_row(*form, shape, params, sweep.measure.inputs, backend, precision);
+        if (seen.insert(key_of(planned)).second) points.push_back({form, precision, shape, params, std::move(planned)});
+      }
+    }
+  return points;
+}
+
+std::vector<std::string> unsupported_pairs(const Sweep& sweep) {
+  std::vector<std::string> lines;
+  for (const auto& precision : sweep.precisions)
+    for (const Form* form : sweep.forms)
+      if (!form->supports(precision)) lines.push_back(fmt::format("{}: no {} kernel, skipped", form->name, precision));
+  return lines;
+}
+
+bool is_final(const ResultRow& row) { return row.status == "ok" || row.status == "oom" || row.status == "timeout"; }
+
+// --- SeriesLimits --------------------------------------------------------------
+
+void SeriesLimits::note(const ResultRow& row) {
+  if (row.status == "ok") {
+    auto [it, inserted] = largest_ok_.try_emplace(series_of(row), row);
+    if (!inserted && row.seq > it->second.seq) it->second = row;
+  }
+  if (row.status != "timeout" && row.status != "oom") return;
+  auto [it, inserted] = lowest_failed_.try_emplace(series_of(row), row);
+  if (!inserted && row.seq < it->second.seq) it->second = row;
+}
+
+std::optional<ResultRow> SeriesLimits::skip(const ResultRow& planned) const {
+  ResultRow row = planned;
+  const auto failed = lowest_failed_.find(series_of(planned));
+  if (failed != lowest_failed_.end() && planned.seq > failed->second.seq) {
+    row.status = failed->second.status;
+    row.note = row.status == "timeout" ? "skipped: a shorter L timed out" : "skipped: a shorter L ran out of memory";
+    return row;
+  }
+  const auto ok = largest_ok_.find(series_of(planned));
+  if (options_.point_timeout_s <= 0 || ok == largest_ok_.end() || planned.seq <= ok->second.seq ||
+      !(ok->second.flops > 0) || !(ok->second.time_median_s > 0))
+    return std::nullopt;
+  const double per_call_s = ok->second.time_median_s * planned.flops / ok->second.flops;
+  const double calls = options_.calls_per_point(per_call_s);
+  if (calls * per_call_s <= options_.point_timeout_s) return std::nullopt;
+  row.status = "timeout";
+  row.note = fmt::format("skipped: {:g} calls predicted to take {:.3g} s (L={} took {:.3g} s a call; scaled by flops), "
+                         "past --point-timeout {:g} s",
+                         calls, calls * per_call_s, ok->second.seq, ok->second.time_median_s,
+                         options_.point_timeout_s);
+  return row;
+}
+
+PointKey SeriesLimits::series_of(const ResultRow& row) {
+  PointKey key = key_of(row);
+  key.seq = 0;
+  return key;
+}
+
+// --- EtaModel ------------------------------------------------------------------
+
+void EtaModel::add(const ResultRow& measured, double wall_s) {
+  const double kernel_s = options_.calls_per_point(measured.time_median_s) * measured.time_median_s;
+  const double fixed_s = wall_s > kernel_s ? wall_s - kernel_s : 0;
+  Form& form = by_form_[{measured.form, measured.precision}];
+  if (measured.flops > 0) form.seconds_per_flop = measured.time_median_s / measured.flops;
+  form.fixed.add(fixed_s);
+  wall_.add(wall_s);
+}
+
+double EtaModel::estimate(const ResultRow& planned) const {
+  if (!knows(planned)) return wall_.mean();
+  const auto& form = by_form_.at({planned.form, planned.precision});
+  const double call_s = form.seconds_per_flop * planned.flops;
+  return options_.calls_per_point(call_s) * call_s + form.fixed.mean();
+}
+
+bool EtaModel::knows(const ResultRow& planned) const {
+  const auto it = by_form_.find({planned.form, planned.precision});
+  return it != by_form_.end() && it->second.seconds_per_flop > 0;
+}
+
+double EtaModel::Mean::mean() const { return n > 0 ? sum / n : std::nan(""); }
+
+}  // namespace attn
