@@ -104,12 +104,11 @@ void print_summary(const std::vector<ResultRow>& rows) {
 }
 
 void print_unswept_axis_notes(const Sweep& sweep) {
-  for (const Form* form : sweep.forms) {
-    if (!form->takes(Param::chunk) && sweep.chunk.values.size() > 1)
-      fmt::print("note: {} takes no chunk size; --chunk is not swept for it\n", form->name);
-    if (!form->takes(Param::slots) && sweep.slots.values.size() > 1)
-      fmt::print("note: {} has no slots; --slots is not swept for it\n", form->name);
-  }
+  const std::vector<SweptAxis> axes = swept_axes(sweep);
+  for (const Form* form : sweep.forms)
+    for (auto axis = axes.rbegin(); axis != axes.rend(); ++axis)  // chunk's note before slots', as bench has always printed them
+      if (axis->param && !form->takes(*axis->param) && axis->axis.values.size() > 1)
+        fmt::print("note: {} {}; --{} is not swept for it\n", form->name, axis->not_taken, axis->axis.name);
 }
 
 void print_plan(const Sweep& sweep, const std::vector<Point>& points, const std::vector<ResultRow>& rows) {

@@ -7,22 +7,40 @@
 
 namespace attn {
 
+std::vector<SweptAxis> swept_axes(const Sweep& sweep) {
+  return {{sweep.batch, std::nullopt, "", [](Shape& s, FormParams&, int v) { s.batch = v; }},
+          {sweep.heads, std::nullopt, "", [](Shape& s, FormParams&, int v) { s.heads = v; }},
+          {sweep.dk, std::nullopt, "", [](Shape& s, FormParams&, int v) { s.dk = v; }},
+          {sweep.dv, std::nullopt, "", [](Shape& s, FormParams&, int v) { s.dv = v; }},
+          {sweep.seq, std::nullopt, "", [](Shape& s, FormParams&, int v) { s.seq = v; }},
+          {sweep.slots, Param::slots, "has no slots", [](Shape&, FormParams& p, int v) { p.slots = v; }},
+          {sweep.chunk, Param::chunk, "takes no chunk size", [](Shape&, FormParams& p, int v) { p.chunk = v; }}};
+}
+
 std::vector<Point> plan_points(const Sweep& sweep, const std::string& backend) {
+  const std::vector<SweptAxis> axes = swept_axes(sweep);
   std::vector<Point> points;
   std::set<PointKey> seen;
   for (const auto& precision : sweep.precisions)
     for (const Form* form : sweep.forms) {
       if (!form->supports(precision)) continue;
-      for (long long B : sweep.batch.values) for (long long H : sweep.heads.values)
-      for (long long dk : sweep.dk.values) for (long long dv : sweep.dv.values)
-      for (long long L : sweep.seq.values) for (long long m : sweep.slots.values)
-      for (long long C : sweep.chunk.values) {  // chunk innermost: its points share inputs and reference
-        const Shape shape{int(B), int(H), int(L), int(dk), int(sweep.dv_follows_dk ? dk : dv)};
+      // The index of each axis's value, counted up like an odometer: the last axis fastest.
+      std::vector<std::size_t> at(axes.size(), 0);
+      for (bool more = true; more;) {
+        Shape shape{};
         FormParams params = sweep.params;
-        params.chunk = form->takes(Param::chunk) ? int(C) : 0;
-        params.slots = form->takes(Param::slots) ? int(m) : 0;
+        for (std::size_t i = 0; i < axes.size(); ++i) {
+          const bool taken = !axes[i].param || form->takes(*axes[i].param);
+          axes[i].set(shape, params, taken ? int(axes[i].axis.values[at[i]]) : 0);
+        }
+        if (sweep.dv_follows_dk) shape.dv = shape.dk;
         ResultRow planned = point_row(*form, shape, params, sweep.measure.inputs, backend, precision);
         if (seen.insert(key_of(planned)).second) points.push_back({form, precision, shape, params, std::move(planned)});
+        more = false;
+        for (std::size_t i = axes.size(); i-- > 0 && !more;) {
+          more = ++at[i] < axes[i].axis.values.size();
+          if (!more) at[i] = 0;
+        }
       }
     }
   return points;

@@ -137,10 +137,19 @@ std::string variant_of(const Form& form, const FormParams& params, const InputOp
   return words;
 }
 
+// Each family's file defines its <family>_forms(); CMake lists the families.
+#define ATTN_FAMILY(family) std::vector<Form> family##_forms();
+#include "families.inc"
+#undef ATTN_FAMILY
+
 const std::vector<Form>& forms() {
   static const std::vector<Form> all = [] {
     std::vector<Form> list;
-    for (auto family : {softmax_forms, linear_forms, lightning_forms, lion_forms, gsa_forms}) {
+    for (auto family : {
+#define ATTN_FAMILY(family) &family##_forms,
+#include "families.inc"
+#undef ATTN_FAMILY
+         }) {
       auto more = family();
       list.insert(list.end(), more.begin(), more.end());
     }

@@ -1,6 +1,7 @@
 // The one registry of attention forms. The harness (bench list / sweep), the
 // tests and the docs all read it; adding a form is one entry in its family's
-// file under harness/forms/.
+// file under harness/forms/, adding a family its file there and its name in
+// ATTN_FAMILIES (CMakeLists.txt).
 #pragma once
 #include <cstddef>
 #include <string>
@@ -224,14 +225,8 @@ RunnerTable runners_of() {
 // "decay-schedule=paper"; empty when the form has none.
 std::string variant_of(const Form& form, const FormParams& params, const InputOptions& inputs);
 
+// Every family's forms (ATTN_FAMILIES in CMakeLists.txt: one file each under harness/forms/).
 const std::vector<Form>& forms();
 const Form* find_form(std::string_view name);
-
-// One file per family under harness/forms/.
-std::vector<Form> softmax_forms();
-std::vector<Form> linear_forms();
-std::vector<Form> lightning_forms();
-std::vector<Form> lion_forms();
-std::vector<Form> gsa_forms();
 
 }  // namespace attn
