@@ -25,9 +25,10 @@ int this_rank = 0, rank_count = 1;
 int local_rank = 0, local_ranks = 1;  // among the ranks on this host
 std::atomic<bool> ranks_lost{false};  // rank 0: a rank stopped answering (Collector)
 
-// Set by mpirun (Open MPI, MPICH, Intel MPI) or srun for each rank it starts.
+// Set by mpirun (Open MPI, MPICH, Intel MPI) or srun (PMI, PMIx) for each rank
+// it starts; not by a Slurm batch script itself, where bench runs alone.
 bool launched_with_ranks() {
-  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "SLURM_NTASKS"}) {
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"}) {
     const char* value = std::getenv(name);
     if (value && *value) return true;
   }
