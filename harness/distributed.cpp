@@ -150,7 +150,7 @@ void broadcast(std::vector<char>& bytes) {
 
 using Clock = std::chrono::steady_clock;
 constexpr auto heartbeat_interval = std::chrono::seconds(1);
-constexpr auto poll_interval = std::chrono::milliseconds(2);
+constexpr auto poll_interval = std::chrono::milliseconds(10);  // rows are seconds apart; less would take CPU from the host backend
 
 // A heartbeat: an empty message nobody waits for (its request is freed at once).
 void send_heartbeat(int to) {
