@@ -1,5 +1,6 @@
 #include "distributed.hpp"
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <mpi.h>
 #include <sched.h>
@@ -7,11 +8,13 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
-#include <fcntl.h>
+#include <map>
 #include <mutex>
 #include <numeric>
 #include <set>
@@ -150,6 +153,8 @@ void broadcast(std::vector<char>& bytes) {
 
 using Clock = std::chrono::steady_clock;
 constexpr auto heartbeat_interval = std::chrono::seconds(1);
+// How long a rank may stay silent before it is taken for gone: ten heartbeats.
+constexpr auto silence_limit = std::chrono::seconds(10);
 constexpr auto poll_interval = std::chrono::milliseconds(10);  // rows are seconds apart; less would take CPU from the host backend
 
 // A heartbeat: an empty message nobody waits for (its request is freed at once).

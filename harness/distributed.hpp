@@ -7,10 +7,8 @@
 #pragma once
 #include <Kokkos_Core.hpp>
 
-#include <chrono>
-#include <cstddef>
 #include <functional>
-#include <map>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -76,7 +74,7 @@ struct Stopped : std::invalid_argument {
 
 // Rank 0: a thread that receives the rows the other ranks measure and hands
 // each to `take`, until every other rank has sent its last row or stopped
-// answering (no message for silence_limit: killed, or its host gone).
+// answering (no word for 10 s: killed, or its host gone).
 class Collector {
  public:
   using Take = std::function<void(const ResultRow& row, double wall_s, int rank)>;
@@ -111,8 +109,5 @@ class Sender {
   std::unique_ptr<Queue> queue_;
   std::thread thread_;
 };
-
-// How long a rank may stay silent before it is taken for gone: ten heartbeats.
-constexpr std::chrono::seconds silence_limit{10};
 
 }  // namespace attn::distributed
