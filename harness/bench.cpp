@@ -25,6 +25,9 @@
 #include "provenance.hpp"
 #include "registry.hpp"
 #include "sweep.hpp"
+#ifdef ATTN_MPI
+#include "distributed.hpp"
+#endif
 #include "text.hpp"
 
 namespace po = boost::program_options;
@@ -487,6 +490,9 @@ int main(int argc, char* argv[]) {
       fmt::print("{}\n", command_help(usage, options, what + sweep_notes));
       return 0;
     }
+#ifdef ATTN_MPI
+    const distributed::Session mpi(argc, argv);  // one rank of several under mpirun or srun
+#endif
     int first = 2;
     std::string config_file;
     if (command == "run") {
@@ -516,13 +522,20 @@ int main(int argc, char* argv[]) {
     int benchmark_argc = 1;  // its flags at their defaults: bench's options set what it runs
     benchmark::Initialize(&benchmark_argc, argv);
     default_openmp_placement();
+#ifdef ATTN_MPI
+    Kokkos::ScopeGuard kokkos(distributed::kokkos_arguments());  // this rank's GPU or share of the cores
+#else
     Kokkos::ScopeGuard kokkos;
+#endif
     memory::install_hooks();
     return run_sweep(sweep);
   } catch (const po::error& e) {  // messages quote the user's input: printed escaped (text.hpp)
     fmt::print(stderr, "bench: {} (see bench --help)\n", printable(e.what()));
     return 2;
   } catch (const std::invalid_argument& e) {
+#ifdef ATTN_MPI
+    if (distributed::rank() != 0) return 2;  // every rank checks the same input: rank 0 says what is wrong
+#endif
     fmt::print(stderr, "bench: {}\n", printable(e.what()));
     return 2;
   } catch (const std::exception& e) {

@@ -25,7 +25,8 @@ std::string duration_text(double seconds) {
 
 // --- Console -------------------------------------------------------------------
 
-Console::Console() : terminal_(isatty(fileno(stdout)) == 1) {}
+Console::Console() : Console(isatty(fileno(stdout)) == 1) {}
+Console::Console(bool terminal) : terminal_(terminal) {}
 
 Console::~Console() { clear_status(); }
 

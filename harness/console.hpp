@@ -17,7 +17,8 @@ std::string duration_text(double seconds);
 // a terminal, one plain line per point otherwise (logs, pipes).
 class Console {
  public:
-  Console();
+  Console();  // a terminal when standard output is one
+  explicit Console(bool terminal);
   ~Console();
   Console(const Console&) = delete;
   Console& operator=(const Console&) = delete;

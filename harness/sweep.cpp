@@ -11,7 +11,9 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <set>
 #include <stdexcept>
 #include <utility>
 
@@ -20,6 +22,9 @@
 #include "backends.hpp"
 #include "ceiling.hpp"
 #include "console.hpp"
+#ifdef ATTN_MPI
+#include "distributed.hpp"
+#endif
 #include "git_revision.hpp"
 #include "plan.hpp"
 #include "provenance.hpp"
@@ -77,24 +82,58 @@ Backend select_backend(const std::string& wanted, const MeasureOptions& options,
 
 // --- the run --------------------------------------------------------------------
 
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+// Writes rows to --out: a point the file holds (an error row measured again)
+// is replaced in place, a new one appended.
+class RowWriter {
+ public:
+  explicit RowWriter(ResultFile& file) : file_(file), row_of_(index_rows(file.rows())) {}
+  void write(const ResultRow& row) {
+    const interruption::WritingRow writing;
+    const auto found = row_of_.find(key_of(row));
+    if (found != row_of_.end()) {
+      file_.replace(found->second, row);
+    } else {
+      row_of_[key_of(row)] = file_.rows().size();
+      file_.append(row);
+    }
+  }
+
+ private:
+  ResultFile& file_;
+  std::map<PointKey, std::size_t> row_of_;
+};
+
 // Measures (or, past a failed shorter L, records unmeasured) the points in
 // order, writing each row at once, until done or interrupted; returns how many.
+// `known`: the rows --out held, which bound and predict their series. Each row
+// goes to `writer` and the console, or, in an MPI sweep, to `hand_off` with
+// the seconds it took (see measure_over_ranks).
 class Measurement {
  public:
-  Measurement(const std::vector<const Point*>& todo, ResultFile& file, const MeasureFn& measure,
-              const MeasureOptions& options)
-      : todo_(todo), file_(file), measure_(measure), row_of_(index_rows(file.rows())),
-        limits_(options), eta_(options) {
-    for (const auto& row : file.rows()) limits_.note(row);  // kept rows bound and predict their series too
+  using HandOff = std::function<void(const ResultRow& row, double wall_s)>;
+  Measurement(const std::vector<const Point*>& todo, const std::vector<ResultRow>& known, const MeasureFn& measure,
+              const MeasureOptions& options, RowWriter* writer, HandOff hand_off = {})
+      : todo_(todo), measure_(measure), writer_(writer), hand_off_(std::move(hand_off)), limits_(options),
+        eta_(options) {
+    for (const auto& row : known) limits_.note(row);
   }
 
   std::size_t run(Console& console) {
     std::size_t done = 0;
     for (; done < todo_.size() && !interruption::requested(); ++done) {
       const Point& point = *todo_[done];
+      const auto start = std::chrono::steady_clock::now();
+      if (hand_off_) {
+        hand_off_(measure_or_skip(point), seconds_since(start));
+        continue;
+      }
       console.transient(progress(done) + fmt::format("; now {} L={}", point.form->name, point.shape.seq));
       const ResultRow row = measure_or_skip(point);
-      write(row);
+      writer_->write(row);
       console.line(table_row(row));
       console.status(progress(done + 1));
     }
@@ -108,21 +147,15 @@ class Measurement {
     if (auto skipped = limits_.skip(point.planned)) {
       ++not_run_;
       limits_.note(*skipped);
+      skipped->revision = ATTN_GIT_REVISION;
       return *skipped;
     }
     const auto start = std::chrono::steady_clock::now();
-    const ResultRow row = measure_(point);
+    ResultRow row = measure_(point);
+    row.revision = ATTN_GIT_REVISION;  // a resumed file's rows may come from several builds
     if (row.status == "ok") eta_.add(row, seconds_since(start));
     limits_.note(row);
     return row;
-  }
-
-  void write(ResultRow row) {
-    row.revision = ATTN_GIT_REVISION;  // a resumed file's rows may come from several builds
-    const interruption::WritingRow writing;
-    const auto found = row_of_.find(key_of(row));
-    if (found != row_of_.end()) file_.replace(found->second, row);
-    else file_.append(row);
   }
 
   std::string progress(std::size_t done) const {
@@ -133,14 +166,10 @@ class Measurement {
                        duration_text(seconds_since(start_)), duration_text(left_s));
   }
 
-  static double seconds_since(std::chrono::steady_clock::time_point t) {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-  }
-
   const std::vector<const Point*>& todo_;
-  ResultFile& file_;
   const MeasureFn& measure_;
-  std::map<PointKey, std::size_t> row_of_;
+  RowWriter* writer_;
+  HandOff hand_off_;
   SeriesLimits limits_;
   EtaModel eta_;
   std::size_t not_run_ = 0;
@@ -186,6 +215,182 @@ class JsonReport {
   benchmark::JSONReporter reporter_;
 };
 
+#ifdef ATTN_MPI
+// --- a sweep over the ranks of an MPI job (distributed.hpp) ------------------------
+
+// Rank 0's progress line in an MPI sweep: the rows of every rank, and the ETA
+// of the rank predicted to finish last.
+class RanksProgress {
+ public:
+  RanksProgress(const std::vector<const Point*>& todo, const std::vector<int>& owner, const std::vector<ResultRow>& kept,
+                const MeasureOptions& options)
+      : todo_(todo), owner_(owner), limits_(options), eta_(options) {
+    for (const auto& row : kept) limits_.note(row);
+  }
+  void add(const ResultRow& row, double wall_s) {
+    limits_.note(row);
+    if (row.status == "ok") eta_.add(row, wall_s);
+    done_.insert(key_of(row));
+  }
+  std::size_t done() const { return done_.size(); }
+  std::string text() const {
+    std::vector<double> left_s(std::size_t(distributed::ranks()), 0.0);
+    for (std::size_t i = 0; i < todo_.size(); ++i)
+      if (!done_.count(key_of(todo_[i]->planned)) && !limits_.skip(todo_[i]->planned))
+        left_s[std::size_t(owner_[i])] += eta_.estimate(todo_[i]->planned);
+    return fmt::format("[{}/{}] {} left, {} elapsed, ETA {}", done(), todo_.size(), todo_.size() - done(),
+                       duration_text(seconds_since(start_)),
+                       duration_text(*std::max_element(left_s.begin(), left_s.end())));
+  }
+
+ private:
+  const std::vector<const Point*>& todo_;
+  const std::vector<int>& owner_;
+  SeriesLimits limits_;
+  EtaModel eta_;
+  std::set<PointKey> done_;
+  const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+};
+
+// The seconds each point to measure is predicted to take, to deal them out:
+// as the ETA predicts them from --out's rows of the same form and precision;
+// a pair without one at an assumed rate (its kernels' flops at 1 TFLOP/s on a
+// GPU, 20 GFLOP/s on the host, and a tenth of a second for inputs and check),
+// which orders its points by size, as dealing needs.
+std::vector<double> predicted_seconds(const std::vector<const Point*>& todo, const std::vector<ResultRow>& kept,
+                                      const MeasureOptions& options, bool is_host) {
+  EtaModel eta(options);
+  for (const auto& row : kept)
+    if (row.status == "ok") eta.add(row, 0);
+  std::vector<double> seconds;
+  for (const Point* p : todo) {
+    const double call_s = p->planned.flops / (is_host ? 20e9 : 1e12);
+    seconds.push_back(eta.knows(p->planned) ? eta.estimate(p->planned)
+                                            : options.calls_per_point(call_s) * call_s + 0.1);
+  }
+  return seconds;
+}
+
+// Every rank: the points rank 0 dealt to this one, measured; rank 0 writes the
+// rows of all ranks to --out as they arrive, with one table and progress line.
+// Returns the exit status: 0, 128 + the signal number when interrupted, 1
+// when a rank stopped answering (its points are left for the next run).
+int measure_over_ranks(const Sweep& sweep, const std::vector<Point>& points, const Backend& backend,
+                       const MeasureOptions& options, const std::map<std::string, std::string>& attributes) {
+  if (!sweep.json.empty())
+    throw std::invalid_argument("--json is not written by an MPI sweep (bench export reads its result file)");
+  const std::vector<std::string> rank_lines = distributed::gather_lines(distributed::describe_rank(
+      attributes.at("host"), attributes.at("device"), attributes.at("openmp_threads")));
+  const std::vector<std::string> devices = distributed::gather_lines(attributes.at("device"));
+  const interruption::Guard guard;  // before the file: the file closes before the handlers are restored
+  if (distributed::rank() != 0) {
+    const distributed::Plan plan = distributed::share_plan(std::nullopt);
+    std::vector<const Point*> mine;
+    for (std::size_t i = 0; i < points.size(); ++i)
+      if (plan.owner[i] == distributed::rank()) mine.push_back(&points[i]);
+    distributed::Sender sender;
+    Console console;  // standard output is dropped on this rank (distributed::Session)
+    Measurement(mine, plan.kept, backend.measure, options, nullptr,
+                [&](const ResultRow& row, double wall_s) { sender.send(row, wall_s); })
+        .run(console);
+    return interruption::requested() ? 128 + interruption::signal_number() : 0;
+  }
+
+  std::unique_ptr<ResultFile> opened;
+  try {
+    for (std::size_t r = 1; r < devices.size(); ++r)
+      if (devices[r] != devices[0])
+        throw std::invalid_argument(fmt::format("rank {} runs on '{}', rank 0 on '{}': the timings of one result file "
+                                                "come from one kind of device",
+                                                r, devices[r], devices[0]));
+    opened = open_result_file(sweep, attributes);
+  } catch (...) {
+    distributed::share_plan(std::nullopt);
+    throw;
+  }
+  ResultFile& file = *opened;
+  if (backend.is_host && !file.resumed()) {  // as measure_sweep: this CPU's ceilings (rank 0's)
+    const HostCeilings c = measure_host_ceilings();
+    file.set_attribute("peak_gflops", fmt::format("{:.1f}", c.fma_gflops));
+    file.set_attribute("peak_gbps", fmt::format("{:.1f}", c.copy_gbps));
+  }
+  const Todo todo = points_to_measure(points, file);
+  const std::vector<ResultRow> kept_rows = file.rows();
+  std::vector<ResultRow> todo_rows;
+  for (const Point* p : todo.points) todo_rows.push_back(p->planned);
+  const std::vector<int> owner =
+      distributed::deal(todo_rows, predicted_seconds(todo.points, kept_rows, options, backend.is_host),
+                        distributed::ranks());
+  distributed::Plan plan{kept_rows, std::vector<int>(points.size(), -1)};
+  for (std::size_t i = 0; i < todo.points.size(); ++i)
+    plan.owner[std::size_t(todo.points[i] - points.data())] = owner[i];
+  distributed::share_plan(plan);
+  // A rank 0 that fails from here on cannot tell the others: the job ends.
+  try {
+    if (file.resumed() && !todo.points.empty()) record_resumption(file, sweep.out, attributes, sweep.command_line);
+    // Provenance per rank: which host and device each rank measured on, one
+    // block per run that measured (README.md, "Sweeps over many GPUs").
+    const auto earlier = file.attributes().find("ranks");
+    file.set_attribute("ranks", (earlier == file.attributes().end() ? "" : earlier->second) +
+                                    fmt::format("{} {} ranks:\n{}\n", now_iso8601(), rank_lines.size(),
+                                                fmt::join(rank_lines, "\n")));
+    const std::size_t kept = points.size() - todo.points.size();
+    print_unswept_axis_notes(sweep);
+    fmt::print("{} points: {} already in {} (skipped){}, {} to measure over {} ranks\n", points.size(), kept,
+               sweep.out, todo.retried ? fmt::format(", {} with status error measured again", todo.retried) : "",
+               todo.points.size(), distributed::ranks());
+    // Plain lines: mpirun gives rank 0 a terminal of its own whatever its
+    // own output is (a cluster job's log, most often).
+    Console console(false);
+    console.line(table_header());
+    RowWriter writer(file);
+    RanksProgress progress(todo.points, owner, kept_rows, options);
+    std::mutex mutex;  // the file, the console and the progress: rank 0's rows and those of the Collector's thread
+    auto take = [&](const ResultRow& row, double wall_s, int) {
+      const std::lock_guard<std::mutex> lock(mutex);
+      writer.write(row);
+      progress.add(row, wall_s);
+      console.line(table_row(row));
+      console.status(progress.text());
+    };
+    std::vector<const Point*> mine;
+    for (std::size_t i = 0; i < todo.points.size(); ++i)
+      if (owner[i] == 0) mine.push_back(todo.points[i]);
+    distributed::Collector collector(take);
+    Measurement(mine, kept_rows, backend.measure, options, nullptr,
+                [&](const ResultRow& row, double wall_s) { take(row, wall_s, 0); })
+        .run(console);
+    const std::vector<int> lost = collector.finish();
+    console.clear_status();
+    print_summary(rows_of_points(points, file));
+    const std::size_t done = progress.done();
+    const std::string rerun = fmt::format(
+        "run the same mpirun (or srun) command again, with any number of ranks:\n  mpirun -np N {}",
+        shell_quoted(sweep.command_line));
+    if (done < todo.points.size() && !interruption::requested()) {
+      fmt::print("\n{}: the points dealt to it that no row came for are left; {} of {} points done this run, {} "
+                 "keeps every row.\nTo measure the rest, {}\n",
+                 lost.empty() ? std::string("a rank stopped early (its message is on standard error)")
+                              : fmt::format("rank{} {} stopped answering", lost.size() > 1 ? "s" : "",
+                                            fmt::join(lost, ", ")),
+                 done, todo.points.size(), sweep.out, rerun);
+      return 1;
+    }
+    if (done < todo.points.size()) {
+      fmt::print("\ninterrupted: {} of {} points done this run, {} left; {} keeps every row.\n"
+                 "To resume, {}\n",
+                 done, todo.points.size(), todo.points.size() - done, sweep.out, rerun);
+      return 128 + interruption::signal_number();
+    }
+    fmt::print("{} points done this run over {} ranks, {} kept from before; written to {}\n", done,
+               distributed::ranks(), kept, sweep.out);
+    return 0;
+  } catch (const std::exception& e) {
+    distributed::abort_job(fmt::format("bench: error: {}", e.what()));
+  }
+}
+#endif  // ATTN_MPI
+
 int measure_sweep(const Sweep& sweep, MeasureOptions& options) {
   const std::vector<std::string> unsupported = unsupported_pairs(sweep);
   if (unsupported.size() == sweep.forms.size() * sweep.precisions.size())
@@ -220,6 +425,9 @@ int measure_sweep(const Sweep& sweep, MeasureOptions& options) {
   }
   const std::string hint = "To resume, run the same command again:\n  " + shell_quoted(sweep.command_line) + "\n";
   interruption::set_resume_hint(hint);
+#ifdef ATTN_MPI
+  if (distributed::active()) return measure_over_ranks(sweep, points, backend, options, attributes);
+#endif
   std::optional<JsonReport> json;  // before the result file: an unwritable --json is refused before it is touched
   if (!sweep.json.empty()) {
     json.emplace(sweep.json, attributes);
@@ -243,7 +451,8 @@ int measure_sweep(const Sweep& sweep, MeasureOptions& options) {
              todo.points.size());
   Console console;
   console.line(table_header());
-  Measurement measurement(todo.points, file, backend.measure, options);
+  RowWriter writer(file);
+  Measurement measurement(todo.points, file.rows(), backend.measure, options, &writer);
   const std::size_t done = measurement.run(console);
   print_summary(rows_of_points(points, file));
 
