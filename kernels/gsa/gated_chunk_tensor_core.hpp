@@ -103,13 +103,14 @@ struct GatedTileInRegisters {
     auto load_sums = [&](float(&to)[width], int step) {
       #pragma unroll
       for (int q = 0; q < width; q += 4) {
-        const bool inside = g0 + c + q < m;
-        const float4 f = inside && pieces_whole ? *reinterpret_cast<const float4*>(&gate(b, h, step, g0 + c + q))
-                                                : make_float4(0.f, 0.f, 0.f, 0.f);
-        to[q] = f.x, to[q + 1] = f.y, to[q + 2] = f.z, to[q + 3] = f.w;
-        if (!pieces_whole)
+        if (pieces_whole) {  // m % 4 == 0: four sums are all inside or all past m
+          const float4 f = g0 + c + q < m ? *reinterpret_cast<const float4*>(&gate(b, h, step, g0 + c + q))
+                                          : make_float4(0.f, 0.f, 0.f, 0.f);
+          to[q] = f.x, to[q + 1] = f.y, to[q + 2] = f.z, to[q + 3] = f.w;
+        } else {
           #pragma unroll
           for (int e = q; e < q + 4; ++e) to[e] = g0 + c + e < m ? gate(b, h, step, g0 + c + e) : 0.f;
+        }
       }
     };
     load_sums(end, chunk_last);
