@@ -114,9 +114,7 @@ void print_unswept_axis_notes(const Sweep& sweep) {
 
 void print_plan(const Sweep& sweep, const std::vector<Point>& points, const std::vector<ResultRow>& rows) {
   const auto row_of = index_rows(rows);
-  EtaModel eta(sweep.measure);
-  for (const auto& row : rows)
-    if (row.status == "ok") eta.add(row, 0);
+  const EtaModel eta(sweep.measure, rows);
   fmt::print("{:<26} {:>6} {:>4} {:>4} {:>7} {:>5} {:>5} {:>6} {:>5}  {:<22} {:>10}\n", "form", "prec", "B", "H", "L",
              "dk", "dv", "chunk", "slots", "in " + sweep.out, "predicted");
   std::size_t kept = 0, unknown = 0;

@@ -99,6 +99,11 @@ PointKey SeriesLimits::series_of(const ResultRow& row) {
 
 // --- EtaModel ------------------------------------------------------------------
 
+EtaModel::EtaModel(const MeasureOptions& options, const std::vector<ResultRow>& rows) : options_(options) {
+  for (const auto& row : rows)
+    if (row.status == "ok") add(row, 0);
+}
+
 void EtaModel::add(const ResultRow& measured, double wall_s) {
   const double kernel_s = options_.calls_per_point(measured.time_median_s) * measured.time_median_s;
   const double fixed_s = wall_s > kernel_s ? wall_s - kernel_s : 0;

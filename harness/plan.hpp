@@ -88,6 +88,8 @@ class SeriesLimits {
 class EtaModel {
  public:
   explicit EtaModel(const MeasureOptions& options) : options_(options) {}
+  // Seeded with the rows of a result file that are ok (their wall time unknown).
+  EtaModel(const MeasureOptions& options, const std::vector<ResultRow>& rows);
   void add(const ResultRow& measured, double wall_s);
   // NaN while nothing has been measured.
   double estimate(const ResultRow& planned) const;

@@ -215,6 +215,15 @@ class JsonReport {
   benchmark::JSONReporter reporter_;
 };
 
+// A new file on the host backend: the roofline's ceilings, measured on this
+// CPU now (a resumed file keeps its attributes, these included).
+void record_host_ceilings(ResultFile& file, const Backend& backend) {
+  if (!backend.is_host || file.resumed()) return;
+  const HostCeilings c = measure_host_ceilings();
+  file.set_attribute("peak_gflops", fmt::format("{:.1f}", c.fma_gflops));
+  file.set_attribute("peak_gbps", fmt::format("{:.1f}", c.copy_gbps));
+}
+
 #ifdef ATTN_MPI
 // --- a sweep over the ranks of an MPI job (distributed.hpp) ------------------------
 
@@ -259,9 +268,7 @@ class RanksProgress {
 // which orders its points by size, as dealing needs.
 std::vector<double> predicted_seconds(const std::vector<const Point*>& todo, const std::vector<ResultRow>& kept,
                                       const MeasureOptions& options, bool is_host) {
-  EtaModel eta(options);
-  for (const auto& row : kept)
-    if (row.status == "ok") eta.add(row, 0);
+  const EtaModel eta(options, kept);
   std::vector<double> seconds;
   for (const Point* p : todo) {
     const double call_s = p->planned.flops / (is_host ? 20e9 : 1e12);
@@ -309,11 +316,7 @@ int measure_over_ranks(const Sweep& sweep, const std::vector<Point>& points, con
     throw;
   }
   ResultFile& file = *opened;
-  if (backend.is_host && !file.resumed()) {  // as measure_sweep: this CPU's ceilings (rank 0's)
-    const HostCeilings c = measure_host_ceilings();
-    file.set_attribute("peak_gflops", fmt::format("{:.1f}", c.fma_gflops));
-    file.set_attribute("peak_gbps", fmt::format("{:.1f}", c.copy_gbps));
-  }
+  record_host_ceilings(file, backend);  // rank 0's CPU
   const Todo todo = points_to_measure(points, file);
   const std::vector<ResultRow> kept_rows = file.rows();
   std::vector<ResultRow> todo_rows;
@@ -436,11 +439,7 @@ int measure_sweep(const Sweep& sweep, MeasureOptions& options) {
   const interruption::Guard guard;  // before the file: the file closes before the handlers are restored
   const std::unique_ptr<ResultFile> opened = open_result_file(sweep, attributes);
   ResultFile& file = *opened;
-  if (backend.is_host && !file.resumed()) {  // a new file: the roofline's ceilings, measured on this CPU now
-    const HostCeilings c = measure_host_ceilings();  // (a resumed file keeps its attributes, these included)
-    file.set_attribute("peak_gflops", fmt::format("{:.1f}", c.fma_gflops));
-    file.set_attribute("peak_gbps", fmt::format("{:.1f}", c.copy_gbps));
-  }
+  record_host_ceilings(file, backend);
   const Todo todo = points_to_measure(points, file);
   const std::size_t kept = points.size() - todo.points.size();
   if (file.resumed() && !todo.points.empty()) record_resumption(file, sweep.out, attributes, sweep.command_line);
