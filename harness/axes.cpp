@@ -24,9 +24,12 @@ long long parse_count(const std::string& name, const std::string& spec, const st
   if (digits == 0) bad(name, spec, "'" + w + "' is not a positive whole number");
   long long unit = 1;
   const std::string suffix = w.substr(digits);
-  if (suffix == "k" || suffix == "K") unit = 1024;
-  else if (suffix == "m" || suffix == "M") unit = 1024 * 1024;
-  else if (!suffix.empty()) bad(name, spec, "'" + w + "' has an unknown suffix (use k or m)");
+  if (suffix == "k" || suffix == "K")
+    unit = 1024;
+  else if (suffix == "m" || suffix == "M")
+    unit = 1024 * 1024;
+  else if (!suffix.empty())
+    bad(name, spec, "'" + w + "' has an unknown suffix (use k or m)");
   if (digits > 12) bad(name, spec, "'" + w + "' is too large");
   return std::stoll(w.substr(0, digits)) * unit;
 }
@@ -39,7 +42,8 @@ std::vector<std::string> split_list(const std::string& name, const std::string& 
   std::size_t start = 0;
   while (true) {
     const auto comma = spec.find(',', start);
-    const std::string word = trim(spec.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    const std::string word =
+        trim(spec.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
     if (word.empty()) bad(name, spec, "empty item in the list");
     words.push_back(word);
     if (comma == std::string::npos) break;
@@ -58,8 +62,9 @@ Axis parse_axis(const std::string& name, const std::string& spec, long long mini
       // a..b doubles from a; a..b:s steps by s (a, a + s, ... <= b).
       const auto colon = word.find(':', dots + 2);
       const long long lo = parse_count(name, spec, word.substr(0, dots));
-      const long long hi = parse_count(name, spec, word.substr(dots + 2, colon == std::string::npos ? std::string::npos
-                                                                                                   : colon - dots - 2));
+      const long long hi = parse_count(
+          name, spec,
+          word.substr(dots + 2, colon == std::string::npos ? std::string::npos : colon - dots - 2));
       if (lo > hi) bad(name, spec, "range '" + word + "' runs backwards");
       if (lo < 1) bad(name, spec, "range '" + word + "' must start at 1 or more");
       if (colon == std::string::npos) {
@@ -73,7 +78,8 @@ Axis parse_axis(const std::string& name, const std::string& spec, long long mini
   }
   for (long long x : axis.values) {
     if (x < minimum) bad(name, spec, "values must be at least " + std::to_string(minimum));
-    if (x > std::numeric_limits<int>::max()) bad(name, spec, "value " + std::to_string(x) + " is too large");
+    if (x > std::numeric_limits<int>::max())
+      bad(name, spec, "value " + std::to_string(x) + " is too large");
   }
   return axis;
 }

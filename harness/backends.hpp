@@ -57,7 +57,8 @@ struct tuple_has<P, std::tuple<Ts...>> : std::bool_constant<(std::is_same_v<P, T
 // Every precision's name, in Precisions' order.
 inline std::vector<std::string> precision_names() {
   std::vector<std::string> names;
-  for_each_precision([&](auto* tag) { names.push_back(precision_name<std::remove_pointer_t<decltype(tag)>>()); });
+  for_each_precision(
+      [&](auto* tag) { names.push_back(precision_name<std::remove_pointer_t<decltype(tag)>>()); });
   return names;
 }
 

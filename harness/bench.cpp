@@ -83,69 +83,94 @@ running ("skipped: ... calls predicted to take ...").
 
 po::options_description sweep_options() {
   po::options_description o("sweep options");
-  o.add_options()
-    ("help,h", "this help")
-    ("forms", po::value<std::string>()->default_value("all"), "forms or families, comma-separated (see bench list), or all")
-    ("seq", po::value<std::string>()->default_value("1k..16k"), "sequence lengths L")
-    ("batch", po::value<std::string>()->default_value("1"), "batch sizes B")
-    ("heads", po::value<std::string>()->default_value("8"), "head counts H")
-    ("dk", po::value<std::string>()->default_value("64"), "query/key head sizes")
-    ("dv", po::value<std::string>(), "value head sizes (default: equal to dk)")
-    ("chunk", po::value<std::string>()->default_value("64"), "chunk sizes, for chunked forms (a chunk >= L is one chunk)")
-    ("slots", po::value<std::string>()->default_value("64"), "GSA memory slots per head m, for slotted forms")
-    ("gate-temperature", po::value<double>()->default_value(8), "GSA: forget gates alpha = sigmoid(z)^(1/tau), z ~ N(0,1); tau (docs/gsa.md §3.7)")
-    ("mask-convention", po::value<std::string>()->default_value("A"), "Lion-s mask convention (docs/lion.md §2.3): A (the paper's Eq. 17) or B (the released code)")
-    ("unscaled", po::bool_switch(), "LION: the non-scaled form (QK^T . M)V instead of Scale(QK^T . M)V")
-    ("decay-schedule", po::value<std::string>()->default_value("alibi"), "Lightning's per-head decay: alibi (released code, s_h = 2^(-8h/H)) or paper (Eq. 10, s_h = 8h/H)")
-    ("decay-floor", po::bool_switch(), "Lion-s: draw log-decays as ln(sigmoid(z) + 1e-7), the released code's floor")
-    ("precision", po::value<std::string>()->default_value("float"),
-     "precisions, comma-separated, or all (= float,double,tf32,bf16): float: fp32 storage, fp32-accurate "
-     "products (3xTF32 on tensor cores); tf32: fp32 storage, one TF32 product; bf16: bf16 storage, fp32 "
-     "accumulation and softmax statistics; double: fp64. A form without a kernel in a precision is skipped "
-     "there (bench list shows each form's)")
-    ("backend", po::value<std::string>(), "execution space: host, cuda (default: cuda when built with it, else host)")
-    ("tiles", po::value<std::string>()->default_value("auto"),
-     "auto: tensor-core kernels where a form has them (CUDA: softmax in float, tf32 and bf16 at head sizes up "
-     "to 128), the portable register-tiled kernels elsewhere; portable: the portable kernels everywhere (rows "
-     "record tiles=portable in their variant)")
-    ("seed", po::value<std::string>()->default_value("2024"), "seed of the random inputs (a whole number >= 0)")
-    ("reps", po::value<int>()->default_value(10), "timed repetitions per point (Google Benchmark's "
-                                                  "--benchmark_repetitions): median, mean, min, max, stddev")
-    ("warmup", po::value<int>()->default_value(1), "untimed calls before timing")
-    ("min-time", po::value<double>()->default_value(0),
-     "seconds a repetition lasts at least (Google Benchmark's --benchmark_min_time): it times as many calls as "
-     "reach it, found in the first repetition, and its sample is their mean; 0: one call per repetition")
-    ("max-noise", po::value<double>()->default_value(0),
-     "relative noise to reach: while the coefficient of variation (stddev/mean) of a point's samples exceeds it, "
-     "--reps more repetitions run, up to --max-reps repetitions or --max-time seconds of timed calls (0.02: 2%; "
-     "0: --reps repetitions only)")
-    ("max-reps", po::value<int>()->default_value(100), "with --max-noise: the most repetitions of a point")
-    ("max-time", po::value<double>()->default_value(10), "with --max-noise: the most seconds of timed calls of a point")
-    ("flush-cache", po::bool_switch(), "before each timed call, overwrite a buffer of 4x the last-level cache "
-                                       "(the CPU's; the GPU's L2) in the backend's memory: cold-cache timings")
-    ("check-flops", po::value<double>()->default_value(2e10), "largest fp64 reference cost (FLOPs) spent on the error check of a point")
-    ("point-timeout", po::value<double>(), "seconds a point's warm-up and timed calls may take (default: no limit); "
-                                           "read after each call, as a running kernel cannot be stopped, so a point "
-                                           "overruns it by at most one call; the point is then recorded as timeout "
-                                           "and its larger L are skipped (input drawing and the error check do not count); "
-                                           "a point predicted to run past it is not run")
-    ("out", po::value<std::string>(), "output HDF5 file (required); an existing one is resumed")
-    ("fresh", po::bool_switch(), "start --out over instead of resuming it")
-    ("json", po::value<std::string>(), "also write Google Benchmark's JSON report of the points measured ok in this "
-                                       "run to this file (read by its tools/compare.py)")
-    ("dry-run", po::bool_switch(), "print the planned points, what --out holds of each and the predicted time "
-                                   "(from --out's rows); measure and write nothing");
+  o.add_options()("help,h", "this help")(
+      "forms", po::value<std::string>()->default_value("all"),
+      "forms or families, comma-separated (see bench list), or all")(
+      "seq", po::value<std::string>()->default_value("1k..16k"), "sequence lengths L")(
+      "batch", po::value<std::string>()->default_value("1"), "batch sizes B")(
+      "heads", po::value<std::string>()->default_value("8"), "head counts H")(
+      "dk", po::value<std::string>()->default_value("64"), "query/key head sizes")(
+      "dv", po::value<std::string>(), "value head sizes (default: equal to dk)")(
+      "chunk", po::value<std::string>()->default_value("64"),
+      "chunk sizes, for chunked forms (a chunk >= L is one chunk)")(
+      "slots", po::value<std::string>()->default_value("64"),
+      "GSA memory slots per head m, for slotted forms")(
+      "gate-temperature", po::value<double>()->default_value(8),
+      "GSA: forget gates alpha = sigmoid(z)^(1/tau), z ~ N(0,1); tau (docs/gsa.md §3.7)")(
+      "mask-convention", po::value<std::string>()->default_value("A"),
+      "Lion-s mask convention (docs/lion.md §2.3): A (the paper's Eq. 17) or B (the released "
+      "code)")("unscaled", po::bool_switch(),
+               "LION: the non-scaled form (QK^T . M)V instead of Scale(QK^T . M)V")(
+      "decay-schedule", po::value<std::string>()->default_value("alibi"),
+      "Lightning's per-head decay: alibi (released code, s_h = 2^(-8h/H)) or paper (Eq. 10, s_h = "
+      "8h/H)")("decay-floor", po::bool_switch(),
+               "Lion-s: draw log-decays as ln(sigmoid(z) + 1e-7), the released code's floor")(
+      "precision", po::value<std::string>()->default_value("float"),
+      "precisions, comma-separated, or all (= float,double,tf32,bf16): float: fp32 storage, "
+      "fp32-accurate "
+      "products (3xTF32 on tensor cores); tf32: fp32 storage, one TF32 product; bf16: bf16 "
+      "storage, fp32 "
+      "accumulation and softmax statistics; double: fp64. A form without a kernel in a precision "
+      "is skipped "
+      "there (bench list shows each form's)")(
+      "backend", po::value<std::string>(),
+      "execution space: host, cuda (default: cuda when built with it, else host)")(
+      "tiles", po::value<std::string>()->default_value("auto"),
+      "auto: tensor-core kernels where a form has them (CUDA: softmax in float, tf32 and bf16 at "
+      "head sizes up "
+      "to 128), the portable register-tiled kernels elsewhere; portable: the portable kernels "
+      "everywhere (rows "
+      "record tiles=portable in their variant)")("seed",
+                                                 po::value<std::string>()->default_value("2024"),
+                                                 "seed of the random inputs (a whole number >= 0)")(
+      "reps", po::value<int>()->default_value(10),
+      "timed repetitions per point (Google Benchmark's "
+      "--benchmark_repetitions): median, mean, min, max, stddev")(
+      "warmup", po::value<int>()->default_value(1), "untimed calls before timing")(
+      "min-time", po::value<double>()->default_value(0),
+      "seconds a repetition lasts at least (Google Benchmark's --benchmark_min_time): it times as "
+      "many calls as "
+      "reach it, found in the first repetition, and its sample is their mean; 0: one call per "
+      "repetition")("max-noise", po::value<double>()->default_value(0),
+                    "relative noise to reach: while the coefficient of variation (stddev/mean) of "
+                    "a point's samples exceeds it, "
+                    "--reps more repetitions run, up to --max-reps repetitions or --max-time "
+                    "seconds of timed calls (0.02: 2%; "
+                    "0: --reps repetitions only)")(
+      "max-reps", po::value<int>()->default_value(100),
+      "with --max-noise: the most repetitions of a point")(
+      "max-time", po::value<double>()->default_value(10),
+      "with --max-noise: the most seconds of timed calls of a point")(
+      "flush-cache", po::bool_switch(),
+      "before each timed call, overwrite a buffer of 4x the last-level cache "
+      "(the CPU's; the GPU's L2) in the backend's memory: cold-cache timings")(
+      "check-flops", po::value<double>()->default_value(2e10),
+      "largest fp64 reference cost (FLOPs) spent on the error check of a point")(
+      "point-timeout", po::value<double>(),
+      "seconds a point's warm-up and timed calls may take (default: no limit); "
+      "read after each call, as a running kernel cannot be stopped, so a point "
+      "overruns it by at most one call; the point is then recorded as timeout "
+      "and its larger L are skipped (input drawing and the error check do not count); "
+      "a point predicted to run past it is not run")(
+      "out", po::value<std::string>(), "output HDF5 file (required); an existing one is resumed")(
+      "fresh", po::bool_switch(), "start --out over instead of resuming it")(
+      "json", po::value<std::string>(),
+      "also write Google Benchmark's JSON report of the points measured ok in this "
+      "run to this file (read by its tools/compare.py)")(
+      "dry-run", po::bool_switch(),
+      "print the planned points, what --out holds of each and the predicted time "
+      "(from --out's rows); measure and write nothing");
   return o;
 }
 
 po::options_description compare_options() {
   po::options_description o("compare options");
-  o.add_options()
-    ("help,h", "this help")
-    ("threshold", po::value<double>(), "mark points significantly slower with a B/A time above it REGRESSION "
-                                       "(significantly faster below 1/it: faster); a point ok in A and not in B "
-                                       "is a REGRESSION too")
-    ("fail-on-regression", po::bool_switch(), "exit 1 when a point is a REGRESSION (threshold 1.1 unless given)");
+  o.add_options()("help,h", "this help")(
+      "threshold", po::value<double>(),
+      "mark points significantly slower with a B/A time above it REGRESSION "
+      "(significantly faster below 1/it: faster); a point ok in A and not in B "
+      "is a REGRESSION too")("fail-on-regression", po::bool_switch(),
+                             "exit 1 when a point is a REGRESSION (threshold 1.1 unless given)");
   return o;
 }
 
@@ -176,7 +201,8 @@ std::vector<const Form*> select_forms(const std::string& spec) {
         matched = true;
       }
     }
-    if (!matched) throw std::invalid_argument("--forms: unknown form '" + word + "' (see bench list)");
+    if (!matched)
+      throw std::invalid_argument("--forms: unknown form '" + word + "' (see bench list)");
   }
   return chosen;
 }
@@ -188,9 +214,11 @@ std::vector<std::string> select_precisions(const std::string& spec) {
   for (const auto& word : split_list("precision", spec)) {
     if (word != "all" && std::find(known.begin(), known.end(), word) == known.end())
       throw std::invalid_argument(
-          fmt::format("--precision: unknown precision '{}' (expected {} or all)", word, fmt::join(known, ", ")));
+          fmt::format("--precision: unknown precision '{}' (expected {} or all)", word,
+                      fmt::join(known, ", ")));
     for (const auto& name : known)
-      if ((word == "all" || word == name) && std::find(chosen.begin(), chosen.end(), name) == chosen.end())
+      if ((word == "all" || word == name) &&
+          std::find(chosen.begin(), chosen.end(), name) == chosen.end())
         chosen.push_back(name);
   }
   return chosen;
@@ -199,12 +227,12 @@ std::vector<std::string> select_precisions(const std::string& spec) {
 // A real-valued option, refused with one line unless finite and at least
 // `minimum` (above it when `above`): NaN or infinity would silently disable or
 // wreck what it sets (--check-flops nan turned the error check off).
-double number_option(const po::variables_map& vm, const std::string& name, double minimum, bool above,
-                     const std::string& hint = "") {
+double number_option(const po::variables_map& vm, const std::string& name, double minimum,
+                     bool above, const std::string& hint = "") {
   const double x = vm[name].as<double>();
   if (!std::isfinite(x) || x < minimum || (above && x == minimum))
-    throw std::invalid_argument(
-        fmt::format("--{} must be a finite number {} {:g}{}", name, above ? ">" : ">=", minimum, hint));
+    throw std::invalid_argument(fmt::format("--{} must be a finite number {} {:g}{}", name,
+                                            above ? ">" : ">=", minimum, hint));
   return x;
 }
 
@@ -219,20 +247,24 @@ std::string store_experiment_file(const std::string& path, const po::options_des
     throw std::invalid_argument("cannot read experiment file '" + path + "'");
   auto trim = [](std::string s) {
     const auto first = s.find_first_not_of(" \t\r");
-    return first == std::string::npos ? std::string() : s.substr(first, s.find_last_not_of(" \t\r") - first + 1);
+    return first == std::string::npos ? std::string()
+                                      : s.substr(first, s.find_last_not_of(" \t\r") - first + 1);
   };
   std::set<std::string> seen;
   std::string text_of_file;
   int number = 0;
   for (std::string line; std::getline(in, line);) {
     ++number;
-    if (number == 1 && line.rfind("\xEF\xBB\xBF", 0) == 0) line.erase(0, 3);  // a UTF-8 byte-order mark
+    if (number == 1 && line.rfind("\xEF\xBB\xBF", 0) == 0)
+      line.erase(0, 3);  // a UTF-8 byte-order mark
     // A control byte (a NUL, or a binary file): say where, never echo the bytes.
-    const auto control =
-        std::find_if(line.begin(), line.end(), [](unsigned char c) { return c < 0x20 && c != '\t' && c != '\r'; });
+    const auto control = std::find_if(line.begin(), line.end(), [](unsigned char c) {
+      return c < 0x20 && c != '\t' && c != '\r';
+    });
     if (control != line.end())
-      throw std::invalid_argument(fmt::format("{}:{}: byte 0x{:02x} at column {}: not a text configuration file", path,
-                                              number, static_cast<unsigned char>(*control), control - line.begin() + 1));
+      throw std::invalid_argument(
+          fmt::format("{}:{}: byte 0x{:02x} at column {}: not a text configuration file", path,
+                      number, static_cast<unsigned char>(*control), control - line.begin() + 1));
     text_of_file += printable(line) + "\n";
     const std::string text = trim(line.substr(0, line.find('#')));
     if (text.empty()) continue;
@@ -240,9 +272,11 @@ std::string store_experiment_file(const std::string& path, const po::options_des
     const auto equals = text.find('=');
     const std::string name = trim(text.substr(0, equals));
     if (equals == std::string::npos || name.empty())
-      throw std::invalid_argument(fmt::format("{}: expected 'name = value', got '{}'", where, text));
+      throw std::invalid_argument(
+          fmt::format("{}: expected 'name = value', got '{}'", where, text));
     if (!options.find_nothrow(name, false) || name == "help")
-      throw std::invalid_argument(fmt::format("{}: unknown option '{}' (see bench --help)", where, name));
+      throw std::invalid_argument(
+          fmt::format("{}: unknown option '{}' (see bench --help)", where, name));
     if (!seen.insert(name).second)
       throw std::invalid_argument(fmt::format("{}: '{}' is given twice", where, name));
     po::parsed_options parsed(&options);
@@ -278,7 +312,8 @@ Sweep sweep_from(const po::variables_map& vm, const std::string& command_line) {
   sweep.params.mask_convention = convention[0];
   sweep.params.scaled = !vm["unscaled"].as<bool>();
   sweep.measure.inputs.decay_schedule = vm["decay-schedule"].as<std::string>();
-  lightning_decay_rates(1, sweep.measure.inputs.decay_schedule);  // refuses an unknown schedule up front
+  lightning_decay_rates(
+      1, sweep.measure.inputs.decay_schedule);  // refuses an unknown schedule up front
   sweep.measure.inputs.decay_floor = vm["decay-floor"].as<bool>();
   const std::string tiles = vm["tiles"].as<std::string>();
   if (tiles != "auto" && tiles != "portable")
@@ -293,13 +328,16 @@ Sweep sweep_from(const po::variables_map& vm, const std::string& command_line) {
   sweep.measure.check_flops = number_option(vm, "check-flops", 0, false, " (0: no error check)");
   if (sweep.measure.reps < 1) throw std::invalid_argument("--reps must be at least 1");
   if (sweep.measure.warmup < 0) throw std::invalid_argument("--warmup must not be negative");
-  sweep.measure.min_time_s = number_option(vm, "min-time", 0, false, " (seconds; 0: one call per repetition)");
-  sweep.measure.max_noise = number_option(vm, "max-noise", 0, false, " (0.02: 2%; 0: no noise target)");
+  sweep.measure.min_time_s =
+      number_option(vm, "min-time", 0, false, " (seconds; 0: one call per repetition)");
+  sweep.measure.max_noise =
+      number_option(vm, "max-noise", 0, false, " (0.02: 2%; 0: no noise target)");
   sweep.measure.max_reps = vm["max-reps"].as<int>();
   if (sweep.measure.max_reps < 1) throw std::invalid_argument("--max-reps must be at least 1");
   sweep.measure.max_time_s = number_option(vm, "max-time", 0, true, " (seconds)");
   sweep.measure.flush_cache = vm["flush-cache"].as<bool>();
-  if (vm.count("point-timeout")) sweep.measure.point_timeout_s = number_option(vm, "point-timeout", 0, true, " (seconds)");
+  if (vm.count("point-timeout"))
+    sweep.measure.point_timeout_s = number_option(vm, "point-timeout", 0, true, " (seconds)");
   sweep.out = vm["out"].as<std::string>();
   sweep.fresh = vm["fresh"].as<bool>();
   sweep.dry_run = vm["dry-run"].as<bool>();
@@ -327,7 +365,8 @@ struct OptionsAndFiles {
   po::variables_map vm;
   std::vector<std::string> files;
 };
-OptionsAndFiles parse_options_and_files(const std::vector<std::string>& args, const po::options_description& options) {
+OptionsAndFiles parse_options_and_files(const std::vector<std::string>& args,
+                                        const po::options_description& options) {
   po::options_description all;
   all.add(options).add_options()("files", po::value<std::vector<std::string>>());
   po::positional_options_description positional;
@@ -342,14 +381,18 @@ OptionsAndFiles parse_options_and_files(const std::vector<std::string>& args, co
 int compare_command(const std::vector<std::string>& args) {
   const auto [vm, files] = parse_options_and_files(args, compare_options());
   if (vm.count("help")) {
-    fmt::print("{}\n", command_help("bench compare A.h5 B.h5 [options]", compare_options(), compare_notes));
+    fmt::print("{}\n",
+               command_help("bench compare A.h5 B.h5 [options]", compare_options(), compare_notes));
     return 0;
   }
-  if (files.size() != 2) throw std::invalid_argument("compare needs two result files: bench compare A.h5 B.h5");
+  if (files.size() != 2)
+    throw std::invalid_argument("compare needs two result files: bench compare A.h5 B.h5");
   CompareOptions compare;
   compare.fail_on_regression = vm["fail-on-regression"].as<bool>();
-  if (vm.count("threshold")) compare.threshold = number_option(vm, "threshold", 1, false, " (1.1: more than 10% slower)");
-  else if (compare.fail_on_regression) compare.threshold = 1.1;
+  if (vm.count("threshold"))
+    compare.threshold = number_option(vm, "threshold", 1, false, " (1.1: more than 10% slower)");
+  else if (compare.fail_on_regression)
+    compare.threshold = 1.1;
   return compare_result_files(files[0], files[1], compare);
 }
 
@@ -361,24 +404,28 @@ int list_command(const std::vector<std::string>& args) {
   po::store(po::command_line_parser(args).options(options).run(), vm);
   po::notify(vm);
   if (vm.count("help")) {
-    fmt::print("{}\n", command_help("bench list [--format text|json]", options,
-                                    "\nEvery form: its family, whether it is causal, its parameters, the precisions it\n"
-                                    "has kernels for, and what it computes (json: an array of objects, each also with\n"
-                                    "the tensors the form declares: name, shape, role and how an input is drawn).\n"));
+    fmt::print(
+        "{}\n",
+        command_help(
+            "bench list [--format text|json]", options,
+            "\nEvery form: its family, whether it is causal, its parameters, the precisions it\n"
+            "has kernels for, and what it computes (json: an array of objects, each also with\n"
+            "the tensors the form declares: name, shape, role and how an input is drawn).\n"));
     return 0;
   }
   const std::string format = vm["format"].as<std::string>();
   if (format != "text" && format != "json")
     throw std::invalid_argument("--format '" + format + "': expected text or json");
-  // A form's declared tensors: {"name": "q", "shape": ["B", "H", "L", "dk"], "role": "input", "draw": "normal"}.
+  // A form's declared tensors: {"name": "q", "shape": ["B", "H", "L", "dk"], "role": "input",
+  // "draw": "normal"}.
   auto tensor_objects = [](const Form& f) {
     std::vector<std::string> objects;
     for (const TensorSpec& t : f.tensors) {
       std::vector<std::string> sizes;
       for (Size size : t.shape) sizes.push_back(json_string(size_name(size)));
-      objects.push_back(fmt::format("{{\"name\": {}, \"shape\": [{}], \"role\": {}, \"draw\": {}}}",
-                                    json_string(t.name), fmt::join(sizes, ", "), json_string(role_name(t.role)),
-                                    json_string(draw_name(t.draw))));
+      objects.push_back(fmt::format(
+          "{{\"name\": {}, \"shape\": [{}], \"role\": {}, \"draw\": {}}}", json_string(t.name),
+          fmt::join(sizes, ", "), json_string(role_name(t.role)), json_string(draw_name(t.draw))));
     }
     return objects;
   };
@@ -388,8 +435,8 @@ int list_command(const std::vector<std::string>& args) {
     return fmt::format("[{}]", fmt::join(quoted, ", "));
   };
   if (format == "text")
-    fmt::print("{:<26} {:<10} {:<7} {:<22} {:<23} {}\n", "form", "family", "causal", "params", "precisions",
-               "description");
+    fmt::print("{:<26} {:<10} {:<7} {:<22} {:<23} {}\n", "form", "family", "causal", "params",
+               "precisions", "description");
   else
     fmt::print("[");
   for (std::size_t i = 0; i < forms().size(); ++i) {
@@ -397,15 +444,18 @@ int list_command(const std::vector<std::string>& args) {
     std::vector<std::string> params;
     for (auto p : f.params) params.push_back(param_name(p));
     if (format == "text")
-      fmt::print("{:<26} {:<10} {:<7} {:<22} {:<23} {}\n", f.name, f.family, f.causal() ? "yes" : "no",
+      fmt::print("{:<26} {:<10} {:<7} {:<22} {:<23} {}\n", f.name, f.family,
+                 f.causal() ? "yes" : "no",
                  params.empty() ? "-" : fmt::format("{}", fmt::join(params, ",")),
                  fmt::format("{}", fmt::join(f.precisions(), ",")), f.description);
     else
-      fmt::print("{}\n  {{\"name\": {}, \"family\": {}, \"causal\": {}, \"params\": {}, \"precisions\": {}, "
-                 "\"tensors\": [{}], \"description\": {}}}",
-                 i ? "," : "", json_string(f.name), json_string(f.family), f.causal() ? "true" : "false",
-                 json_list(params), json_list(f.precisions()), fmt::join(tensor_objects(f), ", "),
-                 json_string(f.description));
+      fmt::print(
+          "{}\n  {{\"name\": {}, \"family\": {}, \"causal\": {}, \"params\": {}, \"precisions\": "
+          "{}, "
+          "\"tensors\": [{}], \"description\": {}}}",
+          i ? "," : "", json_string(f.name), json_string(f.family), f.causal() ? "true" : "false",
+          json_list(params), json_list(f.precisions()), fmt::join(tensor_objects(f), ", "),
+          json_string(f.description));
   }
   if (format == "json") fmt::print("\n]\n");
   return 0;
@@ -413,18 +463,24 @@ int list_command(const std::vector<std::string>& args) {
 
 int export_command(const std::vector<std::string>& args) {
   po::options_description options("export options");
-  options.add_options()("help,h", "this help")("format", po::value<std::string>(), "csv, json or markdown")(
+  options.add_options()("help,h", "this help")("format", po::value<std::string>(),
+                                               "csv, json or markdown")(
       "out", po::value<std::string>(), "the file to write (default: stdout)");
   const auto [vm, files] = parse_options_and_files(args, options);
   if (vm.count("help")) {
-    fmt::print("{}\n", command_help("bench export FILE.h5 --format csv|json|markdown [--out FILE]", options,
-                                    "\nThe rows of a result file, every column of its table with a header (json: one\n"
-                                    "object per row), on stdout or into --out.\n"));
+    fmt::print(
+        "{}\n",
+        command_help(
+            "bench export FILE.h5 --format csv|json|markdown [--out FILE]", options,
+            "\nThe rows of a result file, every column of its table with a header (json: one\n"
+            "object per row), on stdout or into --out.\n"));
     return 0;
   }
   if (files.size() != 1)
-    throw std::invalid_argument("export needs one result file: bench export FILE.h5 --format csv|json|markdown");
-  if (!vm.count("format")) throw std::invalid_argument("--format is required: csv, json or markdown");
+    throw std::invalid_argument(
+        "export needs one result file: bench export FILE.h5 --format csv|json|markdown");
+  if (!vm.count("format"))
+    throw std::invalid_argument("--format is required: csv, json or markdown");
   const ExportFormat format = export_format(vm["format"].as<std::string>());
   std::string text;
   try {
@@ -454,39 +510,48 @@ int main(int argc, char* argv[]) {
     fmt::print("{}\n", overview);
     return command.empty() ? 2 : 0;
   }
-  const bool help_asked = argc > 2 && (std::string(argv[2]) == "--help" || std::string(argv[2]) == "-h");
+  const bool help_asked =
+      argc > 2 && (std::string(argv[2]) == "--help" || std::string(argv[2]) == "-h");
   try {
     if (command == "--version") {
-      if (argc > 2) throw std::invalid_argument(fmt::format("--version takes no arguments, got '{}'", argv[2]));
+      if (argc > 2)
+        throw std::invalid_argument(fmt::format("--version takes no arguments, got '{}'", argv[2]));
       fmt::print("bench {}\n", version_line());
       return 0;
     }
     if (command == "list") return list_command(std::vector<std::string>(argv + 2, argv + argc));
     if (command == "export") return export_command(std::vector<std::string>(argv + 2, argv + argc));
-    if (command == "compare") return compare_command(std::vector<std::string>(argv + 2, argv + argc));
+    if (command == "compare")
+      return compare_command(std::vector<std::string>(argv + 2, argv + argc));
     if (command == "ceiling") {
       if (help_asked) {
-        fmt::print("usage: bench ceiling\n\nThis CPU's fp32 FMA and copy ceilings, on the OpenMP threads (about a "
-                   "second);\na sweep on the host records them for the roofline. No options.\n");
+        fmt::print(
+            "usage: bench ceiling\n\nThis CPU's fp32 FMA and copy ceilings, on the OpenMP threads "
+            "(about a "
+            "second);\na sweep on the host records them for the roofline. No options.\n");
         return 0;
       }
-      if (argc > 2) throw std::invalid_argument(fmt::format("ceiling takes no arguments, got '{}'", argv[2]));
+      if (argc > 2)
+        throw std::invalid_argument(fmt::format("ceiling takes no arguments, got '{}'", argv[2]));
       default_openmp_placement();
       const HostCeilings c = measure_host_ceilings();
-      fmt::print("fp32 FMA {:.1f} GFLOP/s, copy {:.1f} GB/s (read + write), {} OpenMP threads\n", c.fma_gflops,
-                 c.copy_gbps, c.threads);
+      fmt::print("fp32 FMA {:.1f} GFLOP/s, copy {:.1f} GB/s (read + write), {} OpenMP threads\n",
+                 c.fma_gflops, c.copy_gbps, c.threads);
       return 0;
     }
     if (command != "sweep" && command != "run")
-      throw std::invalid_argument("unknown command '" + command +
-                                  "' (expected list, sweep, run, compare, export, ceiling or --version)");
+      throw std::invalid_argument(
+          "unknown command '" + command +
+          "' (expected list, sweep, run, compare, export, ceiling or --version)");
     const auto options = sweep_options();
-    const std::string usage = command == "run" ? "bench run FILE.cfg [options]" : "bench sweep [options]";
+    const std::string usage =
+        command == "run" ? "bench run FILE.cfg [options]" : "bench sweep [options]";
     if (help_asked) {
-      const std::string what =
-          command == "run" ? "\nA sweep whose options are read from FILE (name = value lines, # comments, the names\n"
-                             "of the options below); options on the command line win.\n"
-                           : "\nMeasures forms over a grid of shapes into an HDF5 file.\n";
+      const std::string what = command == "run"
+                                   ? "\nA sweep whose options are read from FILE (name = value "
+                                     "lines, # comments, the names\n"
+                                     "of the options below); options on the command line win.\n"
+                                   : "\nMeasures forms over a grid of shapes into an HDF5 file.\n";
       fmt::print("{}\n", command_help(usage, options, what + sweep_notes));
       return 0;
     }
@@ -496,7 +561,8 @@ int main(int argc, char* argv[]) {
     int first = 2;
     std::string config_file;
     if (command == "run") {
-      if (argc < 3 || argv[2][0] == '-') throw std::invalid_argument("run needs an experiment file: bench run FILE.cfg");
+      if (argc < 3 || argv[2][0] == '-')
+        throw std::invalid_argument("run needs an experiment file: bench run FILE.cfg");
       config_file = argv[2];
       first = 3;
     }
@@ -505,25 +571,28 @@ int main(int argc, char* argv[]) {
     // A stray word (`sweep garbage`, `--decay-floor 0`) is an error, not ignored.
     const auto parsed = po::command_line_parser(args).options(options).allow_unregistered().run();
     for (const auto& word : po::collect_unrecognized(parsed.options, po::include_positional))
-      throw std::invalid_argument(fmt::format("{} '{}' (see bench {} --help)",
-                                              word.rfind('-', 0) == 0 ? "unrecognised option" : "unexpected argument",
-                                              word, command));
+      throw std::invalid_argument(fmt::format(
+          "{} '{}' (see bench {} --help)",
+          word.rfind('-', 0) == 0 ? "unrecognised option" : "unexpected argument", word, command));
     po::store(parsed, vm);
     if (vm.count("help")) {  // after other words: bench run FILE.cfg --help
       fmt::print("{}\n", command_help(usage, options, sweep_notes));
       return 0;
     }
-    const std::string config_text = config_file.empty() ? "" : store_experiment_file(config_file, options, vm);
+    const std::string config_text =
+        config_file.empty() ? "" : store_experiment_file(config_file, options, vm);
     po::notify(vm);
     Sweep sweep = sweep_from(vm, command_line);
     sweep.config_file = config_file;
     sweep.config_text = config_text;
-    if (sweep.dry_run) return run_sweep(sweep);  // plans and reads --out only: no Kokkos, no Google Benchmark
-    int benchmark_argc = 1;  // its flags at their defaults: bench's options set what it runs
+    if (sweep.dry_run)
+      return run_sweep(sweep);  // plans and reads --out only: no Kokkos, no Google Benchmark
+    int benchmark_argc = 1;     // its flags at their defaults: bench's options set what it runs
     benchmark::Initialize(&benchmark_argc, argv);
     default_openmp_placement();
 #ifdef ATTN_MPI
-    Kokkos::ScopeGuard kokkos(distributed::kokkos_arguments());  // this rank's GPU or share of the cores
+    Kokkos::ScopeGuard kokkos(
+        distributed::kokkos_arguments());  // this rank's GPU or share of the cores
 #else
     Kokkos::ScopeGuard kokkos;
 #endif
@@ -534,7 +603,8 @@ int main(int argc, char* argv[]) {
     return 2;
   } catch (const std::invalid_argument& e) {
 #ifdef ATTN_MPI
-    if (distributed::rank() != 0) return 2;  // every rank checks the same input: rank 0 says what is wrong
+    if (distributed::rank() != 0)
+      return 2;  // every rank checks the same input: rank 0 says what is wrong
 #endif
     fmt::print(stderr, "bench: {}\n", printable(e.what()));
     return 2;

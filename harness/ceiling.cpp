@@ -58,9 +58,11 @@ double copy_gbps_once(std::vector<float>& from, std::vector<float>& to, int thre
 HostCeilings measure_host_ceilings() {
   HostCeilings c;
   c.threads = omp_get_max_threads();
-  std::vector<float> from(std::size_t(64) << 20, 1.0f), to(from.size(), 0.0f);  // 256 MiB each: far beyond the caches
+  std::vector<float> from(std::size_t(64) << 20, 1.0f),
+      to(from.size(), 0.0f);  // 256 MiB each: far beyond the caches
 #pragma omp parallel for num_threads(c.threads) schedule(static)
-  for (std::ptrdiff_t i = 0; i < std::ptrdiff_t(to.size()); ++i) to[i] = 0.0f;  // pages placed by the threads that copy
+  for (std::ptrdiff_t i = 0; i < std::ptrdiff_t(to.size()); ++i)
+    to[i] = 0.0f;  // pages placed by the threads that copy
   for (int run = 0; run < 3; ++run) {
     c.fma_gflops = std::max(c.fma_gflops, fma_gflops_once(c.threads));
     c.copy_gbps = std::max(c.copy_gbps, copy_gbps_once(from, to, c.threads));

@@ -28,9 +28,11 @@ std::string measured_by(const std::string& path) {
   const auto attributes = ResultFile::read_attributes(path);
   auto value = [&](const char* name) {
     const auto at = attributes.find(name);
-    return at == attributes.end() || at->second.empty() ? std::string("unknown") : printable(at->second);
+    return at == attributes.end() || at->second.empty() ? std::string("unknown")
+                                                        : printable(at->second);
   };
-  return fmt::format("{} (device {}, revision {})", printable(path), value("device"), value("git_revision"));
+  return fmt::format("{} (device {}, revision {})", printable(path), value("device"),
+                     value("git_revision"));
 }
 
 IndexedRows read_indexed(const std::string& path) {
@@ -70,7 +72,8 @@ constexpr double alpha = 0.05;
 // Whether a file's rows carry samples: files before format v5 do not (and a
 // point of a single repetition has one sample, too few to test).
 bool has_samples(const IndexedRows& rows) {
-  return std::any_of(rows.rows.begin(), rows.rows.end(), [](const ResultRow& r) { return !r.samples.empty(); });
+  return std::any_of(rows.rows.begin(), rows.rows.end(),
+                     [](const ResultRow& r) { return !r.samples.empty(); });
 }
 
 // How B's time differs from A's at a point ok in both: judged by the U test
@@ -84,7 +87,8 @@ struct Verdict {
   bool regression = false, slower = false, faster = false;
 };
 
-Verdict judge(const ResultRow& a, const ResultRow& b, double time_ratio, const CompareOptions& options) {
+Verdict judge(const ResultRow& a, const ResultRow& b, double time_ratio,
+              const CompareOptions& options) {
   Verdict v;
   const bool marking = options.threshold > 0;
   if (a.samples.size() >= 2 && b.samples.size() >= 2) {
@@ -100,8 +104,10 @@ Verdict judge(const ResultRow& a, const ResultRow& b, double time_ratio, const C
     return v;
   }
   v.regression = marking && time_ratio > options.threshold;
-  if (v.regression) v.mark = "REGRESSION";
-  else if (marking && time_ratio < 1 / options.threshold) v.mark = "faster";
+  if (v.regression)
+    v.mark = "REGRESSION";
+  else if (marking && time_ratio < 1 / options.threshold)
+    v.mark = "faster";
   return v;
 }
 
@@ -121,17 +127,24 @@ void print_only_in(const std::string& path, const IndexedRows& rows, const Index
 
 }  // namespace
 
-int compare_result_files(const std::string& a_path, const std::string& b_path, const CompareOptions& options) {
+int compare_result_files(const std::string& a_path, const std::string& b_path,
+                         const CompareOptions& options) {
   const IndexedRows a = read_indexed(a_path), b = read_indexed(b_path);
   const bool marking = options.threshold > 0;
 
   fmt::print("A = {}\nB = {}\n", measured_by(a_path), measured_by(b_path));
   for (const auto& [path, rows] : {std::pair{&a_path, &a}, std::pair{&b_path, &b}})
     if (!has_samples(*rows))
-      fmt::print("note: {} holds no samples (a file before format v5): differences are judged by --threshold "
-                 "alone, not by a significance test\n", printable(*path));
-  fmt::print("\n{:<26} {:>6} {:>4} {:>4} {:>7} {:>5} {:>5} {:>6} {:>5} {:>11} {:>11} {:>8} {:>9} {:>6}  {}\n", "form",
-             "prec", "B", "H", "L", "dk", "dv", "chunk", "slots", "A ms", "B ms", "B/A time", "B/A peak", "p", "");
+      fmt::print(
+          "note: {} holds no samples (a file before format v5): differences are judged by "
+          "--threshold "
+          "alone, not by a significance test\n",
+          printable(*path));
+  fmt::print(
+      "\n{:<26} {:>6} {:>4} {:>4} {:>7} {:>5} {:>5} {:>6} {:>5} {:>11} {:>11} {:>8} {:>9} {:>6}  "
+      "{}\n",
+      "form", "prec", "B", "H", "L", "dk", "dv", "chunk", "slots", "A ms", "B ms", "B/A time",
+      "B/A peak", "p", "");
   std::vector<std::pair<std::string, std::string>> form_order;  // (form, precision) as first seen
   std::map<std::pair<std::string, std::string>, FormTotals> totals;
   int matched = 0, regressions = 0, slower = 0, faster = 0, unchanged = 0, untested = 0;
@@ -141,8 +154,10 @@ int compare_result_files(const std::string& a_path, const std::string& b_path, c
     const ResultRow& ra = a.rows[a.index.at(key)];
     const ResultRow& rb = b.rows[in_b->second];
     const bool both_ok = ra.status == "ok" && rb.status == "ok";
-    const double time_ratio = both_ok && ra.time_median_s > 0 ? rb.time_median_s / ra.time_median_s : NAN;
-    const double peak_ratio = both_ok && ra.peak_bytes > 0 ? double(rb.peak_bytes) / double(ra.peak_bytes) : NAN;
+    const double time_ratio =
+        both_ok && ra.time_median_s > 0 ? rb.time_median_s / ra.time_median_s : NAN;
+    const double peak_ratio =
+        both_ok && ra.peak_bytes > 0 ? double(rb.peak_bytes) / double(ra.peak_bytes) : NAN;
     // Significantly slower beyond the threshold, or no longer ok at all.
     Verdict verdict;
     if (both_ok) {
@@ -166,17 +181,19 @@ int compare_result_files(const std::string& a_path, const std::string& b_path, c
     ++matched;
     regressions += verdict.regression;
 
-    fmt::print("{:<26} {:>6} {:>4} {:>4} {:>7} {:>5} {:>5} {:>6} {:>5} {:>11} {:>11} {:>8} {:>9} {:>6}  {}{}\n",
-               key.form, key.precision, key.batch, key.heads, key.seq, key.dk, key.dv,
-               key.chunk ? std::to_string(key.chunk) : "-", key.slots ? std::to_string(key.slots) : "-",
-               time_text(ra), time_text(rb), ratio_text(time_ratio), ratio_text(peak_ratio),
-               std::isfinite(verdict.p) ? fmt::format("{:.3f}", verdict.p) : "-", verdict.mark,
-               key.variant.empty() ? "" : "  [" + key.variant + "]");
+    fmt::print(
+        "{:<26} {:>6} {:>4} {:>4} {:>7} {:>5} {:>5} {:>6} {:>5} {:>11} {:>11} {:>8} {:>9} {:>6}  "
+        "{}{}\n",
+        key.form, key.precision, key.batch, key.heads, key.seq, key.dk, key.dv,
+        key.chunk ? std::to_string(key.chunk) : "-", key.slots ? std::to_string(key.slots) : "-",
+        time_text(ra), time_text(rb), ratio_text(time_ratio), ratio_text(peak_ratio),
+        std::isfinite(verdict.p) ? fmt::format("{:.3f}", verdict.p) : "-", verdict.mark,
+        key.variant.empty() ? "" : "  [" + key.variant + "]");
   }
   if (matched == 0) fmt::print("(no point is in both files)\n");
 
-  fmt::print("\n{:<26} {:>6} {:>8} {:>14} {:>14} {:>12}\n", "per form", "prec", "matched", "geomean time",
-             "geomean peak", "regressions");
+  fmt::print("\n{:<26} {:>6} {:>8} {:>14} {:>14} {:>12}\n", "per form", "prec", "matched",
+             "geomean time", "geomean peak", "regressions");
   for (const auto& id : form_order) {
     const FormTotals& t = totals.at(id);
     fmt::print("{:<26} {:>6} {:>8} {:>14} {:>14} {:>12}\n", id.first, id.second, t.matched,
@@ -188,11 +205,16 @@ int compare_result_files(const std::string& a_path, const std::string& b_path, c
   print_only_in(b_path, b, a);
 
   fmt::print("\n{} points matched", matched);
-  if (marking) fmt::print(", {} regression{} (B/A time > {:g} and significant where tested, or ok in A and not in B)",
-                          regressions, regressions == 1 ? "" : "s", options.threshold);
-  fmt::print("\nof the points ok in both: {} significantly slower, {} significantly faster, {} no significant change "
-             "(two-sided Mann-Whitney U test of the samples, p < {:g}), {} not tested (fewer than 2 samples in a file)\n",
-             slower, faster, unchanged, alpha, untested);
+  if (marking)
+    fmt::print(
+        ", {} regression{} (B/A time > {:g} and significant where tested, or ok in A and not in B)",
+        regressions, regressions == 1 ? "" : "s", options.threshold);
+  fmt::print(
+      "\nof the points ok in both: {} significantly slower, {} significantly faster, {} no "
+      "significant change "
+      "(two-sided Mann-Whitney U test of the samples, p < {:g}), {} not tested (fewer than 2 "
+      "samples in a file)\n",
+      slower, faster, unchanged, alpha, untested);
   return options.fail_on_regression && regressions > 0 ? 1 : 0;
 }
 

@@ -7,7 +7,8 @@
 namespace attn {
 
 struct CompareOptions {
-  double threshold = 0;             // mark points with B/A time above it (REGRESSION) or below 1/it; 0: no marks
+  double threshold =
+      0;  // mark points with B/A time above it (REGRESSION) or below 1/it; 0: no marks
   bool fail_on_regression = false;  // exit status 1 when a point is marked REGRESSION
 };
 

@@ -60,18 +60,21 @@ void Console::clear_status() {
 // --- tables ---------------------------------------------------------------------
 
 std::string table_header() {
-  return fmt::format("{:<26} {:>6} {:>7} {:>5} {:>5} {:>6} {:>5} {:>7} {:>11} {:>10} {:>9} {:>8} {:>9}", "form",
-                     "prec", "L", "dk", "dv", "chunk", "slots", "status", "median ms", "peak MiB", "GFLOP/s", "GB/s",
-                     "rel err");
+  return fmt::format(
+      "{:<26} {:>6} {:>7} {:>5} {:>5} {:>6} {:>5} {:>7} {:>11} {:>10} {:>9} {:>8} {:>9}", "form",
+      "prec", "L", "dk", "dv", "chunk", "slots", "status", "median ms", "peak MiB", "GFLOP/s",
+      "GB/s", "rel err");
 }
 
 std::string table_row(const ResultRow& row) {
-  return fmt::format("{:<26} {:>6} {:>7} {:>5} {:>5} {:>6} {:>5} {:>7} {:>11.3f} {:>10.1f} {:>9.1f} {:>8.1f} {:>9}{}",
-                     row.form, row.precision, row.seq, row.dk, row.dv,
-                     row.chunk ? std::to_string(row.chunk) : "-", row.slots ? std::to_string(row.slots) : "-",
-                     row.status, row.time_median_s * 1e3, row.peak_bytes / 1048576.0, row.gflops, row.gbps,
-                     row.err_heads ? fmt::format("{:.1e}", row.rel_l2_err) : "-",
-                     row.note.empty() ? "" : "  (" + row.note + ")");
+  return fmt::format(
+      "{:<26} {:>6} {:>7} {:>5} {:>5} {:>6} {:>5} {:>7} {:>11.3f} {:>10.1f} {:>9.1f} {:>8.1f} "
+      "{:>9}{}",
+      row.form, row.precision, row.seq, row.dk, row.dv, row.chunk ? std::to_string(row.chunk) : "-",
+      row.slots ? std::to_string(row.slots) : "-", row.status, row.time_median_s * 1e3,
+      row.peak_bytes / 1048576.0, row.gflops, row.gbps,
+      row.err_heads ? fmt::format("{:.1e}", row.rel_l2_err) : "-",
+      row.note.empty() ? "" : "  (" + row.note + ")");
 }
 
 void print_summary(const std::vector<ResultRow>& rows) {
@@ -88,16 +91,19 @@ void print_summary(const std::vector<ResultRow>& rows) {
     ++s.statuses[r.status];
     if (r.status == "ok") s.ok_times[r.seq].push_back(r.time_median_s);
   }
-  fmt::print("\n{:<26} {:>6} {:>5} {:>5} {:>7} {:>5} {:>8} {:>11} {:>8} {:>11}\n", "summary", "prec", "ok", "oom",
-             "timeout", "error", "min L", "median ms", "max L", "median ms");
+  fmt::print("\n{:<26} {:>6} {:>5} {:>5} {:>7} {:>5} {:>8} {:>11} {:>8} {:>11}\n", "summary",
+             "prec", "ok", "oom", "timeout", "error", "min L", "median ms", "max L", "median ms");
   for (const auto& id : order) {
     const auto& s = by_form.at(id);
-    auto count = [&](const char* status) { return s.statuses.count(status) ? s.statuses.at(status) : 0; };
+    auto count = [&](const char* status) {
+      return s.statuses.count(status) ? s.statuses.at(status) : 0;
+    };
     std::string ends = fmt::format("{:>8} {:>11} {:>8} {:>11}", "-", "-", "-", "-");
     if (!s.ok_times.empty()) {
       const auto& [lo, lo_times] = *s.ok_times.begin();
       const auto& [hi, hi_times] = *s.ok_times.rbegin();
-      ends = fmt::format("{:>8} {:>11.3f} {:>8} {:>11.3f}", lo, median(lo_times) * 1e3, hi, median(hi_times) * 1e3);
+      ends = fmt::format("{:>8} {:>11.3f} {:>8} {:>11.3f}", lo, median(lo_times) * 1e3, hi,
+                         median(hi_times) * 1e3);
     }
     fmt::print("{:<26} {:>6} {:>5} {:>5} {:>7} {:>5} {}\n", id.first, id.second, count("ok"),
                count("oom"), count("timeout"), count("error"), ends);
@@ -107,16 +113,19 @@ void print_summary(const std::vector<ResultRow>& rows) {
 void print_unswept_axis_notes(const Sweep& sweep) {
   const std::vector<SweptAxis> axes = swept_axes(sweep);
   for (const Form* form : sweep.forms)
-    for (auto axis = axes.rbegin(); axis != axes.rend(); ++axis)  // chunk's note before slots', as bench has always printed them
+    for (auto axis = axes.rbegin(); axis != axes.rend();
+         ++axis)  // chunk's note before slots', as bench has always printed them
       if (axis->param && !form->takes(*axis->param) && axis->axis.values.size() > 1)
-        fmt::print("note: {} {}; --{} is not swept for it\n", form->name, axis->not_taken, axis->axis.name);
+        fmt::print("note: {} {}; --{} is not swept for it\n", form->name, axis->not_taken,
+                   axis->axis.name);
 }
 
-void print_plan(const Sweep& sweep, const std::vector<Point>& points, const std::vector<ResultRow>& rows) {
+void print_plan(const Sweep& sweep, const std::vector<Point>& points,
+                const std::vector<ResultRow>& rows) {
   const auto row_of = index_rows(rows);
   const EtaModel eta(sweep.measure, rows);
-  fmt::print("{:<26} {:>6} {:>4} {:>4} {:>7} {:>5} {:>5} {:>6} {:>5}  {:<22} {:>10}\n", "form", "prec", "B", "H", "L",
-             "dk", "dv", "chunk", "slots", "in " + sweep.out, "predicted");
+  fmt::print("{:<26} {:>6} {:>4} {:>4} {:>7} {:>5} {:>5} {:>6} {:>5}  {:<22} {:>10}\n", "form",
+             "prec", "B", "H", "L", "dk", "dv", "chunk", "slots", "in " + sweep.out, "predicted");
   std::size_t kept = 0, unknown = 0;
   double predicted_s = 0;
   for (const auto& p : points) {
@@ -124,7 +133,8 @@ void print_plan(const Sweep& sweep, const std::vector<Point>& points, const std:
     const auto found = row_of.find(key_of(planned));
     const bool final = found != row_of.end() && is_final(rows[found->second]);
     std::string held = "-", prediction = "-";
-    if (found != row_of.end()) held = rows[found->second].status + (final ? ", kept" : ", measured again");
+    if (found != row_of.end())
+      held = rows[found->second].status + (final ? ", kept" : ", measured again");
     if (final) {
       ++kept;
     } else if (eta.knows(planned)) {
@@ -135,16 +145,18 @@ void print_plan(const Sweep& sweep, const std::vector<Point>& points, const std:
       ++unknown;
       prediction = "?";
     }
-    fmt::print("{:<26} {:>6} {:>4} {:>4} {:>7} {:>5} {:>5} {:>6} {:>5}  {:<22} {:>10}\n", planned.form,
-               planned.precision, planned.batch, planned.heads, planned.seq, planned.dk, planned.dv,
-               planned.chunk ? std::to_string(planned.chunk) : "-", planned.slots ? std::to_string(planned.slots) : "-",
-               held, prediction);
+    fmt::print("{:<26} {:>6} {:>4} {:>4} {:>7} {:>5} {:>5} {:>6} {:>5}  {:<22} {:>10}\n",
+               planned.form, planned.precision, planned.batch, planned.heads, planned.seq,
+               planned.dk, planned.dv, planned.chunk ? std::to_string(planned.chunk) : "-",
+               planned.slots ? std::to_string(planned.slots) : "-", held, prediction);
   }
-  fmt::print("\n{} points: {} already in {} (kept), {} to measure; predicted time {}{}\n", points.size(), kept,
-             sweep.out, points.size() - kept, duration_text(predicted_s),
-             unknown ? fmt::format(" and {} point{} without a prediction (no row of the form and precision in {})",
-                                   unknown, unknown == 1 ? "" : "s", sweep.out)
-                     : "");
+  fmt::print(
+      "\n{} points: {} already in {} (kept), {} to measure; predicted time {}{}\n", points.size(),
+      kept, sweep.out, points.size() - kept, duration_text(predicted_s),
+      unknown ? fmt::format(
+                    " and {} point{} without a prediction (no row of the form and precision in {})",
+                    unknown, unknown == 1 ? "" : "s", sweep.out)
+              : "");
   fmt::print("(dry run: nothing measured, nothing written)\n");
 }
 
@@ -152,8 +164,9 @@ std::string shell_quoted(const std::string& command_line) {
   std::istringstream words(command_line);
   std::string out;
   for (std::string word; words >> word;) {
-    const bool plain = word.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
-                                              "-_./=,:+@%") == std::string::npos;
+    const bool plain = word.find_first_not_of(
+                           "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+                           "-_./=,:+@%") == std::string::npos;
     out += (out.empty() ? "" : " ") + (plain ? word : "'" + word + "'");
   }
   return out;

@@ -49,7 +49,8 @@ void print_unswept_axis_notes(const Sweep& sweep);
 // --fresh or no file), and the time each is predicted to take (from --out's
 // rows of the same form and precision, as the progress line's ETA predicts;
 // "?" without one).
-void print_plan(const Sweep& sweep, const std::vector<Point>& points, const std::vector<ResultRow>& rows);
+void print_plan(const Sweep& sweep, const std::vector<Point>& points,
+                const std::vector<ResultRow>& rows);
 
 // A command line a shell runs as typed: words with special characters quoted.
 std::string shell_quoted(const std::string& command_line);

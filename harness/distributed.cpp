@@ -103,13 +103,15 @@ class Reader {
 // added to ResultRow goes here too, or it arrives at rank 0 empty).
 template <class Stream, class Row>
 void each_member(Stream& s, Row& r) {
-  for (auto* text : {&r.form, &r.family, &r.backend, &r.precision, &r.status, &r.note, &r.variant, &r.revision})
+  for (auto* text :
+       {&r.form, &r.family, &r.backend, &r.precision, &r.status, &r.note, &r.variant, &r.revision})
     s.put_or_get(*text);
-  for (auto* number : {&r.batch, &r.heads, &r.seq, &r.dk, &r.dv, &r.chunk, &r.slots, &r.reps, &r.err_heads,
-                       &r.iterations})
+  for (auto* number : {&r.batch, &r.heads, &r.seq, &r.dk, &r.dv, &r.chunk, &r.slots, &r.reps,
+                       &r.err_heads, &r.iterations})
     s.put_or_get(*number);
-  for (auto* number : {&r.time_median_s, &r.time_min_s, &r.time_max_s, &r.time_mean_s, &r.flops, &r.bytes, &r.gflops,
-                       &r.gbps, &r.max_abs_err, &r.rel_l2_err, &r.time_stddev_s})
+  for (auto* number :
+       {&r.time_median_s, &r.time_min_s, &r.time_max_s, &r.time_mean_s, &r.flops, &r.bytes,
+        &r.gflops, &r.gbps, &r.max_abs_err, &r.rel_l2_err, &r.time_stddev_s})
     s.put_or_get(*number);
   s.put_or_get(r.peak_bytes);
   s.put_or_get(r.samples);
@@ -117,12 +119,16 @@ void each_member(Stream& s, Row& r) {
 struct Packing {
   Writer& w;
   template <class T>
-  void put_or_get(const T& x) { w.put(x); }
+  void put_or_get(const T& x) {
+    w.put(x);
+  }
 };
 struct Unpacking {
   Reader& r;
   template <class T>
-  void put_or_get(T& x) { r.get(x); }
+  void put_or_get(T& x) {
+    r.get(x);
+  }
 };
 
 void pack(Writer& w, const ResultRow& row) {
@@ -140,7 +146,8 @@ std::vector<char> receive_bytes(const MPI_Status& status) {
   int n = 0;
   MPI_Get_count(&status, MPI_CHAR, &n);
   std::vector<char> bytes(static_cast<std::size_t>(n));
-  MPI_Recv(bytes.data(), n, MPI_CHAR, status.MPI_SOURCE, status.MPI_TAG, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+  MPI_Recv(bytes.data(), n, MPI_CHAR, status.MPI_SOURCE, status.MPI_TAG, MPI_COMM_WORLD,
+           MPI_STATUS_IGNORE);
   return bytes;
 }
 
@@ -155,7 +162,8 @@ using Clock = std::chrono::steady_clock;
 constexpr auto heartbeat_interval = std::chrono::seconds(1);
 // How long a rank may stay silent before it is taken for gone: ten heartbeats.
 constexpr auto silence_limit = std::chrono::seconds(10);
-constexpr auto poll_interval = std::chrono::milliseconds(10);  // rows are seconds apart; less would take CPU from the host backend
+constexpr auto poll_interval = std::chrono::milliseconds(
+    10);  // rows are seconds apart; less would take CPU from the host backend
 
 // A heartbeat: an empty message nobody waits for (its request is freed at once).
 void send_heartbeat(int to) {
@@ -218,7 +226,8 @@ Kokkos::InitArguments kokkos_arguments() {
   if (!active()) return arguments;
 #ifdef KOKKOS_ENABLE_CUDA
   int devices = 0;
-  if (cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0) arguments.device_id = local_rank % devices;
+  if (cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0)
+    arguments.device_id = local_rank % devices;
 #endif
   if (!std::getenv("OMP_NUM_THREADS")) {
     // mpirun binds each rank to its cores (by default with up to 2 ranks a
@@ -228,13 +237,16 @@ Kokkos::InitArguments kokkos_arguments() {
     cpu_set_t mask;
     CPU_ZERO(&mask);
     const int host_cpus = int(sysconf(_SC_NPROCESSORS_ONLN));
-    const int mask_cpus = sched_getaffinity(0, sizeof mask, &mask) == 0 ? CPU_COUNT(&mask) : host_cpus;
-    arguments.num_threads = mask_cpus < host_cpus ? mask_cpus : std::max(1, host_cpus / local_ranks);
+    const int mask_cpus =
+        sched_getaffinity(0, sizeof mask, &mask) == 0 ? CPU_COUNT(&mask) : host_cpus;
+    arguments.num_threads =
+        mask_cpus < host_cpus ? mask_cpus : std::max(1, host_cpus / local_ranks);
   }
   return arguments;
 }
 
-std::string describe_rank(const std::string& host, const std::string& device, const std::string& openmp_threads) {
+std::string describe_rank(const std::string& host, const std::string& device,
+                          const std::string& openmp_threads) {
   std::string where = fmt::format("rank {}: host {}, device {}", this_rank, host, device);
 #ifdef KOKKOS_ENABLE_CUDA
   int device_id = -1;
@@ -252,7 +264,8 @@ void abort_job(const std::string& message) {
 
 // --- dealing --------------------------------------------------------------------
 
-std::vector<int> deal(const std::vector<ResultRow>& todo, const std::vector<double>& predicted_s, int ranks) {
+std::vector<int> deal(const std::vector<ResultRow>& todo, const std::vector<double>& predicted_s,
+                      int ranks) {
   std::map<PointKey, std::vector<std::size_t>> series;
   for (std::size_t i = 0; i < todo.size(); ++i) {
     PointKey key = key_of(todo[i]);
@@ -269,7 +282,8 @@ std::vector<int> deal(const std::vector<ResultRow>& todo, const std::vector<doub
     for (std::size_t i : points) seconds += predicted_s[i];
     order.push_back({seconds, &points});
   }
-  std::stable_sort(order.begin(), order.end(), [](const Series& a, const Series& b) { return a.seconds > b.seconds; });
+  std::stable_sort(order.begin(), order.end(),
+                   [](const Series& a, const Series& b) { return a.seconds > b.seconds; });
   std::vector<double> load(std::size_t(ranks), 0.0);
   std::vector<int> owner(todo.size(), 0);
   for (const auto& s : order) {
@@ -314,7 +328,8 @@ std::vector<std::string> gather_lines(const std::string& line) {
   std::vector<int> offsets(std::size_t(rank_count), 0);
   std::partial_sum(lengths.begin(), lengths.end() - 1, offsets.begin() + 1);
   std::vector<char> all(this_rank == 0 ? std::size_t(offsets.back() + lengths.back()) : 0);
-  MPI_Gatherv(line.data(), length, MPI_CHAR, all.data(), lengths.data(), offsets.data(), MPI_CHAR, 0, MPI_COMM_WORLD);
+  MPI_Gatherv(line.data(), length, MPI_CHAR, all.data(), lengths.data(), offsets.data(), MPI_CHAR,
+              0, MPI_COMM_WORLD);
   std::vector<std::string> lines;
   if (this_rank == 0)
     for (std::size_t i = 0; i < lengths.size(); ++i)
@@ -428,15 +443,18 @@ void Sender::run() {
     }
   };
   auto gone = [] {
-    abort_job(fmt::format("bench: rank {}: rank 0 stopped answering (the result file keeps every row it received); "
-                          "ending the job", this_rank));
+    abort_job(fmt::format(
+        "bench: rank {}: rank 0 stopped answering (the result file keeps every row it received); "
+        "ending the job",
+        this_rank));
   };
   for (;;) {
     std::vector<char> message;
     bool last = false;
     {
       std::unique_lock<std::mutex> lock(queue_->mutex);
-      queue_->changed.wait_for(lock, poll_interval * 10, [&] { return !queue_->messages.empty() || queue_->done; });
+      queue_->changed.wait_for(lock, poll_interval * 10,
+                               [&] { return !queue_->messages.empty() || queue_->done; });
       if (!queue_->messages.empty()) {
         message = std::move(queue_->messages.front());
         queue_->messages.pop_front();

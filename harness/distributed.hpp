@@ -41,13 +41,15 @@ Kokkos::InitArguments kokkos_arguments();
 
 // This rank's line of the result file's `ranks` attribute, after Kokkos has
 // started: "rank 1: host h, device D, 8 OpenMP threads".
-std::string describe_rank(const std::string& host, const std::string& device, const std::string& openmp_threads);
+std::string describe_rank(const std::string& host, const std::string& device,
+                          const std::string& openmp_threads);
 
 // The rank of each point to measure (planned rows, each with its predicted
 // seconds): the points of a series (the same point but for L) stay on one
 // rank, so that skipping larger L after an oom or timeout still works; series
 // go largest first to the rank with the least predicted work so far.
-std::vector<int> deal(const std::vector<ResultRow>& todo, const std::vector<double>& predicted_s, int ranks);
+std::vector<int> deal(const std::vector<ResultRow>& todo, const std::vector<double>& predicted_s,
+                      int ranks);
 
 // What rank 0 tells every rank before measuring: the rows --out holds (they
 // bound and predict their series on the rank that measures them), the rank

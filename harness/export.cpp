@@ -21,17 +21,48 @@ struct Column {
 
 // In the order of the HDF5 record (results_file.cpp); a test checks the names.
 const std::vector<Column>& columns() {
-#define ATTN_TEXT(f) Column{#f, [](const ResultRow& r) -> Cell { return r.f; }}
-#define ATTN_INT(f) Column{#f, [](const ResultRow& r) -> Cell { return std::int64_t(r.f); }}
-#define ATTN_REAL(f) Column{#f, [](const ResultRow& r) -> Cell { return r.f; }}
-  static const std::vector<Column> all{
-      ATTN_TEXT(form), ATTN_TEXT(family), ATTN_TEXT(backend), ATTN_TEXT(precision), ATTN_TEXT(status),
-      ATTN_TEXT(note), ATTN_TEXT(variant), ATTN_INT(batch), ATTN_INT(heads), ATTN_INT(seq), ATTN_INT(dk),
-      ATTN_INT(dv), ATTN_INT(chunk), ATTN_INT(slots), ATTN_INT(reps), ATTN_REAL(time_median_s),
-      ATTN_REAL(time_min_s), ATTN_REAL(time_max_s), ATTN_REAL(time_mean_s), ATTN_INT(peak_bytes),
-      ATTN_REAL(flops), ATTN_REAL(bytes), ATTN_REAL(gflops), ATTN_REAL(gbps), ATTN_INT(err_heads),
-      ATTN_REAL(max_abs_err), ATTN_REAL(rel_l2_err), ATTN_TEXT(revision), ATTN_REAL(time_stddev_s),
-      ATTN_INT(iterations)};
+#define ATTN_TEXT(f)                                   \
+  Column {                                             \
+#f, [](const ResultRow& r) -> Cell { return r.f; } \
+  }
+#define ATTN_INT(f)                                                  \
+  Column {                                                           \
+#f, [](const ResultRow& r) -> Cell { return std::int64_t(r.f); } \
+  }
+#define ATTN_REAL(f)                                   \
+  Column {                                             \
+#f, [](const ResultRow& r) -> Cell { return r.f; } \
+  }
+  static const std::vector<Column> all{ATTN_TEXT(form),
+                                       ATTN_TEXT(family),
+                                       ATTN_TEXT(backend),
+                                       ATTN_TEXT(precision),
+                                       ATTN_TEXT(status),
+                                       ATTN_TEXT(note),
+                                       ATTN_TEXT(variant),
+                                       ATTN_INT(batch),
+                                       ATTN_INT(heads),
+                                       ATTN_INT(seq),
+                                       ATTN_INT(dk),
+                                       ATTN_INT(dv),
+                                       ATTN_INT(chunk),
+                                       ATTN_INT(slots),
+                                       ATTN_INT(reps),
+                                       ATTN_REAL(time_median_s),
+                                       ATTN_REAL(time_min_s),
+                                       ATTN_REAL(time_max_s),
+                                       ATTN_REAL(time_mean_s),
+                                       ATTN_INT(peak_bytes),
+                                       ATTN_REAL(flops),
+                                       ATTN_REAL(bytes),
+                                       ATTN_REAL(gflops),
+                                       ATTN_REAL(gbps),
+                                       ATTN_INT(err_heads),
+                                       ATTN_REAL(max_abs_err),
+                                       ATTN_REAL(rel_l2_err),
+                                       ATTN_TEXT(revision),
+                                       ATTN_REAL(time_stddev_s),
+                                       ATTN_INT(iterations)};
 #undef ATTN_TEXT
 #undef ATTN_INT
 #undef ATTN_REAL
@@ -43,7 +74,8 @@ const std::vector<Column>& columns() {
 std::string render(const Cell& cell, ExportFormat format) {
   if (const auto* number = std::get_if<std::int64_t>(&cell)) return std::to_string(*number);
   if (const auto* real = std::get_if<double>(&cell))
-    return format == ExportFormat::json && !std::isfinite(*real) ? "null" : fmt::format("{}", *real);
+    return format == ExportFormat::json && !std::isfinite(*real) ? "null"
+                                                                 : fmt::format("{}", *real);
   const std::string& text = std::get<std::string>(cell);
   if (format == ExportFormat::json) return json_string(text);
   std::string shown = printable(text), out;
@@ -85,10 +117,12 @@ std::string export_rows(const std::vector<ResultRow>& rows, ExportFormat format)
     return out + (rows.empty() ? "]\n" : "\n]\n");
   }
   const bool markdown = format == ExportFormat::markdown;
-  const std::string first = markdown ? "| " : "", between = markdown ? " | " : ",", last = markdown ? " |\n" : "\n";
+  const std::string first = markdown ? "| " : "", between = markdown ? " | " : ",",
+                    last = markdown ? " |\n" : "\n";
   auto line = [&](auto&& cell_of) {
     out += first;
-    for (std::size_t c = 0; c < columns().size(); ++c) out += (c ? between : "") + cell_of(columns()[c]);
+    for (std::size_t c = 0; c < columns().size(); ++c)
+      out += (c ? between : "") + cell_of(columns()[c]);
     out += last;
   };
   line([](const Column& c) { return std::string(c.name); });

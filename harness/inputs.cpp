@@ -28,7 +28,8 @@ double normal(std::uint64_t stream, std::uint64_t i) {
 // Element i of `t` ~ N(0, 1) from stream `stream`.
 void fill_normal(ref::Tensor& t, std::uint64_t stream) {
   double* data = t.data.data();
-  Kokkos::parallel_for("random_inputs", Kokkos::RangePolicy<Kokkos::DefaultHostExecutionSpace>(0, t.data.size()),
+  Kokkos::parallel_for("random_inputs",
+                       Kokkos::RangePolicy<Kokkos::DefaultHostExecutionSpace>(0, t.data.size()),
                        [=](std::size_t i) { data[i] = normal(stream, i); });
   Kokkos::DefaultHostExecutionSpace().fence();
 }
@@ -37,7 +38,8 @@ void fill_normal(ref::Tensor& t, std::uint64_t stream) {
 template <class F>
 void transform(ref::Tensor& t, F f) {
   double* data = t.data.data();
-  Kokkos::parallel_for("transform_inputs", Kokkos::RangePolicy<Kokkos::DefaultHostExecutionSpace>(0, t.data.size()),
+  Kokkos::parallel_for("transform_inputs",
+                       Kokkos::RangePolicy<Kokkos::DefaultHostExecutionSpace>(0, t.data.size()),
                        [=](std::size_t i) { data[i] = f(data[i]); });
   Kokkos::DefaultHostExecutionSpace().fence();
 }
@@ -48,14 +50,16 @@ void apply_features(ref::Tensor& t, Draw draw) {
   const int d = t.dim;
   double* data = t.data.data();
   const std::size_t rows = t.data.size() / std::max(d, 1);
-  Kokkos::parallel_for("feature_map", Kokkos::RangePolicy<Kokkos::DefaultHostExecutionSpace>(0, rows),
+  Kokkos::parallel_for("feature_map",
+                       Kokkos::RangePolicy<Kokkos::DefaultHostExecutionSpace>(0, rows),
                        [=](std::size_t r) {
                          double* x = data + r * d;
                          if (draw == Draw::positive_features) {  // elu(x) + 1
                            for (int c = 0; c < d; ++c) x[c] = x[c] > 0 ? x[c] + 1 : std::exp(x[c]);
                            return;
                          }
-                         // (SiLU(x) + 0.5) / ||SiLU(x) + 0.5||: every entry >= 0.2215 before normalising
+                         // (SiLU(x) + 0.5) / ||SiLU(x) + 0.5||: every entry >= 0.2215 before
+                         // normalising
                          double norm2 = 0;
                          for (int c = 0; c < d; ++c) {
                            x[c] = x[c] / (1 + std::exp(-x[c])) + 0.5;
@@ -67,14 +71,20 @@ void apply_features(ref::Tensor& t, Draw draw) {
   Kokkos::DefaultHostExecutionSpace().fence();
 }
 
-double log_sigmoid(double z) { return z >= 0 ? -std::log1p(std::exp(-z)) : z - std::log1p(std::exp(z)); }
+double log_sigmoid(double z) {
+  return z >= 0 ? -std::log1p(std::exp(-z)) : z - std::log1p(std::exp(z));
+}
 
 }  // namespace
 
 ref::Tensor HostProblem::*problem_member(const std::string& name) {
   const std::pair<const char*, ref::Tensor HostProblem::*> members[] = {
-      {"q", &HostProblem::q},           {"k", &HostProblem::k},         {"v", &HostProblem::v},
-      {"log_decay", &HostProblem::log_decay}, {"log_gate", &HostProblem::log_gate}, {"d_o", &HostProblem::d_o}};
+      {"q", &HostProblem::q},
+      {"k", &HostProblem::k},
+      {"v", &HostProblem::v},
+      {"log_decay", &HostProblem::log_decay},
+      {"log_gate", &HostProblem::log_gate},
+      {"d_o", &HostProblem::d_o}};
   for (const auto& [member_name, member] : members)
     if (name == member_name) return member;
   throw std::logic_error("a form declares an input '" + name + "' that ref::Problem does not hold");
@@ -82,7 +92,10 @@ ref::Tensor HostProblem::*problem_member(const std::string& name) {
 
 ref::Tensor ref::Outputs::*outputs_member(const std::string& name) {
   const std::pair<const char*, ref::Tensor ref::Outputs::*> members[] = {
-      {"o", &ref::Outputs::o}, {"dq", &ref::Outputs::dq}, {"dk", &ref::Outputs::dk}, {"dv", &ref::Outputs::dv},
+      {"o", &ref::Outputs::o},
+      {"dq", &ref::Outputs::dq},
+      {"dk", &ref::Outputs::dk},
+      {"dv", &ref::Outputs::dv},
       {"dlog_gate", &ref::Outputs::dg}};
   for (const auto& [member_name, member] : members)
     if (name == member_name) return member;
@@ -98,8 +111,8 @@ std::vector<double> lightning_decay_rates(int heads, const std::string& schedule
   return s;
 }
 
-HostProblem random_problem(const Shape& s, const Form& form, std::uint64_t seed, const InputOptions& options,
-                           const FormParams& params) {
+HostProblem random_problem(const Shape& s, const Form& form, std::uint64_t seed,
+                           const InputOptions& options, const FormParams& params) {
   HostProblem p;
   for (const TensorSpec& t : form.tensors) {
     if (t.role != Role::input) continue;
@@ -109,7 +122,8 @@ HostProblem random_problem(const Shape& s, const Form& form, std::uint64_t seed,
       throw std::invalid_argument("the gate temperature must be positive");
     if (t.draw == Draw::decay_random) {
       p.decay_rate.resize(s.heads);
-      for (int h = 0; h < s.heads; ++h) p.decay_rate[h] = -log_sigmoid(normal(mix(seed) ^ t.stream, h));
+      for (int h = 0; h < s.heads; ++h)
+        p.decay_rate[h] = -log_sigmoid(normal(mix(seed) ^ t.stream, h));
       continue;
     }
     if (t.draw == Draw::decay_schedule) {
@@ -117,9 +131,10 @@ HostProblem random_problem(const Shape& s, const Form& form, std::uint64_t seed,
       continue;
     }
     // [B, H, L, last]: a shape of three sizes ([B, H, L]) is [B, H, L, 1].
-    if (t.shape.size() < 3 || t.shape.size() > 4 || t.shape[0] != Size::batch || t.shape[1] != Size::heads ||
-        t.shape[2] != Size::seq)
-      throw std::logic_error(form.name + ": input '" + t.name + "' is neither [H] nor [B, H, L, ...]");
+    if (t.shape.size() < 3 || t.shape.size() > 4 || t.shape[0] != Size::batch ||
+        t.shape[1] != Size::heads || t.shape[2] != Size::seq)
+      throw std::logic_error(form.name + ": input '" + t.name +
+                             "' is neither [H] nor [B, H, L, ...]");
     TensorSpec last = t;
     last.shape.erase(last.shape.begin(), last.shape.begin() + 3);
     ref::Tensor& x = p.*problem_member(t.name);
@@ -127,7 +142,9 @@ HostProblem random_problem(const Shape& s, const Form& form, std::uint64_t seed,
     fill_normal(x, mix(seed) ^ t.stream);
     switch (t.draw) {
       case Draw::positive_features:
-      case Draw::normalised_silu: apply_features(x, t.draw); break;
+      case Draw::normalised_silu:
+        apply_features(x, t.draw);
+        break;
       case Draw::log_decay:
         transform(x, [floor = options.decay_floor](double a) {
           return floor ? std::log(std::exp(log_sigmoid(a)) + 1e-7) : log_sigmoid(a);
@@ -136,10 +153,12 @@ HostProblem random_problem(const Shape& s, const Form& form, std::uint64_t seed,
       case Draw::log_gate:
         transform(x, [tau = options.gate_temperature](double g) { return log_sigmoid(g) / tau; });
         break;
-      case Draw::normal: break;  // z as drawn
-      case Draw::none:             // no input's
-      case Draw::decay_random:     // drawn above
-      case Draw::decay_schedule: break;
+      case Draw::normal:
+        break;                  // z as drawn
+      case Draw::none:          // no input's
+      case Draw::decay_random:  // drawn above
+      case Draw::decay_schedule:
+        break;
     }
   }
   return p;
@@ -152,7 +171,8 @@ bool all_finite(const ref::Tensor& x) {
 }
 
 ErrorStats compare(const ref::Tensor& got, const ref::Tensor& want, const ref::HeadList& heads) {
-  if (got.data.size() != want.data.size()) throw std::logic_error("compare: tensors of different shapes");
+  if (got.data.size() != want.data.size())
+    throw std::logic_error("compare: tensors of different shapes");
   ErrorStats e;
   double diff2 = 0, norm2 = 0;
   auto visit = [&](int b, int h) {
@@ -178,7 +198,8 @@ ErrorStats compare(const ref::Tensor& got, const ref::Tensor& want, const ref::H
 
 ErrorStats compare(const ref::Outputs& got, const ref::Outputs& want, const ref::HeadList& heads) {
   ErrorStats worst;
-  for (auto member : {&ref::Outputs::o, &ref::Outputs::dq, &ref::Outputs::dk, &ref::Outputs::dv, &ref::Outputs::dg}) {
+  for (auto member : {&ref::Outputs::o, &ref::Outputs::dq, &ref::Outputs::dk, &ref::Outputs::dv,
+                      &ref::Outputs::dg}) {
     if ((want.*member).data.empty()) continue;
     if ((got.*member).data.size() != (want.*member).data.size())
       throw std::logic_error("compare: an output is missing or has the wrong shape");

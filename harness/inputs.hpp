@@ -39,7 +39,8 @@ Tensor4<Exec, T> to_device(const ref::Tensor& x, const char* label) {
   auto mirror = Kokkos::create_mirror_view(view);
   T* dst = mirror.data();
   const double* src = x.data.data();
-  Kokkos::parallel_for("to_device", Kokkos::RangePolicy<Kokkos::DefaultHostExecutionSpace>(0, x.data.size()),
+  Kokkos::parallel_for("to_device",
+                       Kokkos::RangePolicy<Kokkos::DefaultHostExecutionSpace>(0, x.data.size()),
                        [=](std::size_t i) { dst[i] = T(arithmetic_t<T>(src[i])); });
   Kokkos::DefaultHostExecutionSpace().fence();
   Kokkos::deep_copy(view, mirror);
@@ -59,7 +60,8 @@ ref::Tensor to_host(const View& view) {
   using T = typename View::non_const_value_type;
   const T* src = mirror.data();
   double* dst = x.data.data();
-  Kokkos::parallel_for("to_host", Kokkos::RangePolicy<Kokkos::DefaultHostExecutionSpace>(0, x.data.size()),
+  Kokkos::parallel_for("to_host",
+                       Kokkos::RangePolicy<Kokkos::DefaultHostExecutionSpace>(0, x.data.size()),
                        [=](std::size_t i) { dst[i] = double(arithmetic_t<T>(src[i])); });
   Kokkos::DefaultHostExecutionSpace().fence();
   return x;
@@ -77,15 +79,18 @@ Inputs<Exec, T> upload(const HostProblem& p) {
   if (!p.decay_rate.empty()) {
     x.decay_rate = Vector<Exec, T>("decay_rate", p.decay_rate.size());
     auto mirror = Kokkos::create_mirror_view(x.decay_rate);
-    for (std::size_t h = 0; h < p.decay_rate.size(); ++h) mirror(h) = T(arithmetic_t<T>(p.decay_rate[h]));
+    for (std::size_t h = 0; h < p.decay_rate.size(); ++h)
+      mirror(h) = T(arithmetic_t<T>(p.decay_rate[h]));
     Kokkos::deep_copy(x.decay_rate, mirror);
   }
   if (!p.log_decay.data.empty()) {
     const auto& a = p.log_decay;
-    x.log_decay = Tensor3<Exec, T>(Kokkos::view_alloc(std::string("log_decay"), Kokkos::WithoutInitializing),
-                                   a.batch, a.heads, a.seq);
+    x.log_decay =
+        Tensor3<Exec, T>(Kokkos::view_alloc(std::string("log_decay"), Kokkos::WithoutInitializing),
+                         a.batch, a.heads, a.seq);
     auto mirror = Kokkos::create_mirror_view(x.log_decay);
-    for (std::size_t i = 0; i < a.data.size(); ++i) mirror.data()[i] = T(arithmetic_t<T>(a.data[i]));
+    for (std::size_t i = 0; i < a.data.size(); ++i)
+      mirror.data()[i] = T(arithmetic_t<T>(a.data[i]));
     Kokkos::deep_copy(x.log_decay, mirror);
   }
   if (!p.log_gate.data.empty()) x.log_gate = to_device<Exec, T>(p.log_gate, "log_gate");
@@ -121,12 +126,13 @@ bool all_finite(const Exec& exec, const Inputs<Exec, T>& x) {
     const T* data = output->data();
     if (!data) continue;
     int count = 0;
-    Kokkos::parallel_reduce("finite outputs", Kokkos::RangePolicy<Exec>(exec, 0, output->size()),
-                            KOKKOS_LAMBDA(std::size_t i, int& n) {
-                              const arithmetic_t<T> x = data[i];
-                              n += !(x - x == arithmetic_t<T>(0));
-                            },
-                            count);
+    Kokkos::parallel_reduce(
+        "finite outputs", Kokkos::RangePolicy<Exec>(exec, 0, output->size()),
+        KOKKOS_LAMBDA(std::size_t i, int& n) {
+          const arithmetic_t<T> x = data[i];
+          n += !(x - x == arithmetic_t<T>(0));
+        },
+        count);
     bad += count;
   }
   return bad == 0;
@@ -139,8 +145,10 @@ struct ErrorStats {
   bool finite = true;
 };
 bool all_finite(const ref::Tensor& x);
-ErrorStats compare(const ref::Tensor& got, const ref::Tensor& want, const ref::HeadList& heads = {});
+ErrorStats compare(const ref::Tensor& got, const ref::Tensor& want,
+                   const ref::HeadList& heads = {});
 // The worst of o, dq, dk, dv, dg (those present in `want`), each relative to its own norm.
-ErrorStats compare(const ref::Outputs& got, const ref::Outputs& want, const ref::HeadList& heads = {});
+ErrorStats compare(const ref::Outputs& got, const ref::Outputs& want,
+                   const ref::HeadList& heads = {});
 
 }  // namespace attn

@@ -25,7 +25,8 @@
 // exported by libbenchmark (src/statistics.h), not declared in its public
 // header. Used to aggregate the repetitions of every batch of a point.
 namespace benchmark {
-std::vector<BenchmarkReporter::Run> ComputeStats(const std::vector<BenchmarkReporter::Run>& reports);
+std::vector<BenchmarkReporter::Run> ComputeStats(
+    const std::vector<BenchmarkReporter::Run>& reports);
 }
 
 namespace attn {
@@ -40,8 +41,10 @@ class Collector : public benchmark::BenchmarkReporter {
   bool ReportContext(const Context&) override { return true; }
   void ReportRuns(const std::vector<Run>& runs) override {
     for (const auto& run : runs) {
-      if (run.error_occurred) error = run.error_message;
-      else if (run.run_type == Run::RT_Iteration) repetitions.push_back(run);
+      if (run.error_occurred)
+        error = run.error_message;
+      else if (run.run_type == Run::RT_Iteration)
+        repetitions.push_back(run);
     }
   }
   std::vector<Run> repetitions;
@@ -51,7 +54,8 @@ class Collector : public benchmark::BenchmarkReporter {
 bool is_out_of_memory(const std::exception& e) {
   if (dynamic_cast<const std::bad_alloc*>(&e)) return true;
   const std::string what = e.what();
-  return what.find("allocate") != std::string::npos || what.find("out of memory") != std::string::npos;
+  return what.find("allocate") != std::string::npos ||
+         what.find("out of memory") != std::string::npos;
 }
 
 // The (batch, head) pairs whose reference fits the budget: all, else the
@@ -82,8 +86,9 @@ class CallBudget {
   }
   bool exceeded() const { return limit_s_ > 0 && elapsed_s() > limit_s_; }
   std::string note() const {
-    return fmt::format("{} call{} took {:.3g} s, past --point-timeout {:g} s; the rest were skipped", calls_,
-                       calls_ == 1 ? "" : "s", elapsed_s(), limit_s_);
+    return fmt::format(
+        "{} call{} took {:.3g} s, past --point-timeout {:g} s; the rest were skipped", calls_,
+        calls_ == 1 ? "" : "s", elapsed_s(), limit_s_);
   }
 
  private:
@@ -106,7 +111,8 @@ ResultRow& mark_timed_out(ResultRow& row, const CallBudget& budget) {
 template <class Exec>
 class CacheFlush {
  public:
-  CacheFlush() : buffer_("cache flush", std::max<std::size_t>(4 * last_level_cache_bytes(), 64 << 20)) {}
+  CacheFlush()
+      : buffer_("cache flush", std::max<std::size_t>(4 * last_level_cache_bytes(), 64 << 20)) {}
   void operator()(const Exec& exec) {
     Kokkos::deep_copy(exec, buffer_, ++value_);  // a kernel writing every byte
     exec.fence();
@@ -134,8 +140,8 @@ class CacheFlush {
 // The point's name in Google Benchmark's reports (and its JSON):
 // "form/precision/backend/B:1/H:8/L:1024/dk:64/dv:64[/chunk:64][/slots:64][/variant]".
 std::string benchmark_name(const ResultRow& row) {
-  std::string name = fmt::format("{}/{}/{}/B:{}/H:{}/L:{}/dk:{}/dv:{}", row.form, row.precision, row.backend,
-                                 row.batch, row.heads, row.seq, row.dk, row.dv);
+  std::string name = fmt::format("{}/{}/{}/B:{}/H:{}/L:{}/dk:{}/dv:{}", row.form, row.precision,
+                                 row.backend, row.batch, row.heads, row.seq, row.dk, row.dv);
   if (row.chunk) name += fmt::format("/chunk:{}", row.chunk);
   if (row.slots) name += fmt::format("/slots:{}", row.slots);
   if (!row.variant.empty()) name += "/" + row.variant;
@@ -145,13 +151,16 @@ std::string benchmark_name(const ResultRow& row) {
 // Seconds per call of a repetition or a time aggregate: Google Benchmark
 // reports them in the benchmark's unit, nanoseconds (its default, which its
 // compare.py prints as whole numbers: in seconds every time showed as 0).
-double seconds(const Run& r) { return r.GetAdjustedRealTime() / benchmark::GetTimeUnitMultiplier(r.time_unit); }
+double seconds(const Run& r) {
+  return r.GetAdjustedRealTime() / benchmark::GetTimeUnitMultiplier(r.time_unit);
+}
 
 // The named aggregate ("median", "cv", ...) of Google Benchmark's statistics,
 // a time in seconds; NaN when absent.
 double aggregate(const std::vector<Run>& aggregates, const std::string& name) {
   for (const auto& a : aggregates)
-    if (a.aggregate_name == name) return a.aggregate_unit == benchmark::kTime ? seconds(a) : a.real_accumulated_time;
+    if (a.aggregate_name == name)
+      return a.aggregate_unit == benchmark::kTime ? seconds(a) : a.real_accumulated_time;
   return std::nan("");
 }
 
@@ -165,9 +174,9 @@ double aggregate(const std::vector<Run>& aggregates, const std::string& name) {
 // past --point-timeout (the repetition that finds the budget spent stops as
 // an error run, and no more are made).
 template <class Exec, class P>
-bool time_point(const Exec& exec, const Form& form, const Inputs<Exec, storage_t<P>>& x, const FormParams& params,
-                const MeasureOptions& options, CacheFlush<Exec>* flush, CallBudget& budget, ResultRow& row,
-                std::vector<Run>& report) {
+bool time_point(const Exec& exec, const Form& form, const Inputs<Exec, storage_t<P>>& x,
+                const FormParams& params, const MeasureOptions& options, CacheFlush<Exec>* flush,
+                CallBudget& budget, ResultRow& row, std::vector<Run>& report) {
   const auto run = form.runner<Exec, P>();
   const std::string name = benchmark_name(row);
   auto timed = [&](benchmark::State& state) {
@@ -181,11 +190,14 @@ bool time_point(const Exec& exec, const Form& form, const Inputs<Exec, storage_t
       const auto start = std::chrono::steady_clock::now();
       run(exec, x, params);
       exec.fence();
-      state.SetIterationTime(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+      state.SetIterationTime(
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
       budget.call_done();
     }
-    state.counters["FLOP/s"] = benchmark::Counter(row.flops, benchmark::Counter::kIsIterationInvariantRate);
-    state.counters["bytes/s"] = benchmark::Counter(row.bytes, benchmark::Counter::kIsIterationInvariantRate);
+    state.counters["FLOP/s"] =
+        benchmark::Counter(row.flops, benchmark::Counter::kIsIterationInvariantRate);
+    state.counters["bytes/s"] =
+        benchmark::Counter(row.bytes, benchmark::Counter::kIsIterationInvariantRate);
   };
   auto minimum = [](const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); };
   auto maximum = [](const std::vector<double>& v) { return *std::max_element(v.begin(), v.end()); };
@@ -199,12 +211,16 @@ bool time_point(const Exec& exec, const Form& form, const Inputs<Exec, storage_t
     bench->UseManualTime()->Repetitions(options.reps)->Unit(benchmark::kNanosecond);
     bench->ComputeStatistics("min", minimum)->ComputeStatistics("max", maximum);
     // The first batch finds the calls per repetition; later ones keep them.
-    if (!repetitions.empty()) bench->Iterations(repetitions.front().iterations);
-    else if (options.min_time_s > 0) bench->MinTime(options.min_time_s);
-    else bench->Iterations(1);
+    if (!repetitions.empty())
+      bench->Iterations(repetitions.front().iterations);
+    else if (options.min_time_s > 0)
+      bench->MinTime(options.min_time_s);
+    else
+      bench->Iterations(1);
     Collector collector;
     benchmark::RunSpecifiedBenchmarks(&collector);
-    if (!collector.repetitions.empty() && statistics.empty()) statistics = *collector.repetitions.front().statistics;
+    if (!collector.repetitions.empty() && statistics.empty())
+      statistics = *collector.repetitions.front().statistics;
     benchmark::ClearRegisteredBenchmarks();
     if (budget.exceeded()) return false;
     if (!collector.error.empty()) throw std::runtime_error(collector.error);
@@ -244,8 +260,8 @@ bool time_point(const Exec& exec, const Form& form, const Inputs<Exec, storage_t
 // Everything random_problem draws from: the shape, the form's declared inputs
 // (name, draw and stream), the seed, the options, and the slot count of forms
 // with an input of m slots.
-std::string problem_key(const Shape& s, const Form& form, std::uint64_t seed, const InputOptions& options,
-                        const FormParams& params) {
+std::string problem_key(const Shape& s, const Form& form, std::uint64_t seed,
+                        const InputOptions& options, const FormParams& params) {
   std::string inputs;
   bool slotted = false;
   for (const TensorSpec& t : form.tensors) {
@@ -253,15 +269,15 @@ std::string problem_key(const Shape& s, const Form& form, std::uint64_t seed, co
     inputs += fmt::format(" {}:{}:{}", t.name, draw_name(t.draw), t.stream);
     slotted = slotted || std::find(t.shape.begin(), t.shape.end(), Size::slots) != t.shape.end();
   }
-  return fmt::format("{} {} {} {} {} |{} | {} | {} {} {} | {}", s.batch, s.heads, s.seq, s.dk, s.dv, inputs, seed,
-                     options.decay_schedule, options.decay_floor, options.gate_temperature,
-                     slotted ? params.slots : 0);
+  return fmt::format("{} {} {} {} {} |{} | {} | {} {} {} | {}", s.batch, s.heads, s.seq, s.dk, s.dv,
+                     inputs, seed, options.decay_schedule, options.decay_floor,
+                     options.gate_temperature, slotted ? params.slots : 0);
 }
 
 }  // namespace
 
-void PointCache::select(const Shape& shape, const Form& form, std::uint64_t seed, const InputOptions& options,
-                        const FormParams& params) {
+void PointCache::select(const Shape& shape, const Form& form, std::uint64_t seed,
+                        const InputOptions& options, const FormParams& params) {
   shape_ = shape;
   form_ = &form;
   seed_ = seed;
@@ -278,8 +294,8 @@ void PointCache::select(const Shape& shape, const Form& form, std::uint64_t seed
 double PointCache::reusable_bytes() const {
   if (problem_key_.empty() || problem_key_ != selected_key_) return 0;
   double elements = 0;
-  for (const ref::Tensor* t : {&problem_.q, &problem_.k, &problem_.v, &problem_.log_decay, &problem_.log_gate,
-                               &problem_.d_o})
+  for (const ref::Tensor* t : {&problem_.q, &problem_.k, &problem_.v, &problem_.log_decay,
+                               &problem_.log_gate, &problem_.d_o})
     elements += double(t->data.size());
   return elements * sizeof(double);
 }
@@ -293,11 +309,12 @@ const HostProblem& PointCache::problem() {
   return problem_;
 }
 
-const ref::Outputs& PointCache::reference(const Form& form, const FormParams& params, const ref::HeadList& heads) {
+const ref::Outputs& PointCache::reference(const Form& form, const FormParams& params,
+                                          const ref::HeadList& heads) {
   const HostProblem& inputs = problem();
   // Every parameter but the chunk size, which no reference reads.
-  std::string key = fmt::format("{} {} {} {} {} |", problem_key_, form.name, params.mask_convention, params.scaled,
-                                params.slots);
+  std::string key = fmt::format("{} {} {} {} {} |", problem_key_, form.name, params.mask_convention,
+                                params.scaled, params.slots);
   for (auto [b, h] : heads) key += fmt::format(" {},{}", b, h);
   if (key != reference_key_) {
     reference_ = {};
@@ -309,16 +326,18 @@ const ref::Outputs& PointCache::reference(const Form& form, const FormParams& pa
 }
 
 double MeasureOptions::calls_per_point(double call_s) const {
-  const double calls_per_rep = min_time_s > 0 && call_s > 0 ? std::max(1.0, std::ceil(min_time_s / call_s)) : 1;
+  const double calls_per_rep =
+      min_time_s > 0 && call_s > 0 ? std::max(1.0, std::ceil(min_time_s / call_s)) : 1;
   return warmup + reps * calls_per_rep;
 }
 
 std::string int_overflow(const Form& form, const Shape& s, const FormParams& params) {
   const double pairs = double(s.batch) * s.heads, tiles = std::ceil(s.seq / 32.0);
-  const std::pair<const char*, double> counts[] = {{"B x H", pairs},
-                                                   {"B x H x L", pairs * s.seq},
-                                                   {"B x H x slots", pairs * params.slots},
-                                                   {"B x H x (L/32)^2", form.score_matrices() ? pairs * tiles * tiles : 0}};
+  const std::pair<const char*, double> counts[] = {
+      {"B x H", pairs},
+      {"B x H x L", pairs * s.seq},
+      {"B x H x slots", pairs * params.slots},
+      {"B x H x (L/32)^2", form.score_matrices() ? pairs * tiles * tiles : 0}};
   for (const auto& [what, count] : counts)
     if (count > std::numeric_limits<int>::max())
       return fmt::format("{} = {:.0f} is beyond the kernels' int indices (at most {})", what, count,
@@ -326,15 +345,21 @@ std::string int_overflow(const Form& form, const Shape& s, const FormParams& par
   return {};
 }
 
-ResultRow point_row(const Form& form, const Shape& shape, const FormParams& params, const InputOptions& inputs,
-                    const std::string& backend, const std::string& precision) {
+ResultRow point_row(const Form& form, const Shape& shape, const FormParams& params,
+                    const InputOptions& inputs, const std::string& backend,
+                    const std::string& precision) {
   ResultRow row;
   row.form = form.name;
   row.family = form.family;
   row.backend = backend;
   row.precision = precision;
-  row.batch = shape.batch; row.heads = shape.heads; row.seq = shape.seq;
-  row.dk = shape.dk; row.dv = shape.dv; row.chunk = params.chunk; row.slots = params.slots;
+  row.batch = shape.batch;
+  row.heads = shape.heads;
+  row.seq = shape.seq;
+  row.dk = shape.dk;
+  row.dv = shape.dv;
+  row.chunk = params.chunk;
+  row.slots = params.slots;
   row.variant = variant_of(form, params, inputs);
   const Cost cost = form.cost(shape, params, storage_bytes(precision));
   row.flops = cost.flops;
@@ -346,7 +371,8 @@ template <class Exec, class P>
 ResultRow measure_point(const Form& form, const Shape& shape, const FormParams& params,
                         const MeasureOptions& options, PointCache* cache) {
   using T = storage_t<P>;
-  ResultRow row = point_row(form, shape, params, options.inputs, backend_name<Exec>(), precision_name<P>());
+  ResultRow row =
+      point_row(form, shape, params, options.inputs, backend_name<Exec>(), precision_name<P>());
   const auto run = form.runner<Exec, P>();
   if (!run) {
     row.status = "error";
@@ -371,25 +397,29 @@ ResultRow measure_point(const Form& form, const Shape& shape, const FormParams& 
   // harness keeps (on a host backend, in the same memory): of the inputs
   // always, of the outputs only when they are checked against the reference
   // (otherwise they are checked for finiteness in place).
-  const bool checked = cost.reference_flops <= options.check_flops;  // at least one (batch, head) pair
-  double inputs = 0, outputs = 0;  // elements of the tensors the form declares
-  for (const TensorSpec& t : form.tensors) (t.role == Role::input ? inputs : outputs) += t.elements(shape, params);
-  const double scores = form.score_matrices() * double(shape.batch) * shape.heads * shape.seq * shape.seq;
+  const bool checked =
+      cost.reference_flops <= options.check_flops;  // at least one (batch, head) pair
+  double inputs = 0, outputs = 0;                   // elements of the tensors the form declares
+  for (const TensorSpec& t : form.tensors)
+    (t.role == Role::input ? inputs : outputs) += t.elements(shape, params);
+  const double scores =
+      form.score_matrices() * double(shape.batch) * shape.heads * shape.seq * shape.seq;
   const double host_need = (inputs + (checked ? outputs : 0)) * sizeof(double);
-  const double backend_need = (inputs + outputs + scores) * sizeof(T) + (is_host_space<Exec>() ? host_need : 0);
-  for (const auto& [where, need] : {std::pair{space, backend_need}, std::pair{std::string("HostSpace"), host_need}}) {
+  const double backend_need =
+      (inputs + outputs + scores) * sizeof(T) + (is_host_space<Exec>() ? host_need : 0);
+  for (const auto& [where, need] :
+       {std::pair{space, backend_need}, std::pair{std::string("HostSpace"), host_need}}) {
     // Inputs kept from the previous point count as free: they are reused, not drawn again.
     const double available = double(memory::available(where));  // 0: unknown
     const bool holds_inputs = where == "HostSpace" || is_host_space<Exec>();
     const double free_bytes =
-        available > 0 && holds_inputs
-            ? available + kept.reusable_bytes()
-            : available;
+        available > 0 && holds_inputs ? available + kept.reusable_bytes() : available;
     if (free_bytes > 0 && need > 0.9 * free_bytes) {
       row.status = "oom";
-      row.note = std::string(scores > 0 ? "inputs, outputs and L x L scores" : "inputs and outputs") + " need " +
-                 std::to_string(std::uint64_t(need)) + " bytes in " + where + ", " +
-                 std::to_string(std::uint64_t(free_bytes)) + " free";
+      row.note =
+          std::string(scores > 0 ? "inputs, outputs and L x L scores" : "inputs and outputs") +
+          " need " + std::to_string(std::uint64_t(need)) + " bytes in " + where + ", " +
+          std::to_string(std::uint64_t(free_bytes)) + " free";
       return row;
     }
   }
@@ -417,9 +447,9 @@ ResultRow measure_point(const Form& form, const Shape& shape, const FormParams& 
         budget.call_done();
         if (budget.exceeded()) break;
       }
-      const bool timed =
-          !budget.exceeded() && time_point<Exec, P>(exec, form, x, params, options, flush ? &*flush : nullptr, budget, row,
-                                                   benchmark_report);
+      const bool timed = !budget.exceeded() && time_point<Exec, P>(exec, form, x, params, options,
+                                                                   flush ? &*flush : nullptr,
+                                                                   budget, row, benchmark_report);
       row.peak_bytes = memory::peak_since_reset(space);
       if (!timed) return mark_timed_out(row, budget);
       if (!all_finite(exec, x)) {
@@ -438,8 +468,9 @@ ResultRow measure_point(const Form& form, const Shape& shape, const FormParams& 
       row.max_abs_err = e.max_abs;
       row.rel_l2_err = e.rel_l2;
       if (!(e.rel_l2 <= precision_traits<P>::rel_l2_tolerance))  // NaN included
-        row.note = fmt::format("inaccurate: relative L2 error {:.3g} above the {} tolerance {:.0e}", e.rel_l2,
-                               precision_name<P>(), precision_traits<P>::rel_l2_tolerance);
+        row.note =
+            fmt::format("inaccurate: relative L2 error {:.3g} above the {} tolerance {:.0e}",
+                        e.rel_l2, precision_name<P>(), precision_traits<P>::rel_l2_tolerance);
     } else {
       row.note = "error not checked: the reference would exceed --check-flops";
     }
@@ -453,7 +484,7 @@ ResultRow measure_point(const Form& form, const Shape& shape, const FormParams& 
   return row;
 }
 
-#define ATTN_DEFINE_MEASURE(Exec, P)                                                     \
+#define ATTN_DEFINE_MEASURE(Exec, P)                                                      \
   template ResultRow measure_point<Exec, P>(const Form&, const Shape&, const FormParams&, \
                                             const MeasureOptions&, PointCache*);
 #define ATTN_DEFINE_MEASURE_ALL(Exec) \

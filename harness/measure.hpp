@@ -17,8 +17,8 @@ class BenchmarkReporter;
 namespace attn {
 
 struct MeasureOptions {
-  int reps = 10;                  // timed repetitions per point (Google Benchmark's repetitions)
-  int warmup = 1;                 // untimed calls first
+  int reps = 10;   // timed repetitions per point (Google Benchmark's repetitions)
+  int warmup = 1;  // untimed calls first
   // Google Benchmark's minimum time of a repetition: a repetition times as
   // many calls as reach it (their count found in the first repetition), each
   // sample their mean; 0: one call per repetition.
@@ -29,7 +29,8 @@ struct MeasureOptions {
   double max_noise = 0;
   int max_reps = 100;
   double max_time_s = 10;
-  bool flush_cache = false;       // overwrite a buffer beyond the last-level cache before each timed call
+  bool flush_cache =
+      false;  // overwrite a buffer beyond the last-level cache before each timed call
   // Receives the runs and aggregates of each point measured ok (a Google
   // Benchmark JSON reporter: bench --json); none when null.
   benchmark::BenchmarkReporter* json = nullptr;
@@ -37,10 +38,10 @@ struct MeasureOptions {
   // Kernel calls of a point (warm-up and timed, at `reps` repetitions) whose
   // call takes call_s seconds: what predicts a point's time.
   double calls_per_point(double call_s) const;
-  double check_flops = 2e10;      // reference work allowed for the error check of one point
+  double check_flops = 2e10;  // reference work allowed for the error check of one point
   std::uint64_t seed = 2024;
-  InputOptions inputs;            // decay schedule and floor
-  double point_timeout_s = 0;     // limit on a point's warm-up and timed calls together; 0: none
+  InputOptions inputs;         // decay schedule and floor
+  double point_timeout_s = 0;  // limit on a point's warm-up and timed calls together; 0: none
 };
 
 // What consecutive points of a sweep share, kept from one to the next: the
@@ -59,7 +60,8 @@ class PointCache {
   // The current point's inputs, as random_problem draws them.
   const HostProblem& problem();
   // The reference outputs of `form` on the current point's inputs.
-  const ref::Outputs& reference(const Form& form, const FormParams& params, const ref::HeadList& heads);
+  const ref::Outputs& reference(const Form& form, const FormParams& params,
+                                const ref::HeadList& heads);
 
  private:
   Shape shape_{};
@@ -75,8 +77,9 @@ class PointCache {
 // The row of a point before it is measured: what it is (form, variant,
 // backend, precision, shape; its PointKey) and its cost model (bytes of the
 // precision's storage type).
-ResultRow point_row(const Form& form, const Shape& shape, const FormParams& params, const InputOptions& inputs,
-                    const std::string& backend, const std::string& precision);
+ResultRow point_row(const Form& form, const Shape& shape, const FormParams& params,
+                    const InputOptions& inputs, const std::string& backend,
+                    const std::string& precision);
 
 // Why a point cannot run at all: a count that the kernels hold in an int is
 // beyond INT_MAX, so that their indices would wrap: the (batch, head) pair
@@ -100,7 +103,7 @@ ResultRow measure_point(const Form& form, const Shape& shape, const FormParams& 
                         const MeasureOptions& options, PointCache* cache = nullptr);
 
 // Defined in measure.cpp for every backend x every precision.
-#define ATTN_DECLARE_MEASURE(Exec, P)                                                        \
+#define ATTN_DECLARE_MEASURE(Exec, P)                                                            \
   extern template ResultRow measure_point<Exec, P>(const Form&, const Shape&, const FormParams&, \
                                                    const MeasureOptions&, PointCache*);
 #define ATTN_DECLARE_MEASURE_ALL(Exec) \
@@ -108,7 +111,8 @@ ResultRow measure_point(const Form& form, const Shape& shape, const FormParams& 
   ATTN_DECLARE_MEASURE(Exec, double)   \
   ATTN_DECLARE_MEASURE(Exec, tf32)     \
   ATTN_DECLARE_MEASURE(Exec, bf16)
-static_assert(std::tuple_size_v<Precisions> == 4, "a new precision goes into the measure_point lists too");
+static_assert(std::tuple_size_v<Precisions> == 4,
+              "a new precision goes into the measure_point lists too");
 ATTN_DECLARE_MEASURE_ALL(HostBackend)
 #ifdef KOKKOS_ENABLE_CUDA
 ATTN_DECLARE_MEASURE_ALL(Kokkos::Cuda)

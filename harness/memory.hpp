@@ -7,7 +7,7 @@
 
 namespace attn::memory {
 
-void install_hooks();                       // once, after Kokkos::initialize
+void install_hooks();  // once, after Kokkos::initialize
 // A point's peak: the most bytes live at once since reset_peak, beyond those
 // live at the reset (Kokkos's own pools, kept from earlier points, do not
 // count; a pool that grows during the point does).

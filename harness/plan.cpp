@@ -13,8 +13,10 @@ std::vector<SweptAxis> swept_axes(const Sweep& sweep) {
           {sweep.dk, std::nullopt, "", [](Shape& s, FormParams&, int v) { s.dk = v; }},
           {sweep.dv, std::nullopt, "", [](Shape& s, FormParams&, int v) { s.dv = v; }},
           {sweep.seq, std::nullopt, "", [](Shape& s, FormParams&, int v) { s.seq = v; }},
-          {sweep.slots, Param::slots, "has no slots", [](Shape&, FormParams& p, int v) { p.slots = v; }},
-          {sweep.chunk, Param::chunk, "takes no chunk size", [](Shape&, FormParams& p, int v) { p.chunk = v; }}};
+          {sweep.slots, Param::slots, "has no slots",
+           [](Shape&, FormParams& p, int v) { p.slots = v; }},
+          {sweep.chunk, Param::chunk, "takes no chunk size",
+           [](Shape&, FormParams& p, int v) { p.chunk = v; }}};
 }
 
 std::vector<Point> plan_points(const Sweep& sweep, const std::string& backend) {
@@ -34,8 +36,10 @@ std::vector<Point> plan_points(const Sweep& sweep, const std::string& backend) {
           axes[i].set(shape, params, taken ? int(axes[i].axis.values[at[i]]) : 0);
         }
         if (sweep.dv_follows_dk) shape.dv = shape.dk;
-        ResultRow planned = point_row(*form, shape, params, sweep.measure.inputs, backend, precision);
-        if (seen.insert(key_of(planned)).second) points.push_back({form, precision, shape, params, std::move(planned)});
+        ResultRow planned =
+            point_row(*form, shape, params, sweep.measure.inputs, backend, precision);
+        if (seen.insert(key_of(planned)).second)
+          points.push_back({form, precision, shape, params, std::move(planned)});
         more = false;
         for (std::size_t i = axes.size(); i-- > 0 && !more;) {
           more = ++at[i] < axes[i].axis.values.size();
@@ -50,11 +54,14 @@ std::vector<std::string> unsupported_pairs(const Sweep& sweep) {
   std::vector<std::string> lines;
   for (const auto& precision : sweep.precisions)
     for (const Form* form : sweep.forms)
-      if (!form->supports(precision)) lines.push_back(fmt::format("{}: no {} kernel, skipped", form->name, precision));
+      if (!form->supports(precision))
+        lines.push_back(fmt::format("{}: no {} kernel, skipped", form->name, precision));
   return lines;
 }
 
-bool is_final(const ResultRow& row) { return row.status == "ok" || row.status == "oom" || row.status == "timeout"; }
+bool is_final(const ResultRow& row) {
+  return row.status == "ok" || row.status == "oom" || row.status == "timeout";
+}
 
 // --- SeriesLimits --------------------------------------------------------------
 
@@ -73,7 +80,8 @@ std::optional<ResultRow> SeriesLimits::skip(const ResultRow& planned) const {
   const auto failed = lowest_failed_.find(series_of(planned));
   if (failed != lowest_failed_.end() && planned.seq > failed->second.seq) {
     row.status = failed->second.status;
-    row.note = row.status == "timeout" ? "skipped: a shorter L timed out" : "skipped: a shorter L ran out of memory";
+    row.note = row.status == "timeout" ? "skipped: a shorter L timed out"
+                                       : "skipped: a shorter L ran out of memory";
     return row;
   }
   const auto ok = largest_ok_.find(series_of(planned));
@@ -84,10 +92,12 @@ std::optional<ResultRow> SeriesLimits::skip(const ResultRow& planned) const {
   const double calls = options_.calls_per_point(per_call_s);
   if (calls * per_call_s <= options_.point_timeout_s) return std::nullopt;
   row.status = "timeout";
-  row.note = fmt::format("skipped: {:g} calls predicted to take {:.3g} s (L={} took {:.3g} s a call; scaled by flops), "
-                         "past --point-timeout {:g} s",
-                         calls, calls * per_call_s, ok->second.seq, ok->second.time_median_s,
-                         options_.point_timeout_s);
+  row.note = fmt::format(
+      "skipped: {:g} calls predicted to take {:.3g} s (L={} took {:.3g} s a call; scaled by "
+      "flops), "
+      "past --point-timeout {:g} s",
+      calls, calls * per_call_s, ok->second.seq, ok->second.time_median_s,
+      options_.point_timeout_s);
   return row;
 }
 
@@ -99,7 +109,8 @@ PointKey SeriesLimits::series_of(const ResultRow& row) {
 
 // --- EtaModel ------------------------------------------------------------------
 
-EtaModel::EtaModel(const MeasureOptions& options, const std::vector<ResultRow>& rows) : options_(options) {
+EtaModel::EtaModel(const MeasureOptions& options, const std::vector<ResultRow>& rows)
+    : options_(options) {
   for (const auto& row : rows)
     if (row.status == "ok") add(row, 0);
 }

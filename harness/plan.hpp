@@ -29,7 +29,8 @@ struct Point {
 struct SweptAxis {
   const Axis& axis;
   std::optional<Param> param;
-  const char* not_taken;  // why a form without the parameter does not sweep it: "takes no chunk size"
+  const char*
+      not_taken;  // why a form without the parameter does not sweep it: "takes no chunk size"
   void (*set)(Shape& shape, FormParams& params, int value);
 };
 
@@ -99,7 +100,10 @@ class EtaModel {
  private:
   struct Mean {
     double n = 0, sum = 0;
-    void add(double x) { n += 1; sum += x; }
+    void add(double x) {
+      n += 1;
+      sum += x;
+    }
     double mean() const;
   };
   struct Form {

@@ -1,8 +1,8 @@
 #include "provenance.hpp"
 
-#include <Kokkos_Core.hpp>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <Kokkos_Core.hpp>
 
 #include <unistd.h>
 
@@ -43,7 +43,9 @@ std::string environment_variable(const char* name) {
 
 #ifdef KOKKOS_ENABLE_CUDA
 // CUDA's version numbers (1000 * major + 10 * minor) as "13.0".
-std::string cuda_version(int version) { return fmt::format("{}.{}", version / 1000, version % 1000 / 10); }
+std::string cuda_version(int version) {
+  return fmt::format("{}.{}", version / 1000, version % 1000 / 10);
+}
 #endif
 
 }  // namespace
@@ -64,15 +66,17 @@ std::map<std::string, std::string> build_provenance() {
           {"build_type", ATTN_BUILD_TYPE},
           {"compiler", ATTN_COMPILER},
           {"compiler_flags", ATTN_COMPILER_FLAGS},
-          {"kokkos_version", fmt::format("{}.{}.{}", KOKKOS_VERSION / 10000, KOKKOS_VERSION / 100 % 100,
-                                         KOKKOS_VERSION % 100)},
+          {"kokkos_version", fmt::format("{}.{}.{}", KOKKOS_VERSION / 10000,
+                                         KOKKOS_VERSION / 100 % 100, KOKKOS_VERSION % 100)},
           {"kokkos_backends", fmt::format("{}", fmt::join(backends, ","))}};
 }
 
 std::string version_line() {
   const std::string dirty = ATTN_GIT_DIRTY;
   return fmt::format("{} ({}), {} build", ATTN_GIT_REVISION,
-                     dirty == "yes" ? "dirty tree" : dirty == "no" ? "clean tree" : "tree state unknown",
+                     dirty == "yes"  ? "dirty tree"
+                     : dirty == "no" ? "clean tree"
+                                     : "tree state unknown",
                      ATTN_BUILD_TYPE);
 }
 
@@ -93,8 +97,10 @@ std::map<std::string, std::string> run_environment(const std::string& backend) {
       {"omp_places", environment_variable("OMP_PLACES")}};
 #ifdef KOKKOS_ENABLE_CUDA
   int runtime = 0, driver = 0;
-  environment["cuda_runtime"] = cudaRuntimeGetVersion(&runtime) == cudaSuccess ? cuda_version(runtime) : "unknown";
-  environment["cuda_driver"] = cudaDriverGetVersion(&driver) == cudaSuccess ? cuda_version(driver) : "unknown";
+  environment["cuda_runtime"] =
+      cudaRuntimeGetVersion(&runtime) == cudaSuccess ? cuda_version(runtime) : "unknown";
+  environment["cuda_driver"] =
+      cudaDriverGetVersion(&driver) == cudaSuccess ? cuda_version(driver) : "unknown";
 #endif
   return environment;
 }

@@ -18,10 +18,11 @@ namespace attn {
 
 // Values of the parameters that only some forms take; 0 = does not apply.
 struct FormParams {
-  int chunk = 0;               // chunk (block) size, swept
-  char mask_convention = 'A';  // Lion-s mask convention, docs/lion.md §2.3: 'A' (Eq. 17) or 'B' (code)
-  bool scaled = true;          // LION: Scale(QK^T . M) V, or the non-scaled (QK^T . M) V (§2.4)
-  int slots = 0;               // GSA memory slots m per head, swept (docs/gsa.md §1)
+  int chunk = 0;  // chunk (block) size, swept
+  char mask_convention =
+      'A';             // Lion-s mask convention, docs/lion.md §2.3: 'A' (Eq. 17) or 'B' (code)
+  bool scaled = true;  // LION: Scale(QK^T . M) V, or the non-scaled (QK^T . M) V (§2.4)
+  int slots = 0;       // GSA memory slots m per head, swept (docs/gsa.md §1)
 };
 
 // Parameters a form may declare, in the order bench list prints them.
@@ -48,11 +49,12 @@ enum class Draw {
   none,               // not drawn: an output or a gradient
   normal,             // z: v, d_o, and raw q and k
   positive_features,  // elu(z) + 1 per row: linear attention's q and k (Katharopoulos et al.)
-  normalised_silu,    // (SiLU(z) + 0.5) / ||SiLU(z) + 0.5|| per row: LION's q and k, docs/lion.md §2.1
+  normalised_silu,    // (SiLU(z) + 0.5) / ||SiLU(z) + 0.5|| per row: LION's q and k, docs/lion.md
+                      // §2.1
   decay_random,       // per head s_h = -ln sigma(z_h): Lion-d's decay_rate, docs/lion.md §2.2
-  decay_schedule,     // per head, Lightning's schedule (docs/lightning.md §1, --decay-schedule); no z
-  log_decay,          // a_t = ln sigma(z_t) per token: Lion-s, docs/lion.md §2.2 (--decay-floor)
-  log_gate,           // g = ln sigma(z) / tau per token and slot: GSA, docs/gsa.md §3.7 (--gate-temperature)
+  decay_schedule,  // per head, Lightning's schedule (docs/lightning.md §1, --decay-schedule); no z
+  log_decay,       // a_t = ln sigma(z_t) per token: Lion-s, docs/lion.md §2.2 (--decay-floor)
+  log_gate,  // g = ln sigma(z) / tau per token and slot: GSA, docs/gsa.md §3.7 (--gate-temperature)
 };
 const char* draw_name(Draw d);
 
@@ -88,15 +90,15 @@ enum class Direction { causal, bidirectional };
 struct InputOptions {
   std::string decay_schedule = "alibi";  // "alibi" (released code) or "paper" (Eq. 10), layer 0
   bool decay_floor = false;              // Lion-s: a_t = ln(sigma(z_t) + 1e-7), docs/lion.md §2.2
-  double gate_temperature = 8;           // GSA's damping tau: alpha = sigma(z)^(1/tau), docs/gsa.md §3.7
+  double gate_temperature = 8;  // GSA's damping tau: alpha = sigma(z)^(1/tau), docs/gsa.md §3.7
 };
 
 // What a call allocates beyond its inputs and outputs.
 enum class MemoryKind {
-  io_only,    // nothing: tiles live in team scratch
-  linear,     // O(L d) temporaries (e.g. per-token partial results)
-  chunk_states,  // the state entering every chunk, ceil(L/C) d_k d_v per (batch, head), where the chunks
-                 // run in parallel (CUDA tensor cores); nothing where they run in order
+  io_only,       // nothing: tiles live in team scratch
+  linear,        // O(L d) temporaries (e.g. per-token partial results)
+  chunk_states,  // the state entering every chunk, ceil(L/C) d_k d_v per (batch, head), where the
+                 // chunks run in parallel (CUDA tensor cores); nothing where they run in order
   quadratic,  // L x L matrices per (batch, head): the materialised forms (how many: score_matrices)
 };
 
@@ -153,12 +155,14 @@ struct Form {
   std::string description;
   Direction direction;
   std::vector<Param> params;
-  std::vector<TensorSpec> tensors;  // read and written by a call, in the order bench list shows them
+  std::vector<TensorSpec>
+      tensors;  // read and written by a call, in the order bench list shows them
   MemoryKind memory;
   RunnerTable runners;
   // The fp64 reference, only for the listed (batch, head) pairs (all when empty).
   ref::Outputs (*reference)(const ref::Problem&, const FormParams&, const ref::HeadList&);
-  Cost (*cost)(const Shape&, const FormParams&, std::size_t scalar_bytes);  // bytes of one stored element
+  Cost (*cost)(const Shape&, const FormParams&,
+               std::size_t scalar_bytes);  // bytes of one stored element
   // The group-name prefix of the independent vectors (tests/data/vectors.h5)
   // that the form reproduces with these parameters; "" when none.
   std::string (*test_vectors)(const FormParams&);
@@ -184,7 +188,7 @@ struct Form {
   // forward its scores, a materialised forward-backward also their gradient's
   // (lightning/vanilla_fwd_bwd keeps both); 0 for a form of another MemoryKind.
   int score_matrices() const;
-  std::vector<std::string> precisions() const;      // the names it runs in, in Precisions' order
+  std::vector<std::string> precisions() const;  // the names it runs in, in Precisions' order
 };
 
 // The precisions an Op runs in: its `precisions` tuple, else float and double.

@@ -48,18 +48,23 @@ class Handle {
 // strings before v5) and NUMBER(name, C type, HDF5 type). Columns are only
 // ever added at the end, so that older columns keep their places: `revision`
 // in v4, `time_stddev_s` and `iterations` in v5 (`slots`, in v3, came before).
-#define ATTN_COLUMNS(TEXT, NUMBER)                                                                         \
-  TEXT(form, 48) TEXT(family, 16) TEXT(backend, 16) TEXT(precision, 8) TEXT(status, 16) TEXT(note, 160)   \
-  TEXT(variant, 64) NUMBER(batch, int, H5T_NATIVE_INT) NUMBER(heads, int, H5T_NATIVE_INT)                 \
-  NUMBER(seq, int, H5T_NATIVE_INT) NUMBER(dk, int, H5T_NATIVE_INT) NUMBER(dv, int, H5T_NATIVE_INT)        \
-  NUMBER(chunk, int, H5T_NATIVE_INT) NUMBER(slots, int, H5T_NATIVE_INT) NUMBER(reps, int, H5T_NATIVE_INT) \
-  NUMBER(time_median_s, double, H5T_NATIVE_DOUBLE) NUMBER(time_min_s, double, H5T_NATIVE_DOUBLE)          \
-  NUMBER(time_max_s, double, H5T_NATIVE_DOUBLE) NUMBER(time_mean_s, double, H5T_NATIVE_DOUBLE)            \
-  NUMBER(peak_bytes, std::uint64_t, H5T_NATIVE_UINT64) NUMBER(flops, double, H5T_NATIVE_DOUBLE)           \
-  NUMBER(bytes, double, H5T_NATIVE_DOUBLE) NUMBER(gflops, double, H5T_NATIVE_DOUBLE)                      \
-  NUMBER(gbps, double, H5T_NATIVE_DOUBLE) NUMBER(err_heads, int, H5T_NATIVE_INT)                          \
-  NUMBER(max_abs_err, double, H5T_NATIVE_DOUBLE) NUMBER(rel_l2_err, double, H5T_NATIVE_DOUBLE)            \
-  TEXT(revision, 48) NUMBER(time_stddev_s, double, H5T_NATIVE_DOUBLE) NUMBER(iterations, int, H5T_NATIVE_INT)
+// clang-format off
+#define ATTN_COLUMNS(TEXT, NUMBER)                                                                \
+  TEXT(form, 48) TEXT(family, 16) TEXT(backend, 16) TEXT(precision, 8) TEXT(status, 16)          \
+  TEXT(note, 160) TEXT(variant, 64)                                                              \
+  NUMBER(batch, int, H5T_NATIVE_INT) NUMBER(heads, int, H5T_NATIVE_INT)                          \
+  NUMBER(seq, int, H5T_NATIVE_INT) NUMBER(dk, int, H5T_NATIVE_INT)                               \
+  NUMBER(dv, int, H5T_NATIVE_INT) NUMBER(chunk, int, H5T_NATIVE_INT)                             \
+  NUMBER(slots, int, H5T_NATIVE_INT) NUMBER(reps, int, H5T_NATIVE_INT)                           \
+  NUMBER(time_median_s, double, H5T_NATIVE_DOUBLE) NUMBER(time_min_s, double, H5T_NATIVE_DOUBLE) \
+  NUMBER(time_max_s, double, H5T_NATIVE_DOUBLE) NUMBER(time_mean_s, double, H5T_NATIVE_DOUBLE)   \
+  NUMBER(peak_bytes, std::uint64_t, H5T_NATIVE_UINT64) NUMBER(flops, double, H5T_NATIVE_DOUBLE)  \
+  NUMBER(bytes, double, H5T_NATIVE_DOUBLE) NUMBER(gflops, double, H5T_NATIVE_DOUBLE)             \
+  NUMBER(gbps, double, H5T_NATIVE_DOUBLE) NUMBER(err_heads, int, H5T_NATIVE_INT)                 \
+  NUMBER(max_abs_err, double, H5T_NATIVE_DOUBLE) NUMBER(rel_l2_err, double, H5T_NATIVE_DOUBLE)   \
+  TEXT(revision, 48) NUMBER(time_stddev_s, double, H5T_NATIVE_DOUBLE)                            \
+  NUMBER(iterations, int, H5T_NATIVE_INT)
+// clang-format on
 
 #define ATTN_NUMBER_MEMBER(name, type, h5) type name;
 // The on-disk record from v5: variable-length UTF-8 strings (h5py reads them
@@ -118,12 +123,15 @@ Record to_record(const ResultRow& r) {
 
 // A text member read back: up to its first NUL within `width` bytes (a
 // fixed-length string may fill its width); empty when absent (null).
-std::string text_of(const char* text, std::size_t width) { return text ? std::string(text, strnlen(text, width)) : ""; }
+std::string text_of(const char* text, std::size_t width) {
+  return text ? std::string(text, strnlen(text, width)) : "";
+}
 
 template <class R>
 ResultRow from_record(const R& x) {
   ResultRow r;
-#define ATTN_TEXT_COLUMN(name, width) r.name = text_of(x.name, ATTN_IS_FIXED(R, name) ? sizeof(R::name) : SIZE_MAX);
+#define ATTN_TEXT_COLUMN(name, width) \
+  r.name = text_of(x.name, ATTN_IS_FIXED(R, name) ? sizeof(R::name) : SIZE_MAX);
 #define ATTN_NUMBER_COLUMN(name, type, h5) r.name = x.name;
   ATTN_COLUMNS(ATTN_TEXT_COLUMN, ATTN_NUMBER_COLUMN)
 #undef ATTN_TEXT_COLUMN
@@ -138,7 +146,8 @@ void write_string_attribute(hid_t object, const std::string& name, const std::st
   if (H5Aexists(object, name.c_str()) > 0) H5Adelete(object, name.c_str());
   const Handle type = text_type(0);
   const Handle space(H5Screate(H5S_SCALAR), H5Sclose);
-  const Handle attr(H5Acreate2(object, name.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+  const Handle attr(H5Acreate2(object, name.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT),
+                    H5Aclose);
   const char* text = value.c_str();
   if (!attr.valid() || H5Awrite(attr, type, &text) < 0)
     throw std::runtime_error("cannot write the attribute '" + name + "'");
@@ -150,8 +159,9 @@ std::map<std::string, std::string> read_string_attributes(hid_t file) {
   H5O_info_t info;
   if (H5Oget_info(root, &info) < 0) return out;
   for (hsize_t i = 0; i < info.num_attrs; ++i) {
-    const Handle attr(H5Aopen_by_idx(root, ".", H5_INDEX_NAME, H5_ITER_NATIVE, i, H5P_DEFAULT, H5P_DEFAULT),
-                      H5Aclose);
+    const Handle attr(
+        H5Aopen_by_idx(root, ".", H5_INDEX_NAME, H5_ITER_NATIVE, i, H5P_DEFAULT, H5P_DEFAULT),
+        H5Aclose);
     char name[256] = {};
     H5Aget_name(attr, sizeof(name), name);
     const Handle type = text_type(0);
@@ -179,8 +189,10 @@ std::map<std::string, std::string> read_string_attributes(hid_t file) {
 std::string damage_of(const ResultRow& r) {
   for (unsigned char c : r.note)
     if (c < 0x20 || c == 0x7f) return "the note holds control bytes";
-  for (const std::string* text : {&r.form, &r.family, &r.backend, &r.precision, &r.status, &r.variant, &r.revision})
-    if (!is_printable(*text)) return "a text column holds control bytes or bytes of no UTF-8 character";
+  for (const std::string* text :
+       {&r.form, &r.family, &r.backend, &r.precision, &r.status, &r.variant, &r.revision})
+    if (!is_printable(*text))
+      return "a text column holds control bytes or bytes of no UTF-8 character";
   if (r.status != "ok" && r.status != "oom" && r.status != "timeout" && r.status != "error")
     return "status '" + r.status + "' is none of ok, oom, timeout, error";
   const auto precisions = precision_names();
@@ -191,13 +203,14 @@ std::string damage_of(const ResultRow& r) {
   if (r.family != form->family) return "family '" + r.family + "' is not the family of " + r.form;
   if (r.batch < 1 || r.heads < 1 || r.seq < 1 || r.dk < 1 || r.dv < 1 || r.chunk < 0 || r.slots < 0)
     return "a size is not positive";
-  for (const double x : {r.time_median_s, r.time_min_s, r.time_max_s, r.time_mean_s, r.time_stddev_s, r.flops, r.bytes,
-                         r.gflops, r.gbps})
+  for (const double x : {r.time_median_s, r.time_min_s, r.time_max_s, r.time_mean_s,
+                         r.time_stddev_s, r.flops, r.bytes, r.gflops, r.gbps})
     if (!(x >= 0 && std::isfinite(x))) return fmt::format("a time, cost or rate is {}", x);
   for (const double x : r.samples)
     if (!(x >= 0 && std::isfinite(x))) return fmt::format("a sample is {}", x);
   if (r.max_abs_err < 0 || r.rel_l2_err < 0) return "an error is negative";
-  if (r.reps < 0 || r.iterations < 0 || r.err_heads < 0 || r.err_heads > std::int64_t(r.batch) * r.heads)
+  if (r.reps < 0 || r.iterations < 0 || r.err_heads < 0 ||
+      r.err_heads > std::int64_t(r.batch) * r.heads)
     return "a count of timed runs or checked heads is out of range";
   return {};
 }
@@ -216,7 +229,8 @@ void read_samples(hid_t file, std::vector<ResultRow>& rows, const std::string& p
   hsize_t n = 0;
   H5Sget_simple_extent_dims(space, &n, nullptr);
   if (n < rows.size())
-    throw IncompatibleResultFile(fmt::format("'{}' holds samples of {} rows for {} rows", path, n, rows.size()));
+    throw IncompatibleResultFile(
+        fmt::format("'{}' holds samples of {} rows for {} rows", path, n, rows.size()));
   if (n == 0) return;
   std::vector<hvl_t> sequences(n);
   const Handle type = samples_type();
@@ -243,7 +257,8 @@ std::vector<ResultRow> read_records(hid_t dataset, const std::string& path) {
   std::vector<ResultRow> rows;
   rows.reserve(n);
   for (const auto& r : records) rows.push_back(from_record(r));
-  if (n > 0) H5Dvlen_reclaim(type, space, H5P_DEFAULT, records.data());  // the variable-length strings
+  if (n > 0)
+    H5Dvlen_reclaim(type, space, H5P_DEFAULT, records.data());  // the variable-length strings
   return rows;
 }
 
@@ -265,9 +280,11 @@ std::vector<ResultRow> read_points(hid_t file, hid_t dataset, const std::string&
   }
   // Strings are variable-length from v5, fixed-length before (HDF5 converts
   // neither into the other): the file's `form` column says which.
-  const Handle form_type(H5Tget_member_type(file_type, unsigned(H5Tget_member_index(file_type, "form"))), H5Tclose);
-  std::vector<ResultRow> rows = H5Tis_variable_str(form_type) > 0 ? read_records<Record>(dataset, path)
-                                                                  : read_records<FixedRecord>(dataset, path);
+  const Handle form_type(
+      H5Tget_member_type(file_type, unsigned(H5Tget_member_index(file_type, "form"))), H5Tclose);
+  std::vector<ResultRow> rows = H5Tis_variable_str(form_type) > 0
+                                    ? read_records<Record>(dataset, path)
+                                    : read_records<FixedRecord>(dataset, path);
   read_samples(file, rows, path);
   for (std::size_t i = 0; i < rows.size(); ++i)
     if (const std::string damage = damage_of(rows[i]); !damage.empty())
@@ -279,15 +296,16 @@ std::vector<ResultRow> read_points(hid_t file, hid_t dataset, const std::string&
 
 bool PointKey::operator<(const PointKey& o) const {
   return std::tie(form, variant, backend, precision, batch, heads, seq, dk, dv, chunk, slots) <
-         std::tie(o.form, o.variant, o.backend, o.precision, o.batch, o.heads, o.seq, o.dk, o.dv, o.chunk, o.slots);
+         std::tie(o.form, o.variant, o.backend, o.precision, o.batch, o.heads, o.seq, o.dk, o.dv,
+                  o.chunk, o.slots);
 }
 
 bool PointKey::operator==(const PointKey& o) const { return !(*this < o) && !(o < *this); }
 
 std::string PointKey::describe() const {
   std::string text = form + " " + precision + " " + backend + " B=" + std::to_string(batch) +
-                     " H=" + std::to_string(heads) + " L=" + std::to_string(seq) + " dk=" + std::to_string(dk) +
-                     " dv=" + std::to_string(dv);
+                     " H=" + std::to_string(heads) + " L=" + std::to_string(seq) +
+                     " dk=" + std::to_string(dk) + " dv=" + std::to_string(dv);
   if (chunk) text += " chunk=" + std::to_string(chunk);
   if (slots) text += " slots=" + std::to_string(slots);
   if (!variant.empty()) text += " [" + variant + "]";
@@ -295,10 +313,12 @@ std::string PointKey::describe() const {
 }
 
 PointKey key_of(const ResultRow& r) {
-  return PointKey{r.form, r.variant, r.backend, r.precision, r.batch, r.heads, r.seq, r.dk, r.dv, r.chunk, r.slots};
+  return PointKey{r.form, r.variant, r.backend, r.precision, r.batch, r.heads,
+                  r.seq,  r.dk,      r.dv,      r.chunk,     r.slots};
 }
 
-ResultFile::ResultFile(const std::string& path, const std::map<std::string, std::string>& attributes, Mode mode) {
+ResultFile::ResultFile(const std::string& path,
+                       const std::map<std::string, std::string>& attributes, Mode mode) {
   quiet_hdf5();
   path_ = path;
   type_ = record_type<Record>();
@@ -338,17 +358,20 @@ int lock_for_writing(const std::string& path) {
   const bool busy = errno == EWOULDBLOCK;
   ::close(fd);
   if (busy)
-    throw std::runtime_error("'" + path + "' is open in another process (a sweep still writing it?): not overwritten");
+    throw std::runtime_error(
+        "'" + path + "' is open in another process (a sweep still writing it?): not overwritten");
   return -1;
 }
 
 }  // namespace
 
-void ResultFile::create(const std::string& path, const std::map<std::string, std::string>& attributes) {
+void ResultFile::create(const std::string& path,
+                        const std::map<std::string, std::string>& attributes) {
   const auto parent = std::filesystem::path(path).parent_path();
   std::error_code ec;
   if (!parent.empty()) std::filesystem::create_directories(parent, ec);
-  if (ec) throw std::runtime_error("cannot create folder '" + parent.string() + "': " + ec.message());
+  if (ec)
+    throw std::runtime_error("cannot create folder '" + parent.string() + "': " + ec.message());
   lock_fd_ = lock_for_writing(path);
   // A new file's space is checked first too (see write_reserved): a creation
   // cut short by a full disk would leave a file that no later run can open.
@@ -357,14 +380,19 @@ void ResultFile::create(const std::string& path, const std::map<std::string, std
   if (lock_fd_ >= 0 && ::fstat(lock_fd_, &before) == 0) {
     const int err = ::posix_fallocate(lock_fd_, 0, headroom);
     if (err != 0 && err != EINVAL && err != EOPNOTSUPP) {
-      if (before.st_size == 0) ::unlink(path.c_str());  // created by lock_for_writing
-      else (void)!::ftruncate(lock_fd_, before.st_size);
-      throw std::runtime_error(fmt::format("cannot create output file '{}': {} (disk full, or a file size limit "
-                                           "reached)", path, std::strerror(err)));
+      if (before.st_size == 0)
+        ::unlink(path.c_str());  // created by lock_for_writing
+      else
+        (void)!::ftruncate(lock_fd_, before.st_size);
+      throw std::runtime_error(
+          fmt::format("cannot create output file '{}': {} (disk full, or a file size limit "
+                      "reached)",
+                      path, std::strerror(err)));
     }
   }
   const Handle access(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
-  if (lock_fd_ >= 0) H5Pset_file_locking(access, /*use_file_locking=*/false, /*ignore_when_disabled=*/true);
+  if (lock_fd_ >= 0)
+    H5Pset_file_locking(access, /*use_file_locking=*/false, /*ignore_when_disabled=*/true);
   file_ = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, access);
   if (file_ < 0) throw std::runtime_error("cannot create output file '" + path + "'");
   attributes_ = attributes;
@@ -384,7 +412,8 @@ void ResultFile::create(const std::string& path, const std::map<std::string, std
 // Appends only to a table this build would have written itself: the format
 // attribute is result_format and the table's columns are exactly the record's.
 void ResultFile::open_for_append(const std::string& path) {
-  if (H5Fis_hdf5(path.c_str()) <= 0) throw IncompatibleResultFile("'" + path + "' exists and is not an HDF5 file");
+  if (H5Fis_hdf5(path.c_str()) <= 0)
+    throw IncompatibleResultFile("'" + path + "' exists and is not an HDF5 file");
   file_ = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
   if (file_ < 0)
     throw std::runtime_error("cannot open '" + path +
@@ -392,7 +421,8 @@ void ResultFile::open_for_append(const std::string& path) {
   attributes_ = read_string_attributes(file_);
   const auto format = attributes_.find("format");
   if (format == attributes_.end())
-    throw IncompatibleResultFile("'" + path + "' is not a bench result file (it has no format attribute)");
+    throw IncompatibleResultFile("'" + path +
+                                 "' is not a bench result file (it has no format attribute)");
   if (format->second != result_format)
     throw IncompatibleResultFile("'" + path + "' is an older result file (" + format->second +
                                  "); rows are appended only to " + result_format + " files");
@@ -400,7 +430,8 @@ void ResultFile::open_for_append(const std::string& path) {
   if (dataset_ < 0) throw IncompatibleResultFile("'" + path + "' has no points table");
   const Handle file_type(H5Dget_type(dataset_), H5Tclose);
   if (H5Tequal(file_type, type_) <= 0)
-    throw IncompatibleResultFile("the points table of '" + path + "' has other columns than " + result_format);
+    throw IncompatibleResultFile("the points table of '" + path + "' has other columns than " +
+                                 result_format);
   samples_ = H5Dopen2(file_, "samples", H5P_DEFAULT);
   if (samples_ < 0) throw IncompatibleResultFile("'" + path + "' has no samples dataset");
   rows_ = read_points(file_, dataset_, path);
@@ -448,18 +479,22 @@ void ResultFile::write_reserved(std::size_t payload, const Write& write) {
   hsize_t end = 0;
   if (reserve_fd_ >= 0 && H5Fget_filesize(file_, &end) >= 0) {
     const int err = ::posix_fallocate(reserve_fd_, off_t(end), headroom + 2 * off_t(payload));
-    if (err != 0 && err != EINVAL && err != EOPNOTSUPP)  // those two: no reserving here, write as before
-      throw std::runtime_error(fmt::format("cannot write to the result file '{}': {} (disk full, or a file size "
-                                           "limit reached); every row before is in it",
-                                           path_, std::strerror(err)));
+    if (err != 0 && err != EINVAL &&
+        err != EOPNOTSUPP)  // those two: no reserving here, write as before
+      throw std::runtime_error(
+          fmt::format("cannot write to the result file '{}': {} (disk full, or a file size "
+                      "limit reached); every row before is in it",
+                      path_, std::strerror(err)));
   }
   const bool ok = write() && H5Fflush(file_, H5F_SCOPE_GLOBAL) >= 0;
   const int err = errno;
   if (!ok)
-    throw std::runtime_error(fmt::format("cannot write to the result file '{}' ({})", path_, std::strerror(err)));
+    throw std::runtime_error(
+        fmt::format("cannot write to the result file '{}' ({})", path_, std::strerror(err)));
   // HDF5 does not know of the reserved bytes past its end: they are cut off
   // (where that fails, zeros past HDF5's end stay, which HDF5 ignores).
-  if (reserve_fd_ >= 0 && H5Fget_filesize(file_, &end) >= 0) (void)!::ftruncate(reserve_fd_, off_t(end));
+  if (reserve_fd_ >= 0 && H5Fget_filesize(file_, &end) >= 0)
+    (void)!::ftruncate(reserve_fd_, off_t(end));
 }
 
 void ResultFile::write_row(unsigned long long index, const ResultRow& row) {
@@ -484,7 +519,8 @@ void ResultFile::append(const ResultRow& row) {
 }
 
 void ResultFile::replace(std::size_t index, const ResultRow& row) {
-  if (index >= rows_.size()) throw std::out_of_range("ResultFile::replace: no row " + std::to_string(index));
+  if (index >= rows_.size())
+    throw std::out_of_range("ResultFile::replace: no row " + std::to_string(index));
   write_row(index, row);
   rows_[index] = row;
 }

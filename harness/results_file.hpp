@@ -19,22 +19,25 @@ constexpr const char* result_format = "attn-harness points v5";
 
 struct ResultRow {
   std::string form, family, backend, precision;
-  std::string status;  // ok | oom | timeout | error
-  std::string note;    // why, for a status other than ok
+  std::string status;   // ok | oom | timeout | error
+  std::string note;     // why, for a status other than ok
   std::string variant;  // the form's options beyond the shape, e.g. "mask-convention=B unscaled"
   int batch = 0, heads = 0, seq = 0, dk = 0, dv = 0, chunk = 0;  // chunk 0: not a parameter
   int slots = 0;                                                 // 0: not a parameter
   int reps = 0;                                                  // timed runs
   double time_median_s = 0, time_min_s = 0, time_max_s = 0, time_mean_s = 0;
-  std::uint64_t peak_bytes = 0;  // the most bytes of the backend's memory space the point's Kokkos allocations held at once
+  std::uint64_t peak_bytes = 0;  // the most bytes of the backend's memory space the point's Kokkos
+                                 // allocations held at once
   double flops = 0, bytes = 0;   // cost model of one call
   double gflops = 0, gbps = 0;   // achieved, at the median time
-  int err_heads = 0;             // (batch, head) pairs checked against the reference; 0: not checked
+  int err_heads = 0;  // (batch, head) pairs checked against the reference; 0: not checked
   double max_abs_err = 0, rel_l2_err = 0;
-  std::string revision;  // git describe --dirty of the build that measured it ("" in files before v4)
+  std::string
+      revision;  // git describe --dirty of the build that measured it ("" in files before v4)
   double time_stddev_s = 0;  // of the samples (from v5; 0 before)
-  int iterations = 0;        // calls per timed repetition, each sample their mean (from v5; 0 before)
-  std::vector<double> samples;  // seconds per call of each timed repetition (from v5: the /samples dataset)
+  int iterations = 0;  // calls per timed repetition, each sample their mean (from v5; 0 before)
+  std::vector<double>
+      samples;  // seconds per call of each timed repetition (from v5: the /samples dataset)
 };
 
 // What identifies a point across runs and files: two rows with equal keys
@@ -100,7 +103,8 @@ class ResultFile {
   long long file_ = -1, dataset_ = -1, type_ = -1;
   long long samples_ = -1, samples_type_ = -1;  // the /samples dataset: row i's samples at index i
   int lock_fd_ = -1;  // a created file's lock, held while it is open (see lock_for_writing)
-  int reserve_fd_ = -1;  // the file again, to reserve the space of a write first (see write_reserved)
+  int reserve_fd_ =
+      -1;  // the file again, to reserve the space of a write first (see write_reserved)
   std::vector<ResultRow> rows_;
   std::map<std::string, std::string> attributes_;
   bool resumed_ = false;

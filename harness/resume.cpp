@@ -16,17 +16,18 @@ namespace {
 // not belong in one table) and the measurement settings. The build and the
 // machine's environment may differ between runs: each row has the revision of
 // the build that measured it, each resumption its own line in `resumed`.
-constexpr const char* shared_by_every_row[] = {"backend",   "device",    "seed",     "warmup",   "reps",
-                                               "min_time",  "max_noise", "max_reps", "max_time", "flush_cache",
-                                               "check_flops"};
+constexpr const char* shared_by_every_row[] = {"backend",  "device",      "seed",       "warmup",
+                                               "reps",     "min_time",    "max_noise",  "max_reps",
+                                               "max_time", "flush_cache", "check_flops"};
 
 }  // namespace
 
-std::unique_ptr<ResultFile> open_result_file(const Sweep& sweep, const std::map<std::string, std::string>& attributes) {
+std::unique_ptr<ResultFile> open_result_file(const Sweep& sweep,
+                                             const std::map<std::string, std::string>& attributes) {
   std::unique_ptr<ResultFile> file;
   try {
-    file = std::make_unique<ResultFile>(sweep.out, attributes,
-                                        sweep.fresh ? ResultFile::Mode::fresh : ResultFile::Mode::resume);
+    file = std::make_unique<ResultFile>(
+        sweep.out, attributes, sweep.fresh ? ResultFile::Mode::fresh : ResultFile::Mode::resume);
   } catch (const IncompatibleResultFile& e) {
     throw std::invalid_argument(
         fmt::format("cannot resume: {}: use a new --out, or --fresh to overwrite it", e.what()));
@@ -37,28 +38,31 @@ std::unique_ptr<ResultFile> open_result_file(const Sweep& sweep, const std::map<
   for (const char* name : shared_by_every_row) {
     const auto was = file->attributes().find(name);
     if (was != file->attributes().end() && was->second != attributes.at(name))
-      throw std::invalid_argument(fmt::format(
-          "cannot resume: '{}' holds rows measured with {} '{}', this run's is '{}': use a new --out, or --fresh to "
-          "overwrite it",
-          sweep.out, name, was->second, attributes.at(name)));
+      throw std::invalid_argument(
+          fmt::format("cannot resume: '{}' holds rows measured with {} '{}', this run's is '{}': "
+                      "use a new --out, or --fresh to "
+                      "overwrite it",
+                      sweep.out, name, was->second, attributes.at(name)));
   }
   return file;
 }
 
-void record_resumption(ResultFile& file, const std::string& path, const std::map<std::string, std::string>& run,
+void record_resumption(ResultFile& file, const std::string& path,
+                       const std::map<std::string, std::string>& run,
                        const std::string& command_line) {
   const auto& attributes = file.attributes();
   const auto revision = attributes.find("git_revision");
   if (revision != attributes.end() && revision->second != ATTN_GIT_REVISION)
-    fmt::print("note: {} was started at git revision {}; this build is {}\n", path, revision->second,
-               ATTN_GIT_REVISION);
+    fmt::print("note: {} was started at git revision {}; this build is {}\n", path,
+               revision->second, ATTN_GIT_REVISION);
   const auto earlier = attributes.find("resumed");
   const interruption::WritingRow writing;
-  file.set_attribute("resumed", (earlier == attributes.end() ? "" : earlier->second) +
-                                    fmt::format("{} {} ({} build, {}, host {}, {} OpenMP threads) {}\n",
-                                                now_iso8601(), ATTN_GIT_REVISION, run.at("build_type"),
-                                                run.at("compiler"), run.at("host"), run.at("openmp_threads"),
-                                                command_line));
+  file.set_attribute(
+      "resumed",
+      (earlier == attributes.end() ? "" : earlier->second) +
+          fmt::format("{} {} ({} build, {}, host {}, {} OpenMP threads) {}\n", now_iso8601(),
+                      ATTN_GIT_REVISION, run.at("build_type"), run.at("compiler"), run.at("host"),
+                      run.at("openmp_threads"), command_line));
 }
 
 std::map<PointKey, std::size_t> index_rows(const std::vector<ResultRow>& rows) {

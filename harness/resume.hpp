@@ -17,11 +17,13 @@ namespace attn {
 // Opens --out: fresh with --fresh or when there is none, else resumed when its
 // rows share this run's backend, device and measurement settings. Throws
 // std::invalid_argument when it cannot be resumed or written.
-std::unique_ptr<ResultFile> open_result_file(const Sweep& sweep, const std::map<std::string, std::string>& attributes);
+std::unique_ptr<ResultFile> open_result_file(const Sweep& sweep,
+                                             const std::map<std::string, std::string>& attributes);
 
 // Records a resumption in the file, one line each in the `resumed` attribute:
 // date, revision, build, host and OpenMP threads, command line.
-void record_resumption(ResultFile& file, const std::string& path, const std::map<std::string, std::string>& run,
+void record_resumption(ResultFile& file, const std::string& path,
+                       const std::map<std::string, std::string>& run,
                        const std::string& command_line);
 
 // The row index of each point key in the file (a key given twice: its last row).

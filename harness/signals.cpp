@@ -39,9 +39,11 @@ extern "C" void on_signal(int sig) {
   if (signals_received > 0 && monotonic_ns() - first_signal_ns < 500000000LL) return;
   if (signals_received.fetch_add(1) == 0) {
     first_signal_ns = monotonic_ns();
-    say("\nbench: interrupted: finishing the current point, then stopping (interrupt again to abandon it)\n");
+    say("\nbench: interrupted: finishing the current point, then stopping (interrupt again to "
+        "abandon it)\n");
   } else if (!writing_row) {
-    say("\nbench: abandoned the current point; the result file keeps every row written before it\n");
+    say("\nbench: abandoned the current point; the result file keeps every row written before "
+        "it\n");
     say(resume_hint);
     ::_exit(128 + sig);
   }

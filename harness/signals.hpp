@@ -29,7 +29,8 @@ class Guard {
   Guard& operator=(const Guard&) = delete;
 
  private:
-  struct sigaction previous_int_ {}, previous_term_ {};
+  struct sigaction previous_int_ {
+  }, previous_term_{};
 };
 
 // Marks a row write, during which a second signal does not end the process.

@@ -36,7 +36,8 @@ double exact_cdf(std::size_t n, std::size_t m, std::size_t u) {
 
 }  // namespace
 
-double mann_whitney_p(const std::vector<double>& a, const std::vector<double>& b, UTestMethod method) {
+double mann_whitney_p(const std::vector<double>& a, const std::vector<double>& b,
+                      UTestMethod method) {
   const std::size_t n = a.size(), m = b.size(), total = n + m;
   if (n == 0 || m == 0) return 1;
   // Ranks of the pooled values, 1-based, tied values sharing their mean rank.
@@ -58,9 +59,11 @@ double mann_whitney_p(const std::vector<double>& a, const std::vector<double>& b
   if (method == UTestMethod::automatic)
     method = (n <= 8 || m <= 8) && tie_term == 0 ? UTestMethod::exact : UTestMethod::asymptotic;
   if (method == UTestMethod::exact)  // by symmetry, P(U >= u_high) = P(U <= u_low)
-    return std::min(1.0, 2 * exact_cdf(std::min(n, m), std::max(n, m), static_cast<std::size_t>(u_low)));
+    return std::min(1.0,
+                    2 * exact_cdf(std::min(n, m), std::max(n, m), static_cast<std::size_t>(u_low)));
   const double mean = n * m / 2.0;
-  const double sd = std::sqrt(n * m / 12.0 * ((total + 1) - tie_term / (double(total) * (total - 1))));
+  const double sd =
+      std::sqrt(n * m / 12.0 * ((total + 1) - tie_term / (double(total) * (total - 1))));
   if (!(sd > 0)) return 1;  // every value tied
   const double z = (u_high - mean - 0.5) / sd;
   return std::min(1.0, std::erfc(z / std::sqrt(2.0)));  // 2 * P(Z > z)

@@ -62,7 +62,8 @@ struct Backend {
 
 // The enabled backend `wanted` names ("host" names the host backend).
 template <class... Exec>
-Backend select_backend(const std::string& wanted, const MeasureOptions& options, std::tuple<Exec...>*) {
+Backend select_backend(const std::string& wanted, const MeasureOptions& options,
+                       std::tuple<Exec...>*) {
   std::optional<Backend> chosen;
   std::vector<std::string> names;
   auto consider = [&](auto* tag) {
@@ -75,8 +76,9 @@ Backend select_backend(const std::string& wanted, const MeasureOptions& options,
   };
   (consider(static_cast<Exec*>(nullptr)), ...);
   if (!chosen)
-    throw std::invalid_argument(fmt::format("--backend '{}' is not enabled in this build (enabled: host, {})", wanted,
-                                            fmt::join(names, ", ")));
+    throw std::invalid_argument(
+        fmt::format("--backend '{}' is not enabled in this build (enabled: host, {})", wanted,
+                    fmt::join(names, ", ")));
   return *chosen;
 }
 
@@ -115,9 +117,14 @@ class RowWriter {
 class Measurement {
  public:
   using HandOff = std::function<void(const ResultRow& row, double wall_s)>;
-  Measurement(const std::vector<const Point*>& todo, const std::vector<ResultRow>& known, const MeasureFn& measure,
-              const MeasureOptions& options, RowWriter* writer, HandOff hand_off = {})
-      : todo_(todo), measure_(measure), writer_(writer), hand_off_(std::move(hand_off)), limits_(options),
+  Measurement(const std::vector<const Point*>& todo, const std::vector<ResultRow>& known,
+              const MeasureFn& measure, const MeasureOptions& options, RowWriter* writer,
+              HandOff hand_off = {})
+      : todo_(todo),
+        measure_(measure),
+        writer_(writer),
+        hand_off_(std::move(hand_off)),
+        limits_(options),
         eta_(options) {
     for (const auto& row : known) limits_.note(row);
   }
@@ -131,7 +138,8 @@ class Measurement {
         hand_off_(measure_or_skip(point), seconds_since(start));
         continue;
       }
-      console.transient(progress(done) + fmt::format("; now {} L={}", point.form->name, point.shape.seq));
+      console.transient(progress(done) +
+                        fmt::format("; now {} L={}", point.form->name, point.shape.seq));
       const ResultRow row = measure_or_skip(point);
       writer_->write(row);
       console.line(table_row(row));
@@ -162,8 +170,9 @@ class Measurement {
     double left_s = 0;
     for (std::size_t i = done; i < todo_.size(); ++i)
       if (!limits_.skip(todo_[i]->planned)) left_s += eta_.estimate(todo_[i]->planned);
-    return fmt::format("[{}/{}] {} left, {} elapsed, ETA {}", done, todo_.size(), todo_.size() - done,
-                       duration_text(seconds_since(start_)), duration_text(left_s));
+    return fmt::format("[{}/{}] {} left, {} elapsed, ETA {}", done, todo_.size(),
+                       todo_.size() - done, duration_text(seconds_since(start_)),
+                       duration_text(left_s));
   }
 
   const std::vector<const Point*>& todo_;
@@ -197,7 +206,8 @@ int print_dry_run(const Sweep& sweep, const std::vector<Point>& points) {
 // carries this run's revision, backend, device and date too (attn_* keys).
 class JsonReport {
  public:
-  JsonReport(const std::string& path, const std::map<std::string, std::string>& attributes) : out_(path) {
+  JsonReport(const std::string& path, const std::map<std::string, std::string>& attributes)
+      : out_(path) {
     if (!out_) throw std::invalid_argument("--json: cannot write '" + path + "'");
     for (const char* name : {"git_revision", "backend", "device", "date"})
       benchmark::AddCustomContext(std::string("attn_") + name, attributes.at(name));
@@ -205,7 +215,9 @@ class JsonReport {
     reporter_.SetErrorStream(&out_);
     reporter_.ReportContext(benchmark::BenchmarkReporter::Context());
   }
-  ~JsonReport() { reporter_.Finalize(); }  // closes the list and the object: the file is valid JSON however the sweep ends
+  ~JsonReport() {
+    reporter_.Finalize();
+  }  // closes the list and the object: the file is valid JSON however the sweep ends
   JsonReport(const JsonReport&) = delete;
   JsonReport& operator=(const JsonReport&) = delete;
   benchmark::BenchmarkReporter* reporter() { return &reporter_; }
@@ -231,8 +243,8 @@ void record_host_ceilings(ResultFile& file, const Backend& backend) {
 // of the rank predicted to finish last.
 class RanksProgress {
  public:
-  RanksProgress(const std::vector<const Point*>& todo, const std::vector<int>& owner, const std::vector<ResultRow>& kept,
-                const MeasureOptions& options)
+  RanksProgress(const std::vector<const Point*>& todo, const std::vector<int>& owner,
+                const std::vector<ResultRow>& kept, const MeasureOptions& options)
       : todo_(todo), owner_(owner), limits_(options), eta_(options) {
     for (const auto& row : kept) limits_.note(row);
   }
@@ -247,8 +259,8 @@ class RanksProgress {
     for (std::size_t i = 0; i < todo_.size(); ++i)
       if (!done_.count(key_of(todo_[i]->planned)) && !limits_.skip(todo_[i]->planned))
         left_s[std::size_t(owner_[i])] += eta_.estimate(todo_[i]->planned);
-    return fmt::format("[{}/{}] {} left, {} elapsed, ETA {}", done(), todo_.size(), todo_.size() - done(),
-                       duration_text(seconds_since(start_)),
+    return fmt::format("[{}/{}] {} left, {} elapsed, ETA {}", done(), todo_.size(),
+                       todo_.size() - done(), duration_text(seconds_since(start_)),
                        duration_text(*std::max_element(left_s.begin(), left_s.end())));
   }
 
@@ -266,7 +278,8 @@ class RanksProgress {
 // a pair without one at an assumed rate (its kernels' flops at 1 TFLOP/s on a
 // GPU, 20 GFLOP/s on the host, and a tenth of a second for inputs and check),
 // which orders its points by size, as dealing needs.
-std::vector<double> predicted_seconds(const std::vector<const Point*>& todo, const std::vector<ResultRow>& kept,
+std::vector<double> predicted_seconds(const std::vector<const Point*>& todo,
+                                      const std::vector<ResultRow>& kept,
                                       const MeasureOptions& options, bool is_host) {
   const EtaModel eta(options, kept);
   std::vector<double> seconds;
@@ -283,13 +296,16 @@ std::vector<double> predicted_seconds(const std::vector<const Point*>& todo, con
 // Returns the exit status: 0, 128 + the signal number when interrupted, 1
 // when a rank stopped answering (its points are left for the next run).
 int measure_over_ranks(const Sweep& sweep, const std::vector<Point>& points, const Backend& backend,
-                       const MeasureOptions& options, const std::map<std::string, std::string>& attributes) {
+                       const MeasureOptions& options,
+                       const std::map<std::string, std::string>& attributes) {
   if (!sweep.json.empty())
-    throw std::invalid_argument("--json is not written by an MPI sweep (bench export reads its result file)");
+    throw std::invalid_argument(
+        "--json is not written by an MPI sweep (bench export reads its result file)");
   const std::vector<std::string> rank_lines = distributed::gather_lines(distributed::describe_rank(
       attributes.at("host"), attributes.at("device"), attributes.at("openmp_threads")));
   const std::vector<std::string> devices = distributed::gather_lines(attributes.at("device"));
-  const interruption::Guard guard;  // before the file: the file closes before the handlers are restored
+  const interruption::Guard
+      guard;  // before the file: the file closes before the handlers are restored
   if (distributed::rank() != 0) {
     const distributed::Plan plan = distributed::share_plan(std::nullopt);
     std::vector<const Point*> mine;
@@ -307,9 +323,10 @@ int measure_over_ranks(const Sweep& sweep, const std::vector<Point>& points, con
   try {
     for (std::size_t r = 1; r < devices.size(); ++r)
       if (devices[r] != devices[0])
-        throw std::invalid_argument(fmt::format("rank {} runs on '{}', rank 0 on '{}': the timings of one result file "
-                                                "come from one kind of device",
-                                                r, devices[r], devices[0]));
+        throw std::invalid_argument(
+            fmt::format("rank {} runs on '{}', rank 0 on '{}': the timings of one result file "
+                        "come from one kind of device",
+                        r, devices[r], devices[0]));
     opened = open_result_file(sweep, attributes);
   } catch (...) {
     distributed::share_plan(std::nullopt);
@@ -321,34 +338,38 @@ int measure_over_ranks(const Sweep& sweep, const std::vector<Point>& points, con
   const std::vector<ResultRow> kept_rows = file.rows();
   std::vector<ResultRow> todo_rows;
   for (const Point* p : todo.points) todo_rows.push_back(p->planned);
-  const std::vector<int> owner =
-      distributed::deal(todo_rows, predicted_seconds(todo.points, kept_rows, options, backend.is_host),
-                        distributed::ranks());
+  const std::vector<int> owner = distributed::deal(
+      todo_rows, predicted_seconds(todo.points, kept_rows, options, backend.is_host),
+      distributed::ranks());
   distributed::Plan plan{kept_rows, std::vector<int>(points.size(), -1)};
   for (std::size_t i = 0; i < todo.points.size(); ++i)
     plan.owner[std::size_t(todo.points[i] - points.data())] = owner[i];
   distributed::share_plan(plan);
   // A rank 0 that fails from here on cannot tell the others: the job ends.
   try {
-    if (file.resumed() && !todo.points.empty()) record_resumption(file, sweep.out, attributes, sweep.command_line);
+    if (file.resumed() && !todo.points.empty())
+      record_resumption(file, sweep.out, attributes, sweep.command_line);
     // Provenance per rank: which host and device each rank measured on, one
     // block per run that measured (README.md, "Sweeps over many GPUs").
     const auto earlier = file.attributes().find("ranks");
     file.set_attribute("ranks", (earlier == file.attributes().end() ? "" : earlier->second) +
-                                    fmt::format("{} {} ranks:\n{}\n", now_iso8601(), rank_lines.size(),
-                                                fmt::join(rank_lines, "\n")));
+                                    fmt::format("{} {} ranks:\n{}\n", now_iso8601(),
+                                                rank_lines.size(), fmt::join(rank_lines, "\n")));
     const std::size_t kept = points.size() - todo.points.size();
     print_unswept_axis_notes(sweep);
-    fmt::print("{} points: {} already in {} (skipped){}, {} to measure over {} ranks\n", points.size(), kept,
-               sweep.out, todo.retried ? fmt::format(", {} with status error measured again", todo.retried) : "",
-               todo.points.size(), distributed::ranks());
+    fmt::print(
+        "{} points: {} already in {} (skipped){}, {} to measure over {} ranks\n", points.size(),
+        kept, sweep.out,
+        todo.retried ? fmt::format(", {} with status error measured again", todo.retried) : "",
+        todo.points.size(), distributed::ranks());
     // Plain lines: mpirun gives rank 0 a terminal of its own whatever its
     // own output is (a cluster job's log, most often).
     Console console(false);
     console.line(table_header());
     RowWriter writer(file);
     RanksProgress progress(todo.points, owner, kept_rows, options);
-    std::mutex mutex;  // the file, the console and the progress: rank 0's rows and those of the Collector's thread
+    std::mutex mutex;  // the file, the console and the progress: rank 0's rows and those of the
+                       // Collector's thread
     auto take = [&](const ResultRow& row, double wall_s, int) {
       const std::lock_guard<std::mutex> lock(mutex);
       writer.write(row);
@@ -371,18 +392,21 @@ int measure_over_ranks(const Sweep& sweep, const std::vector<Point>& points, con
         "run the same mpirun (or srun) command again, with any number of ranks:\n  mpirun -np N {}",
         shell_quoted(sweep.command_line));
     if (done < todo.points.size() && !interruption::requested()) {
-      fmt::print("\n{}: the points dealt to it that no row came for are left; {} of {} points done this run, {} "
-                 "keeps every row.\nTo measure the rest, {}\n",
-                 lost.empty() ? std::string("a rank stopped early (its message is on standard error)")
-                              : fmt::format("rank{} {} stopped answering", lost.size() > 1 ? "s" : "",
-                                            fmt::join(lost, ", ")),
-                 done, todo.points.size(), sweep.out, rerun);
+      fmt::print(
+          "\n{}: the points dealt to it that no row came for are left; {} of {} points done this "
+          "run, {} "
+          "keeps every row.\nTo measure the rest, {}\n",
+          lost.empty() ? std::string("a rank stopped early (its message is on standard error)")
+                       : fmt::format("rank{} {} stopped answering", lost.size() > 1 ? "s" : "",
+                                     fmt::join(lost, ", ")),
+          done, todo.points.size(), sweep.out, rerun);
       return 1;
     }
     if (done < todo.points.size()) {
-      fmt::print("\ninterrupted: {} of {} points done this run, {} left; {} keeps every row.\n"
-                 "To resume, {}\n",
-                 done, todo.points.size(), todo.points.size() - done, sweep.out, rerun);
+      fmt::print(
+          "\ninterrupted: {} of {} points done this run, {} left; {} keeps every row.\n"
+          "To resume, {}\n",
+          done, todo.points.size(), todo.points.size() - done, sweep.out, rerun);
       return 128 + interruption::signal_number();
     }
     fmt::print("{} points done this run over {} ranks, {} kept from before; written to {}\n", done,
@@ -397,8 +421,9 @@ int measure_over_ranks(const Sweep& sweep, const std::vector<Point>& points, con
 int measure_sweep(const Sweep& sweep, MeasureOptions& options) {
   const std::vector<std::string> unsupported = unsupported_pairs(sweep);
   if (unsupported.size() == sweep.forms.size() * sweep.precisions.size())
-    throw std::invalid_argument(fmt::format("nothing to measure: no form of --forms has a kernel in --precision {}",
-                                            fmt::join(sweep.precisions, ",")));
+    throw std::invalid_argument(
+        fmt::format("nothing to measure: no form of --forms has a kernel in --precision {}",
+                    fmt::join(sweep.precisions, ",")));
   for (const auto& line : unsupported) fmt::print("{}\n", line);
   const Backend backend = select_backend(sweep.backend, options, static_cast<Backends*>(nullptr));
   const std::vector<Point> points = plan_points(sweep, backend.name);
@@ -421,31 +446,37 @@ int measure_sweep(const Sweep& sweep, MeasureOptions& options) {
                      {"flush_cache", sweep.measure.flush_cache ? "yes" : "no"},
                      {"check_flops", fmt::format("{:g}", sweep.measure.check_flops)},
                      {"point_timeout", sweep.measure.point_timeout_s > 0
-                                           ? fmt::format("{:g}", sweep.measure.point_timeout_s) : "none"}});
+                                           ? fmt::format("{:g}", sweep.measure.point_timeout_s)
+                                           : "none"}});
   if (!sweep.config_file.empty()) {
     attributes["config_file"] = sweep.config_file;
     attributes["config_text"] = sweep.config_text;
   }
-  const std::string hint = "To resume, run the same command again:\n  " + shell_quoted(sweep.command_line) + "\n";
+  const std::string hint =
+      "To resume, run the same command again:\n  " + shell_quoted(sweep.command_line) + "\n";
   interruption::set_resume_hint(hint);
 #ifdef ATTN_MPI
   if (distributed::active()) return measure_over_ranks(sweep, points, backend, options, attributes);
 #endif
-  std::optional<JsonReport> json;  // before the result file: an unwritable --json is refused before it is touched
+  std::optional<JsonReport>
+      json;  // before the result file: an unwritable --json is refused before it is touched
   if (!sweep.json.empty()) {
     json.emplace(sweep.json, attributes);
     options.json = json->reporter();
   }
-  const interruption::Guard guard;  // before the file: the file closes before the handlers are restored
+  const interruption::Guard
+      guard;  // before the file: the file closes before the handlers are restored
   const std::unique_ptr<ResultFile> opened = open_result_file(sweep, attributes);
   ResultFile& file = *opened;
   record_host_ceilings(file, backend);
   const Todo todo = points_to_measure(points, file);
   const std::size_t kept = points.size() - todo.points.size();
-  if (file.resumed() && !todo.points.empty()) record_resumption(file, sweep.out, attributes, sweep.command_line);
+  if (file.resumed() && !todo.points.empty())
+    record_resumption(file, sweep.out, attributes, sweep.command_line);
 
   print_unswept_axis_notes(sweep);
-  fmt::print("{} points: {} already in {} (skipped){}, {} to measure\n", points.size(), kept, sweep.out,
+  fmt::print("{} points: {} already in {} (skipped){}, {} to measure\n", points.size(), kept,
+             sweep.out,
              todo.retried ? fmt::format(", {} with status error measured again", todo.retried) : "",
              todo.points.size());
   Console console;
@@ -456,15 +487,21 @@ int measure_sweep(const Sweep& sweep, MeasureOptions& options) {
   print_summary(rows_of_points(points, file));
 
   if (done < todo.points.size()) {
-    fmt::print("\ninterrupted: {} of {} points done this run, {} left; {} keeps every row.\n"
-               "To resume, run the same command again:\n  {}\n",
-               done, todo.points.size(), todo.points.size() - done, sweep.out, shell_quoted(sweep.command_line));
+    fmt::print(
+        "\ninterrupted: {} of {} points done this run, {} left; {} keeps every row.\n"
+        "To resume, run the same command again:\n  {}\n",
+        done, todo.points.size(), todo.points.size() - done, sweep.out,
+        shell_quoted(sweep.command_line));
     std::fflush(stdout);
     return 128 + interruption::signal_number();
   }
-  fmt::print("{} points done this run{}, {} kept from before; written to {}\n", done,
-             measurement.not_run() ? fmt::format(" ({} not run: a shorter L failed, or predicted past --point-timeout)", measurement.not_run()) : "",
-             kept, sweep.out);
+  fmt::print(
+      "{} points done this run{}, {} kept from before; written to {}\n", done,
+      measurement.not_run()
+          ? fmt::format(" ({} not run: a shorter L failed, or predicted past --point-timeout)",
+                        measurement.not_run())
+          : "",
+      kept, sweep.out);
   return 0;
 }
 

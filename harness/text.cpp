@@ -9,15 +9,21 @@ namespace {
 // character (RFC 3629: no overlong forms, no surrogates, nothing past
 // U+10FFFF); 0 when there is none.
 std::size_t printable_character(std::string_view text, std::size_t i) {
-  const auto byte = [&](std::size_t k) { return i + k < text.size() ? static_cast<unsigned char>(text[i + k]) : 0u; };
+  const auto byte = [&](std::size_t k) {
+    return i + k < text.size() ? static_cast<unsigned char>(text[i + k]) : 0u;
+  };
   const unsigned lead = byte(0);
   if (lead < 0x80) return lead >= 0x20 && lead != 0x7f ? 1 : 0;
   std::size_t length = 0;
   unsigned low = 0x80, high = 0xbf;  // the range of the second byte
-  if (lead >= 0xc2 && lead <= 0xdf) length = 2;
-  else if (lead >= 0xe0 && lead <= 0xef) length = 3, low = lead == 0xe0 ? 0xa0 : 0x80, high = lead == 0xed ? 0x9f : 0xbf;
-  else if (lead >= 0xf0 && lead <= 0xf4) length = 4, low = lead == 0xf0 ? 0x90 : 0x80, high = lead == 0xf4 ? 0x8f : 0xbf;
-  else return 0;
+  if (lead >= 0xc2 && lead <= 0xdf)
+    length = 2;
+  else if (lead >= 0xe0 && lead <= 0xef)
+    length = 3, low = lead == 0xe0 ? 0xa0 : 0x80, high = lead == 0xed ? 0x9f : 0xbf;
+  else if (lead >= 0xf0 && lead <= 0xf4)
+    length = 4, low = lead == 0xf0 ? 0x90 : 0x80, high = lead == 0xf4 ? 0x8f : 0xbf;
+  else
+    return 0;
   if (byte(1) < low || byte(1) > high) return 0;
   for (std::size_t k = 2; k < length; ++k)
     if (byte(k) < 0x80 || byte(k) > 0xbf) return 0;
@@ -60,12 +66,23 @@ std::string json_string(std::string_view text) {
       continue;
     }
     switch (byte) {
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      case '\r': out += "\\r"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
-      default: out += byte < 0x80 ? fmt::format("\\u{:04x}", byte) : fmt::format("\\\\x{:02x}", byte);
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
+      default:
+        out += byte < 0x80 ? fmt::format("\\u{:04x}", byte) : fmt::format("\\\\x{:02x}", byte);
     }
     ++i;
   }

@@ -35,8 +35,12 @@ void softmax_in_place(double* x, int m) {
 
 MaterialisedHead first_pass(const Tensor& q, const Tensor& k, const Tensor& g, int b, int h) {
   const int L = q.seq, m = g.dim;
-  MaterialisedHead x{L, m, std::vector<double>(std::size_t(L) * m), std::vector<double>(std::size_t(L) * m),
-                     std::vector<double>(std::size_t(L) * m), std::vector<double>(std::size_t(L) * m)};
+  MaterialisedHead x{L,
+                     m,
+                     std::vector<double>(std::size_t(L) * m),
+                     std::vector<double>(std::size_t(L) * m),
+                     std::vector<double>(std::size_t(L) * m),
+                     std::vector<double>(std::size_t(L) * m)};
   for (int t = 0; t < L; ++t)
     for (int i = 0; i < m; ++i) {
       x.G[std::size_t(t) * m + i] = (t ? x.G_at(t - 1, i) : 0.0) + g(b, h, t, i);
@@ -57,7 +61,8 @@ MaterialisedHead first_pass(const Tensor& q, const Tensor& k, const Tensor& g, i
 // W[t,j] = sum_i P[t,i] s_j[i] D[t,j,i]
 double slot_weight(const MaterialisedHead& x, int t, int j) {
   double w = 0;
-  for (int i = 0; i < x.m; ++i) w += x.p[std::size_t(t) * x.m + i] * x.s_at(j, i) * x.decay(t, j, i);
+  for (int i = 0; i < x.m; ++i)
+    w += x.p[std::size_t(t) * x.m + i] * x.s_at(j, i) * x.decay(t, j, i);
   return w;
 }
 
@@ -88,7 +93,8 @@ Tensor gsa_recurrent(const Tensor& q, const Tensor& k, const Tensor& v, const Te
       }
       softmax_in_place(scores.data(), m);
       for (int i = 0; i < m; ++i)
-        for (int c = 0; c < dv; ++c) o(b, h, t, c) += scores[i] * value_slots[std::size_t(i) * dv + c];
+        for (int c = 0; c < dv; ++c)
+          o(b, h, t, c) += scores[i] * value_slots[std::size_t(i) * dv + c];
     }
   }
   return o;

@@ -13,8 +13,9 @@ enum class LionVariant { lit, d, s };
 
 struct LionSpec {
   LionVariant variant;
-  char convention = 'A';  // Lion-s mask indexing, docs/lion.md §2.3: 'A' (Eq. 17) or 'B' (released code)
-  bool scaled = true;     // false: the non-scaled variant (QK^T (.) M) V of docs/lion.md §2.4
+  char convention =
+      'A';  // Lion-s mask indexing, docs/lion.md §2.3: 'A' (Eq. 17) or 'B' (released code)
+  bool scaled = true;  // false: the non-scaled variant (QK^T (.) M) V of docs/lion.md §2.4
 };
 
 // decay_rate: per head s_h = -ln(lambda_h) >= 0, size H (Lion-d; ignored otherwise).

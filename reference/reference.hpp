@@ -59,8 +59,8 @@ Tensor softmax_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool
 // materialised P of each head: dV = P^T dO, dP = dO V^T,
 // dS = P . (dP - rowsum(dP . P)), dQ = scale dS K, dK = scale dS^T Q.
 // Fills out.dq, out.dk, out.dv.
-void softmax_gradients(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& d_o, bool causal,
-                       Outputs& out, const HeadList& heads = {});
+void softmax_gradients(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& d_o,
+                       bool causal, Outputs& out, const HeadList& heads = {});
 
 // o_t = sum_{s<=t} (q_t . k_s) v_s / sum_{s<=t} (q_t . k_s)   (q, k positive features)
 Tensor linear_causal_attention(const Tensor& q, const Tensor& k, const Tensor& v,

@@ -9,7 +9,8 @@ namespace {
 
 // Row i of P = softmax(Q K^T / sqrt(dk) [+ causal mask]) for head (b, h):
 // p[j] for j <= last (the keys row i sees); returns last.
-int softmax_row(const Tensor& q, const Tensor& k, bool causal, int b, int h, int i, std::vector<double>& p) {
+int softmax_row(const Tensor& q, const Tensor& k, bool causal, int b, int h, int i,
+                std::vector<double>& p) {
   const double scale = 1.0 / std::sqrt(double(q.dim));
   const int last = causal ? i : q.seq - 1;
   double m = -std::numeric_limits<double>::infinity();
@@ -42,8 +43,8 @@ Tensor softmax_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool
   return o;
 }
 
-void softmax_gradients(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& d_o, bool causal,
-                       Outputs& out, const HeadList& heads) {
+void softmax_gradients(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& d_o,
+                       bool causal, Outputs& out, const HeadList& heads) {
   out.dq = Tensor(q.batch, q.heads, q.seq, q.dim);
   out.dk = Tensor(k.batch, k.heads, k.seq, k.dim);
   out.dv = Tensor(v.batch, v.heads, v.seq, v.dim);
@@ -60,7 +61,8 @@ void softmax_gradients(const Tensor& q, const Tensor& k, const Tensor& v, const 
     }
     for (int i = 0; i < L; ++i)
       for (int j = 0; j < L; ++j)
-        for (int c = 0; c < v.dim; ++c) dp[std::size_t(i) * L + j] += d_o(b, h, i, c) * v(b, h, j, c);
+        for (int c = 0; c < v.dim; ++c)
+          dp[std::size_t(i) * L + j] += d_o(b, h, i, c) * v(b, h, j, c);
     for (int i = 0; i < L; ++i) {
       double rowsum = 0;  // sum_j dP_ij P_ij
       for (int j = 0; j < L; ++j) rowsum += dp[std::size_t(i) * L + j] * p[std::size_t(i) * L + j];

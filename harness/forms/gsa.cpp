@@ -26,12 +26,13 @@ struct GsaChunkForwardBackward {
   using precisions = Precisions;
   template <class Exec, class P>
   static void run(const Exec& exec, const Inputs<Exec, storage_t<P>>& x, const FormParams& p) {
-    gsa_chunk_forward_backward<P>(exec, x.q, x.k, x.v, x.log_gate, x.o, x.d_o, x.dq, x.dk, x.dv, x.dlog_gate,
-                               p.chunk);
+    gsa_chunk_forward_backward<P>(exec, x.q, x.k, x.v, x.log_gate, x.o, x.d_o, x.dq, x.dk, x.dv,
+                                  x.dlog_gate, p.chunk);
   }
 };
 
-ref::Outputs forward_reference(const ref::Problem& p, const FormParams&, const ref::HeadList& heads) {
+ref::Outputs forward_reference(const ref::Problem& p, const FormParams&,
+                               const ref::HeadList& heads) {
   return {ref::gsa_materialised(p.q, p.k, p.v, p.log_gate, heads), {}, {}, {}, {}};
 }
 ref::Outputs forward_backward_reference(const ref::Problem& p, const FormParams& params,
@@ -44,7 +45,8 @@ ref::Outputs forward_backward_reference(const ref::Problem& p, const FormParams&
 // Inputs read once, outputs written once: q, k, v, g, o; backward adds d_o
 // and dq, dk, dv, dg.
 double io_bytes(const Shape& s, int m, bool backward, std::size_t scalar_bytes) {
-  return double(s.batch) * s.heads * s.seq * (2.0 * s.dk + 2.0 * s.dv + m) * (backward ? 2 : 1) * scalar_bytes;
+  return double(s.batch) * s.heads * s.seq * (2.0 * s.dk + 2.0 * s.dv + m) * (backward ? 2 : 1) *
+         scalar_bytes;
 }
 // The materialised reference: per (t, j <= t) pair q.k (2 dk), O' and W (3 m
 // each) and W v (2 dv); its gradients about three times that.
@@ -63,8 +65,8 @@ double gated_sweep_flops(const Shape& s, int C, double X, double Y) {
 Cost recurrent_cost(const Shape& s, const FormParams& p, std::size_t scalar_bytes) {
   const double bh = double(s.batch) * s.heads;
   // Per token and slot: the key memory update and score (4 dk), the value update and read (4 dv).
-  return {bh * s.seq * p.slots * (4.0 * s.dk + 4.0 * s.dv), io_bytes(s, p.slots, false, scalar_bytes),
-          reference_flops(s, p.slots, false)};
+  return {bh * s.seq * p.slots * (4.0 * s.dk + 4.0 * s.dv),
+          io_bytes(s, p.slots, false, scalar_bytes), reference_flops(s, p.slots, false)};
 }
 
 template <bool Backward>
@@ -75,7 +77,8 @@ Cost chunk_cost(const Shape& s, const FormParams& p, std::size_t scalar_bytes) {
   if (Backward)
     flops += 2 * gated_sweep_flops(s, p.chunk, s.dv, m) + gated_sweep_flops(s, p.chunk, m, s.dv) +
              2 * gated_sweep_flops(s, p.chunk, m, s.dk) + gated_sweep_flops(s, p.chunk, s.dk, m);
-  return {bh * flops, io_bytes(s, p.slots, Backward, scalar_bytes), reference_flops(s, p.slots, Backward)};
+  return {bh * flops, io_bytes(s, p.slots, Backward, scalar_bytes),
+          reference_flops(s, p.slots, Backward)};
 }
 
 std::string test_vectors(const FormParams&) { return "gsa_"; }
@@ -85,18 +88,24 @@ std::string test_vectors(const FormParams&) { return "gsa_"; }
 std::vector<Form> gsa_forms() {
   const std::vector<Param> slots{Param::slots}, chunked{Param::chunk, Param::slots};
   // The per-slot log forget gates g, [B, H, L, m] (§3.7), differentiated by the backward (dg).
-  const std::vector<TensorSpec> forward = attention_tensors(
-      Draw::normal, {{"log_gate", {Size::batch, Size::heads, Size::seq, Size::slots}, Role::input, Draw::log_gate, 7}});
+  const std::vector<TensorSpec> forward =
+      attention_tensors(Draw::normal, {{"log_gate",
+                                        {Size::batch, Size::heads, Size::seq, Size::slots},
+                                        Role::input,
+                                        Draw::log_gate,
+                                        7}});
   return {
       {"gsa/recurrent", "gsa", "token-by-token slot memories (Eq. 6), query scale 1, --slots = m",
-       Direction::causal, slots, forward, MemoryKind::linear,
-       runners_of<GsaRecurrent>(), &forward_reference, &recurrent_cost, &test_vectors},
+       Direction::causal, slots, forward, MemoryKind::linear, runners_of<GsaRecurrent>(),
+       &forward_reference, &recurrent_cost, &test_vectors},
       {"gsa/chunk", "gsa", "two gated chunkwise passes with sub-chunks of 16 (Alg. 1, §3.4-3.5)",
-       Direction::causal, chunked, forward, MemoryKind::linear,
-       runners_of<GsaChunk>(), &forward_reference, &chunk_cost<false>, &test_vectors},
-      {"gsa/chunk_fwd_bwd", "gsa", "chunk forward, then dq, dk, dv and the log-gate gradient (§3.6)",
-       Direction::causal, chunked, with_gradients(forward, {"log_gate"}), MemoryKind::linear,
-       runners_of<GsaChunkForwardBackward>(), &forward_backward_reference, &chunk_cost<true>, &test_vectors},
+       Direction::causal, chunked, forward, MemoryKind::linear, runners_of<GsaChunk>(),
+       &forward_reference, &chunk_cost<false>, &test_vectors},
+      {"gsa/chunk_fwd_bwd", "gsa",
+       "chunk forward, then dq, dk, dv and the log-gate gradient (§3.6)", Direction::causal,
+       chunked, with_gradients(forward, {"log_gate"}), MemoryKind::linear,
+       runners_of<GsaChunkForwardBackward>(), &forward_backward_reference, &chunk_cost<true>,
+       &test_vectors},
   };
 }
 

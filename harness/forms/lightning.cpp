@@ -37,7 +37,8 @@ struct VanillaForwardBackward {
   }
 };
 
-ref::Outputs forward_reference(const ref::Problem& p, const FormParams&, const ref::HeadList& heads) {
+ref::Outputs forward_reference(const ref::Problem& p, const FormParams&,
+                               const ref::HeadList& heads) {
   return ref::output_only(ref::lightning_quadratic(p.q, p.k, p.v, p.decay_rate, heads));
 }
 ref::Outputs forward_backward_reference(const ref::Problem& p, const FormParams& params,
@@ -54,7 +55,8 @@ double reference_flops(const Shape& s, bool backward) {
 }
 // Inputs read once and outputs written once: q, k, v, o; backward adds do, dq, dk, dv.
 double io_bytes(const Shape& s, bool backward, std::size_t scalar_bytes) {
-  return double(s.batch) * s.heads * s.seq * (2.0 * s.dk + 2.0 * s.dv) * (backward ? 2 : 1) * scalar_bytes;
+  return double(s.batch) * s.heads * s.seq * (2.0 * s.dk + 2.0 * s.dv) * (backward ? 2 : 1) *
+         scalar_bytes;
 }
 
 // docs/lightning.md §5: forward 2nB(d+e) + 4nde per (batch, head); the
@@ -63,7 +65,8 @@ template <bool Backward>
 Cost block_cost(const Shape& s, const FormParams& p, std::size_t scalar_bytes) {
   const double bh = double(s.batch) * s.heads, n = s.seq, B = std::min(p.chunk, s.seq);
   const double sweep = 2 * n * B * (s.dk + s.dv) + 4 * n * s.dk * s.dv;
-  return {bh * sweep * (Backward ? 4 : 1), io_bytes(s, Backward, scalar_bytes), reference_flops(s, Backward)};
+  return {bh * sweep * (Backward ? 4 : 1), io_bytes(s, Backward, scalar_bytes),
+          reference_flops(s, Backward)};
 }
 // Dense L x L products, as a framework runs them: forward Q K^T and S V,
 // 2 n^2 (d+e); backward dO V^T, P K, P^T Q and S^T dO, 4 n^2 (d+e). Bytes add
@@ -85,26 +88,40 @@ std::string test_vectors(const FormParams&) { return "lightning_"; }
 std::vector<Form> lightning_forms() {
   const std::vector<Param> block{Param::chunk};
   // Per-head decay rates s_h, [H], from the schedule (--decay-schedule); not differentiated.
-  const std::vector<TensorSpec> forward =
-      attention_tensors(Draw::normal, {{"decay_rate", {Size::heads}, Role::input, Draw::decay_schedule}});
+  const std::vector<TensorSpec> forward = attention_tensors(
+      Draw::normal, {{"decay_rate", {Size::heads}, Role::input, Draw::decay_schedule}});
   const std::vector<TensorSpec> forward_backward = with_gradients(forward);
   return {
-      {"lightning/fwd", "lightning", "block-tiled causal linear attention with decay (Alg 5), --chunk = block",
-       Direction::causal, block, forward, MemoryKind::chunk_states,
-       runners_of<LightningForward>(),
-       &forward_reference, &block_cost<false>, &test_vectors},
-      {"lightning/fwd_bwd", "lightning", "forward, then dq, dk, dv in three block-tiled sweeps (Alg 6)",
-       Direction::causal, block, forward_backward, MemoryKind::chunk_states,
-       runners_of<LightningForwardBackward>(),
+      {"lightning/fwd", "lightning",
+       "block-tiled causal linear attention with decay (Alg 5), --chunk = block", Direction::causal,
+       block, forward, MemoryKind::chunk_states, runners_of<LightningForward>(), &forward_reference,
+       &block_cost<false>, &test_vectors},
+      {"lightning/fwd_bwd", "lightning",
+       "forward, then dq, dk, dv in three block-tiled sweeps (Alg 6)", Direction::causal, block,
+       forward_backward, MemoryKind::chunk_states, runners_of<LightningForwardBackward>(),
        &forward_backward_reference, &block_cost<true>, &test_vectors},
-      {"lightning/vanilla_fwd", "lightning", "materialised [(QK^T) . D] V, O(L^2) memory (Fig. 4's Vanilla)",
-       Direction::causal, {}, forward, MemoryKind::quadratic,
+      {"lightning/vanilla_fwd",
+       "lightning",
+       "materialised [(QK^T) . D] V, O(L^2) memory (Fig. 4's Vanilla)",
+       Direction::causal,
+       {},
+       forward,
+       MemoryKind::quadratic,
        runners_of<VanillaForward>(),
-       &forward_reference, &vanilla_cost<false>, &test_vectors},
-      {"lightning/vanilla_fwd_bwd", "lightning", "materialised forward and backward, O(L^2) memory",
-       Direction::causal, {}, forward_backward, MemoryKind::quadratic,
+       &forward_reference,
+       &vanilla_cost<false>,
+       &test_vectors},
+      {"lightning/vanilla_fwd_bwd",
+       "lightning",
+       "materialised forward and backward, O(L^2) memory",
+       Direction::causal,
+       {},
+       forward_backward,
+       MemoryKind::quadratic,
        runners_of<VanillaForwardBackward>(),
-       &forward_backward_reference, &vanilla_cost<true>, &test_vectors},
+       &forward_backward_reference,
+       &vanilla_cost<true>,
+       &test_vectors},
   };
 }
 

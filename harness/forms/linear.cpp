@@ -28,7 +28,8 @@ struct LinearChunk {
   }
 };
 
-ref::Outputs linear_reference(const ref::Problem& p, const FormParams&, const ref::HeadList& heads) {
+ref::Outputs linear_reference(const ref::Problem& p, const FormParams&,
+                              const ref::HeadList& heads) {
   return ref::output_only(ref::linear_causal_attention(p.q, p.k, p.v, heads));
 }
 
@@ -64,18 +65,39 @@ std::string test_vectors(const FormParams&) { return "linear_causal_"; }
 std::vector<Form> linear_forms() {
   const std::vector<TensorSpec> tensors = attention_tensors(Draw::positive_features);
   return {
-      {"linear/parallel", "linear", "masked quadratic form (QK^T . M)V / rowsum, tiled, O(Ld) memory",
-       Direction::causal, {}, tensors, MemoryKind::io_only,
-       runners_of<LinearParallel>(), &linear_reference,
-       &parallel_cost, &test_vectors},
-      {"linear/recurrent", "linear", "token-by-token state recurrence S_t = S_{t-1} + k_t v_t^T",
-       Direction::causal, {}, tensors, MemoryKind::io_only,
-       runners_of<LinearRecurrent>(), &linear_reference,
-       &recurrent_cost, &test_vectors},
-      {"linear/chunk", "linear", "chunkwise: state between chunks, masked quadratic inside",
-       Direction::causal, {Param::chunk}, tensors, MemoryKind::chunk_states,
+      {"linear/parallel",
+       "linear",
+       "masked quadratic form (QK^T . M)V / rowsum, tiled, O(Ld) memory",
+       Direction::causal,
+       {},
+       tensors,
+       MemoryKind::io_only,
+       runners_of<LinearParallel>(),
+       &linear_reference,
+       &parallel_cost,
+       &test_vectors},
+      {"linear/recurrent",
+       "linear",
+       "token-by-token state recurrence S_t = S_{t-1} + k_t v_t^T",
+       Direction::causal,
+       {},
+       tensors,
+       MemoryKind::io_only,
+       runners_of<LinearRecurrent>(),
+       &linear_reference,
+       &recurrent_cost,
+       &test_vectors},
+      {"linear/chunk",
+       "linear",
+       "chunkwise: state between chunks, masked quadratic inside",
+       Direction::causal,
+       {Param::chunk},
+       tensors,
+       MemoryKind::chunk_states,
        runners_of<LinearChunk>(),
-       &linear_reference, &chunk_cost, &test_vectors},
+       &linear_reference,
+       &chunk_cost,
+       &test_vectors},
   };
 }
 

@@ -21,7 +21,8 @@ template <LionVariant V>
 struct Materialised {
   template <class Exec, class T>
   static void run(const Exec& exec, const Inputs<Exec, T>& x, const FormParams& p) {
-    lion_materialised_forward(exec, x.q, x.k, x.v, x.decay_rate, x.log_decay, x.o, options_of<V>(p));
+    lion_materialised_forward(exec, x.q, x.k, x.v, x.decay_rate, x.log_decay, x.o,
+                              options_of<V>(p));
   }
 };
 template <LionVariant V>
@@ -29,7 +30,8 @@ struct Tiled {
   using precisions = Precisions;
   template <class Exec, class P>
   static void run(const Exec& exec, const Inputs<Exec, storage_t<P>>& x, const FormParams& p) {
-    lion_attention_forward<P>(exec, x.q, x.k, x.v, x.decay_rate, x.log_decay, x.o, options_of<V>(p));
+    lion_attention_forward<P>(exec, x.q, x.k, x.v, x.decay_rate, x.log_decay, x.o,
+                              options_of<V>(p));
   }
 };
 template <LionVariant V>
@@ -44,21 +46,26 @@ struct Chunk {
   using precisions = Precisions;
   template <class Exec, class P>
   static void run(const Exec& exec, const Inputs<Exec, storage_t<P>>& x, const FormParams& p) {
-    lion_chunk_forward<P>(exec, x.q, x.k, x.v, x.decay_rate, x.log_decay, x.o, options_of<V>(p), p.chunk);
+    lion_chunk_forward<P>(exec, x.q, x.k, x.v, x.decay_rate, x.log_decay, x.o, options_of<V>(p),
+                          p.chunk);
   }
 };
 
 template <ref::LionVariant V>
-ref::Outputs lion_reference(const ref::Problem& p, const FormParams& params, const ref::HeadList& heads) {
+ref::Outputs lion_reference(const ref::Problem& p, const FormParams& params,
+                            const ref::HeadList& heads) {
   const ref::LionSpec spec{V, params.mask_convention, params.scaled};
-  return ref::output_only(ref::lion_attention(p.q, p.k, p.v, p.decay_rate, p.log_decay, spec, heads));
+  return ref::output_only(
+      ref::lion_attention(p.q, p.k, p.v, p.decay_rate, p.log_decay, spec, heads));
 }
 
 double io_bytes(const Shape& s, std::size_t scalar_bytes) {
   return double(s.batch) * s.heads * s.seq * (2.0 * s.dk + 2.0 * s.dv) * scalar_bytes;
 }
 // Every query against every key: q.k (2 dk) and a [v, 1] (2 dv + 2), per (batch, head).
-double all_pairs_flops(const Shape& s) { return double(s.seq) * s.seq * (2.0 * s.dk + 2.0 * s.dv + 2); }
+double all_pairs_flops(const Shape& s) {
+  return double(s.seq) * s.seq * (2.0 * s.dk + 2.0 * s.dv + 2);
+}
 
 // The reference visits every pair once: L^2 (dk + dv) multiply-adds per (batch, head).
 Cost attention_cost(const Shape& s, const FormParams&, std::size_t scalar_bytes) {
@@ -84,35 +91,54 @@ Cost rnn_cost(const Shape& s, const FormParams&, std::size_t scalar_bytes) {
 template <LionVariant V>
 std::string test_vectors(const FormParams& p) {
   switch (V) {
-    case LionVariant::lit: return p.scaled ? "lion_lit_" : "";
-    case LionVariant::d: return p.scaled ? "lion_d_scaled_" : "lion_d_unscaled_";
-    case LionVariant::s: return p.scaled ? std::string("lion_s_") + p.mask_convention + "_" : "";
+    case LionVariant::lit:
+      return p.scaled ? "lion_lit_" : "";
+    case LionVariant::d:
+      return p.scaled ? "lion_d_scaled_" : "lion_d_unscaled_";
+    case LionVariant::s:
+      return p.scaled ? std::string("lion_s_") + p.mask_convention + "_" : "";
   }
   return "";
 }
 
 template <LionVariant V, ref::LionVariant R>
-std::vector<Form> variant_forms(const std::string& family, std::vector<TensorSpec> decay, const char* what) {
+std::vector<Form> variant_forms(const std::string& family, std::vector<TensorSpec> decay,
+                                const char* what) {
   std::vector<Param> params{Param::scaled};
   if (V == LionVariant::s) params.push_back(Param::mask_convention);
   std::vector<Param> chunked = params;
   chunked.insert(chunked.begin(), Param::chunk);
   // Lion-s forms keep fp64 prefix sums of the log-decays: O(L) temporaries.
   const MemoryKind tiled_memory = V == LionVariant::s ? MemoryKind::linear : MemoryKind::io_only;
-  const auto form = [&](const char* name, const std::string& description, std::vector<Param> p, MemoryKind memory,
-                        RunnerTable runners, Cost (*cost)(const Shape&, const FormParams&, std::size_t)) {
-    return Form{family + "/" + name, family, description, Direction::bidirectional, std::move(p),
-                attention_tensors(Draw::normalised_silu, decay), memory, runners, &lion_reference<R>, cost,
+  const auto form = [&](const char* name, const std::string& description, std::vector<Param> p,
+                        MemoryKind memory, RunnerTable runners,
+                        Cost (*cost)(const Shape&, const FormParams&, std::size_t)) {
+    return Form{family + "/" + name,
+                family,
+                description,
+                Direction::bidirectional,
+                std::move(p),
+                attention_tensors(Draw::normalised_silu, decay),
+                memory,
+                runners,
+                &lion_reference<R>,
+                cost,
                 &test_vectors<V>};
   };
   return {
-      form("materialised", std::string(what) + ": Scale(QK^T . M) V with the L x L scores in memory (Eq. 16)",
+      form("materialised",
+           std::string(what) + ": Scale(QK^T . M) V with the L x L scores in memory (Eq. 16)",
            params, MemoryKind::quadratic, runners_of<Materialised<V>>(), &materialised_cost),
-      form("attention", std::string(what) + ": the same, tiled: never materialises L x L, O(Ld) memory", params,
+      form("attention",
+           std::string(what) + ": the same, tiled: never materialises L x L, O(Ld) memory", params,
            tiled_memory, runners_of<Tiled<V>>(), &attention_cost),
-      form("rnn", std::string(what) + ": bidirectional RNN, concurrent forward/backward sweeps (Theorem 3.3)",
+      form("rnn",
+           std::string(what) +
+               ": bidirectional RNN, concurrent forward/backward sweeps (Theorem 3.3)",
            params, MemoryKind::linear, runners_of<Rnn<V>>(), &rnn_cost),
-      form("chunk", std::string(what) + ": Lion Chunk, parallel over query chunks, loop over key chunks (3.3)",
+      form("chunk",
+           std::string(what) +
+               ": Lion Chunk, parallel over query chunks, loop over key chunks (3.3)",
            chunked, tiled_memory, runners_of<Chunk<V>>(), &attention_cost),
   };
 }
@@ -123,12 +149,14 @@ std::vector<Form> lion_forms() {
   std::vector<Form> all;
   // Lion-d's decay rates s_h, [H], and Lion-s's log-decays a_t, [B, H, L] (docs/lion.md §2.2).
   const TensorSpec per_head{"decay_rate", {Size::heads}, Role::input, Draw::decay_random, 4};
-  const TensorSpec per_token{"log_decay", {Size::batch, Size::heads, Size::seq}, Role::input, Draw::log_decay, 5};
-  for (auto family : {variant_forms<LionVariant::lit, ref::LionVariant::lit>("lion-lit", {}, "Lion-lit"),
-                      variant_forms<LionVariant::d, ref::LionVariant::d>("lion-d", {per_head},
-                                                                        "Lion-d, lambda^|i-j| per head"),
-                      variant_forms<LionVariant::s, ref::LionVariant::s>("lion-s", {per_token},
-                                                                        "Lion-s, selective decay")})
+  const TensorSpec per_token{
+      "log_decay", {Size::batch, Size::heads, Size::seq}, Role::input, Draw::log_decay, 5};
+  for (auto family :
+       {variant_forms<LionVariant::lit, ref::LionVariant::lit>("lion-lit", {}, "Lion-lit"),
+        variant_forms<LionVariant::d, ref::LionVariant::d>("lion-d", {per_head},
+                                                           "Lion-d, lambda^|i-j| per head"),
+        variant_forms<LionVariant::s, ref::LionVariant::s>("lion-s", {per_token},
+                                                           "Lion-s, selective decay")})
     all.insert(all.end(), family.begin(), family.end());
   return all;
 }

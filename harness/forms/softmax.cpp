@@ -25,7 +25,8 @@ struct SoftmaxTiledForwardBackward {
 };
 
 template <bool Causal>
-ref::Outputs softmax_reference(const ref::Problem& p, const FormParams&, const ref::HeadList& heads) {
+ref::Outputs softmax_reference(const ref::Problem& p, const FormParams&,
+                               const ref::HeadList& heads) {
   return ref::output_only(ref::softmax_attention(p.q, p.k, p.v, Causal, heads));
 }
 template <bool Causal>
@@ -63,7 +64,9 @@ Cost softmax_backward_cost(const Shape& s, const FormParams&, std::size_t scalar
           pairs * (4.0 * s.dk + 2.0 * s.dv) + L * L * (4.0 * s.dk + 4.0 * s.dv)};
 }
 
-constexpr Direction direction(bool causal) { return causal ? Direction::causal : Direction::bidirectional; }
+constexpr Direction direction(bool causal) {
+  return causal ? Direction::causal : Direction::bidirectional;
+}
 
 template <bool Causal>
 std::string test_vectors(const FormParams&) {
@@ -72,25 +75,46 @@ std::string test_vectors(const FormParams&) {
 
 template <bool Causal>
 Form softmax_form(const char* name, const char* description) {
-  return {name, "softmax", description, direction(Causal), {}, attention_tensors(Draw::normal), MemoryKind::io_only,
-          runners_of<SoftmaxTiled<Causal>>(), &softmax_reference<Causal>, &softmax_cost<Causal>, &test_vectors<Causal>};
+  return {name,
+          "softmax",
+          description,
+          direction(Causal),
+          {},
+          attention_tensors(Draw::normal),
+          MemoryKind::io_only,
+          runners_of<SoftmaxTiled<Causal>>(),
+          &softmax_reference<Causal>,
+          &softmax_cost<Causal>,
+          &test_vectors<Causal>};
 }
 template <bool Causal>
 Form softmax_backward_form(const char* name, const char* description) {
-  return {name, "softmax", description, direction(Causal), {}, with_gradients(attention_tensors(Draw::normal)),
-          MemoryKind::linear, runners_of<SoftmaxTiledForwardBackward<Causal>>(), &softmax_backward_reference<Causal>,
-          &softmax_backward_cost<Causal>, &test_vectors<Causal>};
+  return {name,
+          "softmax",
+          description,
+          direction(Causal),
+          {},
+          with_gradients(attention_tensors(Draw::normal)),
+          MemoryKind::linear,
+          runners_of<SoftmaxTiledForwardBackward<Causal>>(),
+          &softmax_backward_reference<Causal>,
+          &softmax_backward_cost<Causal>,
+          &test_vectors<Causal>};
 }
 
 }  // namespace
 
 std::vector<Form> softmax_forms() {
-  return {softmax_form<false>("softmax/full", "softmax(QK^T/sqrt(dk))V, tiled online softmax, O(Ld) memory"),
-          softmax_form<true>("softmax/causal", "causal softmax attention, tiled online softmax, O(Ld) memory"),
-          softmax_backward_form<false>("softmax/full_fwd_bwd",
-                                       "forward, then dq and dk, dv in two tiled passes (FA2 Alg 2), O(Ld) memory"),
-          softmax_backward_form<true>("softmax/causal_fwd_bwd",
-                                      "causal forward, then dq and dk, dv in two tiled passes, O(Ld) memory")};
+  return {softmax_form<false>("softmax/full",
+                              "softmax(QK^T/sqrt(dk))V, tiled online softmax, O(Ld) memory"),
+          softmax_form<true>("softmax/causal",
+                             "causal softmax attention, tiled online softmax, O(Ld) memory"),
+          softmax_backward_form<false>(
+              "softmax/full_fwd_bwd",
+              "forward, then dq and dk, dv in two tiled passes (FA2 Alg 2), O(Ld) memory"),
+          softmax_backward_form<true>(
+              "softmax/causal_fwd_bwd",
+              "causal forward, then dq and dk, dv in two tiled passes, O(Ld) memory")};
 }
 
 }  // namespace attn

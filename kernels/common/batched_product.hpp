@@ -31,7 +31,8 @@ namespace attn::detail {
 template <class A, class Bop, class Store>
 struct TensorCoreBatchedProduct {
   static constexpr int warps = 4, tile = 64, depth = 32;
-  static constexpr int lda = mma::padded_stride<float>(depth), ldb = mma::k_major_stride<float>(tile);
+  static constexpr int lda = mma::padded_stride<float>(depth),
+                       ldb = mma::k_major_stride<float>(tile);
   A a;
   Bop b_;
   Store store;
@@ -41,7 +42,8 @@ struct TensorCoreBatchedProduct {
 #if defined(ATTN_MMA_DEVICE_PASS)
     __shared__ __align__(16) float As[tile * lda];
     __shared__ __align__(16) float Bs[depth * ldb];
-    const int ct = team.league_rank() % col_tiles, rt = (team.league_rank() / col_tiles) % row_tiles;
+    const int ct = team.league_rank() % col_tiles,
+              rt = (team.league_rank() / col_tiles) % row_tiles;
     const int bt = team.league_rank() / (col_tiles * row_tiles), i0 = rt * tile, j0 = ct * tile;
     const int tid = team.team_rank(), size = team.team_size(), first_row = 16 * (tid / 32);
     mma::Accumulator<tile> C;
@@ -59,7 +61,7 @@ struct TensorCoreBatchedProduct {
       team.team_barrier();
       mma::Accumulator<tile> part;
       mma::zero(part);
-      #pragma unroll
+#pragma unroll
       for (int kk = 0; kk < depth / mma::k_step<float>; ++kk) {
         std::uint32_t raw[4];
         mma::fragment_from_shared<float>(raw, As + first_row * lda, lda, kk);
@@ -76,15 +78,16 @@ struct TensorCoreBatchedProduct {
 #endif
 
 template <class Exec, class T, class A, class Bop, class Store>
-void batched_product(const Exec& exec, const char* label, int batches, int rows, int cols, int inner,
-                     A a, Bop b_, Store store) {
+void batched_product(const Exec& exec, const char* label, int batches, int rows, int cols,
+                     int inner, A a, Bop b_, Store store) {
   using Scratch = ScratchMatrix<Exec, T>;
   if (batches == 0 || rows == 0 || cols == 0) return;
 #if defined(KOKKOS_ENABLE_CUDA)
   if constexpr (std::is_same_v<Exec, Kokkos::Cuda> && std::is_same_v<T, float>)
     if (tensor_cores_enabled()) {
       using Product = TensorCoreBatchedProduct<A, Bop, Store>;
-      const int row_tiles = ceil_div(rows, Product::tile), col_tiles = ceil_div(cols, Product::tile);
+      const int row_tiles = ceil_div(rows, Product::tile),
+                col_tiles = ceil_div(cols, Product::tile);
       mma::launch_tiles(label, exec, batches * row_tiles * col_tiles, 32 * Product::warps,
                         Product{a, b_, store, rows, cols, inner, row_tiles, col_tiles});
       return;
@@ -92,36 +95,40 @@ void batched_product(const Exec& exec, const char* label, int batches, int rows,
 #endif
   constexpr int tile = 32;
   const int row_tiles = ceil_div(rows, tile), col_tiles = ceil_div(cols, tile);
-  const std::size_t bytes = 2 * scratch_bytes<Exec, T>(tile, tile + 1) + scratch_bytes<Exec, T>(tile, tile);
-  auto policy = team_policy(exec, batches * row_tiles * col_tiles, 256).set_scratch_size(0, Kokkos::PerTeam(bytes));
+  const std::size_t bytes =
+      2 * scratch_bytes<Exec, T>(tile, tile + 1) + scratch_bytes<Exec, T>(tile, tile);
+  auto policy = team_policy(exec, batches * row_tiles * col_tiles, 256)
+                    .set_scratch_size(0, Kokkos::PerTeam(bytes));
   using Member = typename Kokkos::TeamPolicy<Exec>::member_type;
-  Kokkos::parallel_for(label, policy, KOKKOS_LAMBDA(const Member& team) {
-    const int ct = team.league_rank() % col_tiles;
-    const int rt = (team.league_rank() / col_tiles) % row_tiles;
-    const int bt = team.league_rank() / (col_tiles * row_tiles);
-    const int i0 = rt * tile, j0 = ct * tile;
-    const int ni = (rows - i0 < tile) ? rows - i0 : tile;
-    const int nj = (cols - j0 < tile) ? cols - j0 : tile;
-    Scratch As(team.team_scratch(0), tile, tile + 1), Bs(team.team_scratch(0), tile, tile + 1);
-    Scratch Cs(team.team_scratch(0), tile, tile);
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, ni * nj), [&](int x) { Cs(x / nj, x % nj) = T(0); });
-    for (int p0 = 0; p0 < inner; p0 += tile) {
-      const int np = (inner - p0 < tile) ? inner - p0 : tile;
-      team.team_barrier();
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, ni * np), [&](int x) {
-        As(x / np, x % np) = a(bt, i0 + x / np, p0 + x % np);
+  Kokkos::parallel_for(
+      label, policy, KOKKOS_LAMBDA(const Member& team) {
+        const int ct = team.league_rank() % col_tiles;
+        const int rt = (team.league_rank() / col_tiles) % row_tiles;
+        const int bt = team.league_rank() / (col_tiles * row_tiles);
+        const int i0 = rt * tile, j0 = ct * tile;
+        const int ni = (rows - i0 < tile) ? rows - i0 : tile;
+        const int nj = (cols - j0 < tile) ? cols - j0 : tile;
+        Scratch As(team.team_scratch(0), tile, tile + 1), Bs(team.team_scratch(0), tile, tile + 1);
+        Scratch Cs(team.team_scratch(0), tile, tile);
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, ni * nj),
+                             [&](int x) { Cs(x / nj, x % nj) = T(0); });
+        for (int p0 = 0; p0 < inner; p0 += tile) {
+          const int np = (inner - p0 < tile) ? inner - p0 : tile;
+          team.team_barrier();
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, ni * np), [&](int x) {
+            As(x / np, x % np) = a(bt, i0 + x / np, p0 + x % np);
+          });
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, np * nj), [&](int x) {
+            Bs(x / nj, x % nj) = b_(bt, p0 + x / nj, j0 + x % nj);
+          });
+          team.team_barrier();
+          add_product(team, Cs, As, Bs, ni, np, nj);
+        }
+        team.team_barrier();
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, ni * nj), [&](int x) {
+          store(bt, i0 + x / nj, j0 + x % nj, Cs(x / nj, x % nj));
+        });
       });
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, np * nj), [&](int x) {
-        Bs(x / nj, x % nj) = b_(bt, p0 + x / nj, j0 + x % nj);
-      });
-      team.team_barrier();
-      add_product(team, Cs, As, Bs, ni, np, nj);
-    }
-    team.team_barrier();
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, ni * nj), [&](int x) {
-      store(bt, i0 + x / nj, j0 + x % nj, Cs(x / nj, x % nj));
-    });
-  });
 }
 
 }  // namespace attn::detail

@@ -62,14 +62,17 @@ template <class Rates>
 KOKKOS_INLINE_FUNCTION float base2_rate(const Rates& decay_rate, int h) {
   return decay_rate.extent(0) ? float(decay_rate(h)) * 1.4426950408889634f : 0.f;
 }
-KOKKOS_INLINE_FUNCTION float decay_power(float rate2, int n) { return rate2 == 0.f ? 1.f : exp2f(-rate2 * float(n)); }
+KOKKOS_INLINE_FUNCTION float decay_power(float rate2, int n) {
+  return rate2 == 0.f ? 1.f : exp2f(-rate2 * float(n));
+}
 
 // How the warps of a state walk (ChunkStates, GSA's GatedChunkStates) split
 // a team's Block x Block state block: each owns Rows rows (16-row MMA tiles)
 // and Columns columns, rows first.
 template <int Block, int Rows, int Columns>
 struct StateBlockWarps {
-  static constexpr int row_groups = Block / Rows, warps = row_groups * (Block / Columns), row_tiles = Rows / 16;
+  static constexpr int row_groups = Block / Rows, warps = row_groups * (Block / Columns),
+                       row_tiles = Rows / 16;
   KOKKOS_INLINE_FUNCTION static int first_row(int warp) { return Rows * (warp % row_groups); }
   KOKKOS_INLINE_FUNCTION static int first_col(int warp) { return Columns * (warp / row_groups); }
 };
@@ -81,7 +84,8 @@ struct ChunkStates {
   // registers loaded (and in float split) per product where 16 x 32 pieces
   // over 8 warps took 3 (measured 0.94-0.98x the time of lightning/fwd and
   // linear/chunk, with the cvt.rna rounding of tf32 tiles).
-  static constexpr int block = D < 64 ? D : 64, blocks = D / block, columns = block == 64 ? 32 : block;
+  static constexpr int block = D < 64 ? D : 64, blocks = D / block,
+                       columns = block == 64 ? 32 : block;
   using Pieces = StateBlockWarps<block, block == 64 ? 32 : 16, columns>;
   static constexpr int warps = Pieces::warps, row_tiles = Pieces::row_tiles;
   // Key and value tiles of `tokens` steps (C is a multiple) in a ring of
@@ -92,24 +96,28 @@ struct ChunkStates {
 
   CudaTensor<P> k, v;
   Vector<Kokkos::Cuda, storage_t<P>> decay_rate;  // empty: no decay
-  CudaTensor<P> states;                      // [B H][chunk - 1][D][D]: the state entering chunk 1, 2, ...
-  Tensor3<Kokkos::Cuda, float> normalisers;       // [B H][chunk - 1][D], or empty
+  CudaTensor<P> states;  // [B H][chunk - 1][D][D]: the state entering chunk 1, 2, ...
+  Tensor3<Kokkos::Cuda, float> normalisers;  // [B H][chunk - 1][D], or empty
   int L, H, C, chunks, dk, dv, mirror;
-  int segment_chunks;  // chunks per segment of the sequence; each segment is walked from a zero state
+  int segment_chunks;  // chunks per segment of the sequence; each segment is walked from a zero
+                       // state
 
   KOKKOS_INLINE_FUNCTION void operator()(const CudaTeam& team) const {
 #if defined(ATTN_MMA_DEVICE_PASS)
     using E = mma::operand_t<P>;
     __shared__ __align__(16) E Ks[stages][tokens * ld];
     __shared__ __align__(16) E Vs[stages][tokens * ld];
-    __shared__ float factor[tokens];  // lambda^(end of chunk - 1 - u) of the tile's tokens (1 without a decay)
+    __shared__ float
+        factor[tokens];  // lambda^(end of chunk - 1 - u) of the tile's tokens (1 without a decay)
     const int rank = team.league_rank(), tid = team.team_rank(), size = team.team_size();
-    const int vb = rank % blocks, kb = (rank / blocks) % blocks, segment = (rank / (blocks * blocks)) % segments();
+    const int vb = rank % blocks, kb = (rank / blocks) % blocks,
+              segment = (rank / (blocks * blocks)) % segments();
     const int bh = rank / (blocks * blocks * segments());
     const int b = bh / H, h = bh % H, warp = tid / 32;
     const int first_row = Pieces::first_row(warp), first_col = Pieces::first_col(warp);
     const float rate = base2_rate(decay_rate, h);
-    const bool keeps_z = normalisers.data() && vb == 0 && tid < block;  // thread tid: z of d_k row kb*block + tid
+    const bool keeps_z =
+        normalisers.data() && vb == 0 && tid < block;  // thread tid: z of d_k row kb*block + tid
 
     mma::Accumulator<columns> S[row_tiles];  // the warp's piece of the state block, by 16-row tile
     for (auto& tile : S) mma::zero(tile);
@@ -117,55 +125,62 @@ struct ChunkStates {
     auto store = [&](int entering) {  // S is the state entering chunk `entering`
       for (int m = 0; m < row_tiles; ++m)
         mma::for_each_pair(S[m], [&](int r, int c, float& x0, float& x1) {
-          mma::store_pair<P>(&states(bh, entering - 1, kb * block + first_row + 16 * m + r, vb * block + first_col + c),
+          mma::store_pair<P>(&states(bh, entering - 1, kb * block + first_row + 16 * m + r,
+                                     vb * block + first_col + c),
                              x0, x1);
         });
       if (keeps_z) normalisers(bh, entering - 1, kb * block + tid) = z;
     };
     auto start = [&](int i) {  // copy tile i (tokens i*tokens ..) into buffer i % stages
-      mma::start_tile_copy<P>(Ks[i % stages], ld, tokens, block, k, b, h, i * tokens, tokens, dk - kb * block, tid,
-                              size, mirror, kb * block);
-      mma::start_tile_copy<P>(Vs[i % stages], ld, tokens, block, v, b, h, i * tokens, tokens, dv - vb * block, tid,
-                              size, mirror, vb * block);
+      mma::start_tile_copy<P>(Ks[i % stages], ld, tokens, block, k, b, h, i * tokens, tokens,
+                              dk - kb * block, tid, size, mirror, kb * block);
+      mma::start_tile_copy<P>(Vs[i % stages], ld, tokens, block, v, b, h, i * tokens, tokens,
+                              dv - vb * block, tid, size, mirror, vb * block);
     };
     // The segment's chunks first .. last - 1 (the last chunk's keys are never
     // part of a stored state), every one whole: at least 2 tiles.
     const int per_chunk = C / tokens, first = segment * segment_chunks;
     const int last = first + segment_chunks < chunks - 1 ? first + segment_chunks : chunks - 1;
     const int begin = first * per_chunk, end = last * per_chunk;
-    team.team_barrier();  // a block that runs several teams: the previous team's tiles are no longer read
+    team.team_barrier();  // a block that runs several teams: the previous team's tiles are no
+                          // longer read
     for (int i = begin; i < begin + stages - 1 && i < end; ++i) start(i);
     for (int i = begin; i < end; ++i) {
       const int n = i / per_chunk, buf = i % stages;
       if (i > begin && i % per_chunk == 0) {  // chunk n - 1 is in: S is the state entering chunk n
         store(n);
         const float chunk_decay = decay_power(rate, C);
-        for (auto& tile : S) mma::for_each_entry(tile, [&](int, int, float& x) { x *= chunk_decay; });
+        for (auto& tile : S)
+          mma::for_each_entry(tile, [&](int, int, float& x) { x *= chunk_decay; });
         z *= chunk_decay;
       }
-      // Tile i is in once at most the two copies (K and V) of each later tile in flight are pending.
+      // Tile i is in once at most the two copies (K and V) of each later tile in flight are
+      // pending.
       if (i + stages - 1 < end) {
         start(i + stages - 1);
-        mma::finish_tile_copy<2 * (stages - 1), P>(Ks[buf], ld, tokens, block, dk - kb * block, tid, size);
-        mma::finish_tile_copy<2 * (stages - 1), P>(Vs[buf], ld, tokens, block, dv - vb * block, tid, size);
+        mma::finish_tile_copy<2 * (stages - 1), P>(Ks[buf], ld, tokens, block, dk - kb * block, tid,
+                                                   size);
+        mma::finish_tile_copy<2 * (stages - 1), P>(Vs[buf], ld, tokens, block, dv - vb * block, tid,
+                                                   size);
       } else {
         mma::finish_tile_copy<0, P>(Ks[buf], ld, tokens, block, dk - kb * block, tid, size);
         mma::finish_tile_copy<0, P>(Vs[buf], ld, tokens, block, dv - vb * block, tid, size);
       }
       if (tid < tokens) factor[tid] = decay_power(rate, (n + 1) * C - 1 - (i * tokens + tid));
       team.team_barrier();
-      // S += (Lambda K)^T V: the keys, decayed to the end of their chunk, as a transposed A operand. The
-      // decay scales each fragment as it is read (scaling the tile in shared memory once, with a barrier
-      // more, measured 1.03-1.09x the time in tf32 and bf16); without one the keys go as they are.
-      #pragma unroll
+// S += (Lambda K)^T V: the keys, decayed to the end of their chunk, as a transposed A operand. The
+// decay scales each fragment as it is read (scaling the tile in shared memory once, with a barrier
+// more, measured 1.03-1.09x the time in tf32 and bf16); without one the keys go as they are.
+#pragma unroll
       for (int kk = 0; kk < tokens / mma::k_step<P>; ++kk) {
         mma::AFragment<P> a[row_tiles];
-        #pragma unroll
+#pragma unroll
         for (int m = 0; m < row_tiles; ++m) {
           std::uint32_t raw[4];
           mma::transposed_fragment_from_shared<P>(raw, Ks[buf] + first_row + 16 * m, ld, kk);
           if (rate != 0.f) {
-            mma::scale_fragment_columns<P>(raw, [&](int c) { return factor[kk * mma::k_step<P> + c]; });
+            mma::scale_fragment_columns<P>(raw,
+                                           [&](int c) { return factor[kk * mma::k_step<P> + c]; });
             a[m] = mma::prepare<P>(raw);
           } else {
             a[m] = mma::prepare_rounded<P>(raw);
@@ -174,7 +189,8 @@ struct ChunkStates {
         mma::add_ab_step<P, row_tiles>(S, a, Vs[buf] + first_col, ld, kk);
       }
       if (keeps_z)
-        for (int u = 0; u < tokens; ++u) z += factor[u] * mma::operand_to_float<P>(Ks[buf][u * ld + tid]);
+        for (int u = 0; u < tokens; ++u)
+          z += factor[u] * mma::operand_to_float<P>(Ks[buf][u * ld + tid]);
       team.team_barrier();  // buffer buf is free for tile i + stages, factor for tile i + 1
     }
     store(last);
@@ -195,10 +211,11 @@ struct ChunkStates {
 // state entry), the normaliser's entries likewise.
 template <class P>
 struct JoinChunkSegments {
-  CudaTensor<P> states;                       // [B H][chunk - 1][D][D]
+  CudaTensor<P> states;                      // [B H][chunk - 1][D][D]
   Tensor3<Kokkos::Cuda, float> normalisers;  // [B H][chunk - 1][D], or empty
   Vector<Kokkos::Cuda, storage_t<P>> decay_rate;
-  int H, C, chunks, segment_chunks, entries;  // entries per (batch, head): D^2, + D with the normaliser
+  int H, C, chunks, segment_chunks,
+      entries;  // entries per (batch, head): D^2, + D with the normaliser
 
   template <class Entry>
   KOKKOS_INLINE_FUNCTION void join(float rate, Entry entry) const {
@@ -227,7 +244,8 @@ struct ChunkOutputs {
   // Value columns per team (flash-linear-attention's chunk_fwd_o splits V so
   // too); every column in bf16 measured faster than 64-column blocks (2.3
   // against 2.9 ms at B=4 H=32 L=16k d=128).
-  static constexpr int value_block = mma::register_value_block<P, D>, value_blocks = D / value_block;
+  static constexpr int value_block = mma::register_value_block<P, D>,
+                       value_blocks = D / value_block;
   // Teams resident per SM the registers must allow: 3 (168 registers; 171
   // in float and 192 in bf16 without the cap left room for 2, 12 % of the warps).
   static constexpr int min_blocks = 3;
@@ -237,7 +255,8 @@ struct ChunkOutputs {
   static constexpr int slice_ld = mma::k_major_stride<P>(value_block);
   // Two slices in flight, each with the slice of the segment's entering state
   // it is corrected by (see JoinChunkSegments), or the key and value tiles.
-  static constexpr int shared = keys * (ld + ldv) > 4 * slice * slice_ld ? keys * (ld + ldv) : 4 * slice * slice_ld;
+  static constexpr int shared = keys * (ld + ldv) > 4 * slice* slice_ld ? keys*(ld + ldv)
+                                                                        : 4 * slice* slice_ld;
 
   CudaTensor<P> q, k, v, o;
   Vector<Kokkos::Cuda, storage_t<P>> decay_rate;
@@ -250,7 +269,8 @@ struct ChunkOutputs {
   KOKKOS_INLINE_FUNCTION void operator()(const CudaTeam& team) const {
 #if defined(ATTN_MMA_DEVICE_PASS)
     using E = mma::operand_t<P>;
-    __shared__ __align__(16) E tile_memory[shared];  // the state slices, then the key and value tiles
+    __shared__ __align__(16)
+        E tile_memory[shared];  // the state slices, then the key and value tiles
     __shared__ float z[D];
     E* const Ks = tile_memory;
     E* const Vs = tile_memory + keys * ld;
@@ -261,9 +281,10 @@ struct ChunkOutputs {
     const int rank = team.league_size() - 1 - team.league_rank();
     const int vb = rank % value_blocks, first_value = vb * value_block;
     const TeamTile tile = team_tile(rank / value_blocks, tiles, H, rows, L);
-    const int b = tile.b, h = tile.h, bh = b * H + h, tid = team.team_rank(), size = team.team_size();
+    const int b = tile.b, h = tile.h, bh = b * H + h, tid = team.team_rank(),
+              size = team.team_size();
     const int row0 = tile.first + 16 * (tid / 32);  // the warp's first step
-    const int n = tile.first / C, t0 = n * C;        // the chunk of every row of the tile
+    const int n = tile.first / C, t0 = n * C;       // the chunk of every row of the tile
     const float rate = base2_rate(decay_rate, h);
 
     mma::RowTile<P, D> Q;
@@ -284,26 +305,28 @@ struct ChunkOutputs {
       auto buffer = [&](int i) { return tile_memory + (i & 1) * slice * slice_ld; };
       auto entering = [&](int i) { return tile_memory + (2 + (i & 1)) * slice * slice_ld; };
       auto start = [&](int i) {
-        mma::start_tile_copy<P>(buffer(i), slice_ld, slice, value_block, states, bh, n - 1, i * slice, slice,
-                                D - first_value, tid, size, -1, first_value);
+        mma::start_tile_copy<P>(buffer(i), slice_ld, slice, value_block, states, bh, n - 1,
+                                i * slice, slice, D - first_value, tid, size, -1, first_value);
         if (corrected)
-          mma::start_tile_copy<P>(entering(i), slice_ld, slice, value_block, states, bh, f - 1, i * slice, slice,
-                                  D - first_value, tid, size, -1, first_value);
+          mma::start_tile_copy<P>(entering(i), slice_ld, slice, value_block, states, bh, f - 1,
+                                  i * slice, slice, D - first_value, tid, size, -1, first_value);
       };
       auto finish = [&](auto pending, int i) {
-        mma::finish_tile_copy<decltype(pending)::value, P>(buffer(i), slice_ld, slice, value_block, D - first_value,
-                                                           tid, size);
+        mma::finish_tile_copy<decltype(pending)::value, P>(buffer(i), slice_ld, slice, value_block,
+                                                           D - first_value, tid, size);
         if (corrected)
-          mma::finish_tile_copy<decltype(pending)::value, P>(entering(i), slice_ld, slice, value_block,
-                                                             D - first_value, tid, size);
+          mma::finish_tile_copy<decltype(pending)::value, P>(
+              entering(i), slice_ld, slice, value_block, D - first_value, tid, size);
       };
-      team.team_barrier();  // a block that runs several teams: the previous team's tiles are no longer read
+      team.team_barrier();  // a block that runs several teams: the previous team's tiles are no
+                            // longer read
       start(0);
-      #pragma unroll  // Q's k-steps are indexed by i: registers only with constant indices
+#pragma unroll  // Q's k-steps are indexed by i: registers only with constant indices
       for (int i = 0; i < slices; ++i) {
         if (i + 1 < slices) {
           start(i + 1);
-          // Slice i is in once the copies of slice i + 1 (one, or two when corrected) are all that pend.
+          // Slice i is in once the copies of slice i + 1 (one, or two when corrected) are all that
+          // pend.
           if (corrected)
             finish(std::integral_constant<int, 2>{}, i);
           else
@@ -322,11 +345,14 @@ struct ChunkOutputs {
           }
           team.team_barrier();
         }
-        mma::add_ab_slice<P, slice / mma::k_step<P>>(O, Q, i * slice / mma::k_step<P>, buffer(i), slice_ld);
+        mma::add_ab_slice<P, slice / mma::k_step<P>>(O, Q, i * slice / mma::k_step<P>, buffer(i),
+                                                     slice_ld);
         team.team_barrier();  // buffer i & 1 is free for slice i + 2
       }
       if (normalise) {
-        if (tid < D) z[tid] = normalisers(bh, n - 1, tid) + (corrected ? correction * normalisers(bh, f - 1, tid) : 0.f);
+        if (tid < D)
+          z[tid] = normalisers(bh, n - 1, tid) +
+                   (corrected ? correction * normalisers(bh, f - 1, tid) : 0.f);
         team.team_barrier();
         mma::add_row_dots(Q, z, den);
       }
@@ -372,8 +398,8 @@ struct ChunkOutputs {
 template <class P>
 bool tensor_core_chunked(const Kokkos::Cuda& exec, const char* label, const Shape& s,
                          const CudaTensor<P>& q, const CudaTensor<P>& k, const CudaTensor<P>& v,
-                         const Vector<Kokkos::Cuda, storage_t<P>>& decay_rate, const CudaTensor<P>& o, int chunk,
-                         bool normalise, bool reverse) {
+                         const Vector<Kokkos::Cuda, storage_t<P>>& decay_rate,
+                         const CudaTensor<P>& o, int chunk, bool normalise, bool reverse) {
   const int L = s.seq, C = chunk < L ? chunk : L, chunks = ceil_div(L, C);
   if (chunks > 1 && C % 64 != 0) return false;
   const int mirror = reverse ? L - 1 : -1, BH = s.batch * s.heads;
@@ -390,9 +416,10 @@ bool tensor_core_chunked(const Kokkos::Cuda& exec, const char* label, const Shap
                                  "chunk states", stored * D * D * sizeof(storage_t<P>))),
                              BH, chunks - 1, D, D);
       if (normalise)
-        normalisers = Tensor3<Kokkos::Cuda, float>(
-            reinterpret_cast<float*>(workspace<Kokkos::CudaSpace>("chunk normalisers", stored * D * sizeof(float))),
-            BH, chunks - 1, D);
+        normalisers =
+            Tensor3<Kokkos::Cuda, float>(reinterpret_cast<float*>(workspace<Kokkos::CudaSpace>(
+                                             "chunk normalisers", stored * D * sizeof(float))),
+                                         BH, chunks - 1, D);
       // Few (batch, head, state block) walks leave most of the GPU idle: then
       // the sequence is cut into segments walked in parallel and joined after
       // (a two-level scan), so that the walks' 16-row pieces fill about a
@@ -409,23 +436,26 @@ bool tensor_core_chunked(const Kokkos::Cuda& exec, const char* label, const Shap
                                                     : std::max(1, ceil_div(warp_slots / 5, pieces));
       const int segments = std::min(chunks - 1, wanted);
       segment_chunks = ceil_div(chunks - 1, segments);
-      launch_tiles(std::string(label) + " states", exec, walks * ceil_div(chunks - 1, segment_chunks),
-                   32 * States::warps,
-                   States{k, v, decay_rate, states, normalisers, L, s.heads, C, chunks, s.dk, s.dv, mirror,
-                          segment_chunks});
-      if (2 * segment_chunks <= chunks - 1) {  // a state at 2 Sc or later needs the second segment's entering one
+      launch_tiles(std::string(label) + " states", exec,
+                   walks * ceil_div(chunks - 1, segment_chunks), 32 * States::warps,
+                   States{k, v, decay_rate, states, normalisers, L, s.heads, C, chunks, s.dk, s.dv,
+                          mirror, segment_chunks});
+      if (2 * segment_chunks <=
+          chunks - 1) {  // a state at 2 Sc or later needs the second segment's entering one
         const int entries = D * D + (normalise ? D : 0);
-        Kokkos::parallel_for(std::string(label) + " join segments", Kokkos::RangePolicy<Kokkos::Cuda>(exec, 0, BH * entries),
-                             JoinChunkSegments<P>{states, normalisers, decay_rate, s.heads, C, chunks, segment_chunks,
-                                                  entries});
+        Kokkos::parallel_for(std::string(label) + " join segments",
+                             Kokkos::RangePolicy<Kokkos::Cuda>(exec, 0, BH * entries),
+                             JoinChunkSegments<P>{states, normalisers, decay_rate, s.heads, C,
+                                                  chunks, segment_chunks, entries});
       }
     }
     using Outputs = ChunkOutputs<P, D>;
     const int tiles = ceil_div(L, Outputs::rows);
-    launch_tiles<Outputs::min_blocks>(std::string(label) + " outputs", exec, BH * tiles * Outputs::value_blocks,
-                                      32 * Outputs::warps,
-                 Outputs{q, k, v, o, decay_rate, states, normalisers, L, s.heads, tiles, C, s.dk, s.dv, mirror,
-                         segment_chunks, normalise});
+    launch_tiles<Outputs::min_blocks>(
+        std::string(label) + " outputs", exec, BH * tiles * Outputs::value_blocks,
+        32 * Outputs::warps,
+        Outputs{q, k, v, o, decay_rate, states, normalisers, L, s.heads, tiles, C, s.dk, s.dv,
+                mirror, segment_chunks, normalise});
   };
   return mma::with_padded_head(s.dk, s.dv, run);
 }

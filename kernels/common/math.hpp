@@ -66,7 +66,8 @@ KOKKOS_INLINE_FUNCTION T exp_nonpositive(T x) {
     p = p * f + 1.6666665459e-1f;
     p = p * f + 5.0000001201e-1f;
     p = p * f * f + f + 1.0f;
-    const std::uint32_t n_bits = __builtin_bit_cast(std::uint32_t, shifted) - 0x4b400000u;  // n, two's complement
+    const std::uint32_t n_bits =
+        __builtin_bit_cast(std::uint32_t, shifted) - 0x4b400000u;  // n, two's complement
     return p * __builtin_bit_cast(float, (n_bits + 127u) << 23);
   }
 #endif

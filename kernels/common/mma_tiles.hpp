@@ -67,10 +67,13 @@ using CudaTeam = Kokkos::TeamPolicy<Kokkos::Cuda>::member_type;
 // Functor::warps warps resident per SM (__launch_bounds__), capping its
 // registers (e.g. 3 teams of 128 threads: 168 registers).
 template <int MinBlocks = 0, class Functor>
-void launch_tiles(const std::string& label, const Kokkos::Cuda& exec, int league, int threads, const Functor& f) {
+void launch_tiles(const std::string& label, const Kokkos::Cuda& exec, int league, int threads,
+                  const Functor& f) {
   if constexpr (MinBlocks > 0)
     Kokkos::parallel_for(
-        label, Kokkos::TeamPolicy<Kokkos::Cuda, Kokkos::LaunchBounds<32 * Functor::warps, MinBlocks>>(exec, league, threads),
+        label,
+        Kokkos::TeamPolicy<Kokkos::Cuda, Kokkos::LaunchBounds<32 * Functor::warps, MinBlocks>>(
+            exec, league, threads),
         f);
   else
     Kokkos::parallel_for(label, Kokkos::TeamPolicy<Kokkos::Cuda>(exec, league, threads), f);
@@ -171,7 +174,9 @@ __device__ __forceinline__ std::uint32_t tf32_bits(float x) {
   return bits;
 }
 __device__ __forceinline__ float tf32_rounded(float x) { return __uint_as_float(tf32_bits(x)); }
-__device__ __forceinline__ std::uint32_t tf32_truncated_bits(float x) { return __float_as_uint(x) & 0xffffe000u; }
+__device__ __forceinline__ std::uint32_t tf32_truncated_bits(float x) {
+  return __float_as_uint(x) & 0xffffe000u;
+}
 
 // The 3xTF32 split x = big + small: big is x rounded to TF32 by adding half
 // a TF32 ulp and truncating (CUTLASS's round_half_ulp_truncate: two integer
@@ -218,16 +223,16 @@ __device__ __forceinline__ float2 unpack_bf16(std::uint32_t pair) {
   return make_float2(__uint_as_float(pair << 16), __uint_as_float(pair & 0xffff0000u));
 }
 
-__device__ __forceinline__ void mma_tf32(float (&c)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
-                                         std::uint32_t b1) {
+__device__ __forceinline__ void mma_tf32(float (&c)[4], const std::uint32_t (&a)[4],
+                                         std::uint32_t b0, std::uint32_t b1) {
   asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
       "{%0,%1,%2,%3};\n"
       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-__device__ __forceinline__ void mma_bf16(float (&c)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
-                                         std::uint32_t b1) {
+__device__ __forceinline__ void mma_bf16(float (&c)[4], const std::uint32_t (&a)[4],
+                                         std::uint32_t b0, std::uint32_t b1) {
   asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
       "{%0,%1,%2,%3};\n"
       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
@@ -254,7 +259,7 @@ using BFragment = Fragment<P, 2>;
 template <class P>
 __device__ __forceinline__ AFragment<P> prepare(const std::uint32_t (&raw)[4]) {
   AFragment<P> f;
-  #pragma unroll
+#pragma unroll
   for (int i = 0; i < 4; ++i) {
     if constexpr (std::is_same_v<P, float>) {
       const Tf32Split x = split_tf32(__uint_as_float(raw[i]));
@@ -309,21 +314,24 @@ __device__ __forceinline__ void mma(float (&c)[4], const AFragment<P>& a, const 
 
 // The same with the B fragment's registers as a shared tile stores them.
 template <class P>
-__device__ __forceinline__ void mma(float (&c)[4], const AFragment<P>& a, std::uint32_t b0, std::uint32_t b1) {
+__device__ __forceinline__ void mma(float (&c)[4], const AFragment<P>& a, std::uint32_t b0,
+                                    std::uint32_t b1) {
   mma<P>(c, a, prepare_b<P>(b0, b1));
 }
 
 // Where step `row` of a sweep is stored: row itself, or mirror - row for a
 // sweep that runs from the last token to the first (mirror = L - 1).
-__device__ __forceinline__ int stored_row(int row, int mirror) { return mirror < 0 ? row : mirror - row; }
+__device__ __forceinline__ int stored_row(int row, int mirror) {
+  return mirror < 0 ? row : mirror - row;
+}
 
 // One operand element of row `row`, column `col` of a [rows, cols] slice of
 // x(b, h, ., .), zero outside it (padding rows and columns contribute nothing);
 // tf32 operands are rounded here, once, so that the products take them as
 // they are.
 template <class P, class View>
-__device__ __forceinline__ operand_t<P> element(const View& x, int b, int h, int row, int rows, int col, int cols,
-                                                int mirror = -1) {
+__device__ __forceinline__ operand_t<P> element(const View& x, int b, int h, int row, int rows,
+                                                int col, int cols, int mirror = -1) {
   if (row >= rows || col >= cols) return operand_t<P>(0);
   const auto value = x(b, h, stored_row(row, mirror), col);
   if constexpr (std::is_same_v<P, bf16>)
@@ -337,7 +345,8 @@ __device__ __forceinline__ operand_t<P> element(const View& x, int b, int h, int
 // The A fragment of k-step kk of 16 rows held in shared memory ([row][k],
 // stride ld), starting at `rows`.
 template <class P>
-__device__ __forceinline__ void fragment_from_shared(std::uint32_t (&a)[4], const operand_t<P>* rows, int ld, int kk) {
+__device__ __forceinline__ void fragment_from_shared(std::uint32_t (&a)[4],
+                                                     const operand_t<P>* rows, int ld, int kk) {
   const int g = lane_id() >> 2, t = lane_id() & 3;
   if constexpr (std::is_same_v<P, bf16>) {
     const operand_t<P>* p = rows + kk * 16 + 2 * t;
@@ -360,7 +369,8 @@ __device__ __forceinline__ void fragment_from_shared(std::uint32_t (&a)[4], cons
 // whose four 8 x 8 matrices are (m 0-7, k 0-7), (m 8-15, k 0-7), (m 0-7,
 // k 8-15), (m 8-15, k 8-15): the A fragment's register order.
 template <class P>
-__device__ __forceinline__ void transposed_fragment_from_shared(std::uint32_t (&a)[4], const operand_t<P>* At, int ld,
+__device__ __forceinline__ void transposed_fragment_from_shared(std::uint32_t (&a)[4],
+                                                                const operand_t<P>* At, int ld,
                                                                 int kk) {
   if constexpr (std::is_same_v<P, bf16>) {
     const int m = lane_id() >> 3, r = lane_id() & 7;
@@ -410,7 +420,7 @@ __device__ __forceinline__ void scale_fragment_columns(std::uint32_t (&a)[4], F 
 template <class P, int K, class F>
 __device__ __forceinline__ void scale_entries(RowTile<P, K>& A, F f) {
   const int g = lane_id() >> 2, t = lane_id() & 3;
-  #pragma unroll
+#pragma unroll
   for (int kk = 0; kk < K / k_step<P>; ++kk) {
     if constexpr (std::is_same_v<P, bf16>) {
       const int c = kk * 16 + 2 * t;
@@ -448,8 +458,8 @@ __device__ __forceinline__ void scale_tile(operand_t<P>* tile, int ld, int rank,
 
 // B fragment of C += A B^T (float, tf32): rows n0 .. n0+7 of B ([n][k] in
 // shared memory, stride ld), k-step kk.
-__device__ __forceinline__ void transposed_fragment(std::uint32_t& b0, std::uint32_t& b1, const float* B, int ld,
-                                                    int n0, int kk) {
+__device__ __forceinline__ void transposed_fragment(std::uint32_t& b0, std::uint32_t& b1,
+                                                    const float* B, int ld, int n0, int kk) {
   const int g = lane_id() >> 2, t = lane_id() & 3;
   const float* p = B + (n0 + g) * ld + kk * 8 + t;
   b0 = __float_as_uint(p[0]);
@@ -462,11 +472,12 @@ __device__ __forceinline__ void transposed_fragment(std::uint32_t& b0, std::uint
 // or transposed from a [k][n] tile (C += W B). Lane l names row l % 8 of
 // matrix l / 8; rows are 16-byte aligned (padded_stride keeps them so).
 template <bool KMajor>
-__device__ __forceinline__ void bf16_fragment_pair(std::uint32_t (&b)[4], const std::uint16_t* B, int ld, int n0,
-                                                   int kk) {
+__device__ __forceinline__ void bf16_fragment_pair(std::uint32_t (&b)[4], const std::uint16_t* B,
+                                                   int ld, int n0, int kk) {
   const int m = lane_id() >> 3, r = lane_id() & 7;
   const int n = n0 + 8 * (m >> 1), k = kk * 16 + 8 * (m & 1);
-  const auto row = static_cast<std::uint32_t>(__cvta_generic_to_shared(KMajor ? B + (k + r) * ld + n : B + (n + r) * ld + k));
+  const auto row = static_cast<std::uint32_t>(
+      __cvta_generic_to_shared(KMajor ? B + (k + r) * ld + n : B + (n + r) * ld + k));
   if constexpr (KMajor)
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                  : "=r"(b[0]), "=r"(b[1]), "=r"(b[2]), "=r"(b[3])
@@ -483,11 +494,11 @@ template <bool KMajor, int M, int N>
 __device__ __forceinline__ void add_bf16_fragment_pairs(Accumulator<N>* C, const AFragment<bf16>* a,
                                                         const std::uint16_t* B, int ld, int kk) {
   static_assert(N % 16 == 0, "bf16 products load two n-tiles at once");
-  #pragma unroll
+#pragma unroll
   for (int j = 0; j < N / 8; j += 2) {
     std::uint32_t b[4];
     bf16_fragment_pair<KMajor>(b, B, ld, 8 * j, kk);
-    #pragma unroll
+#pragma unroll
     for (int m = 0; m < M; ++m) {
       mma<bf16>(C[m].c[j], a[m], b[0], b[1]);
       mma<bf16>(C[m].c[j + 1], a[m], b[2], b[3]);
@@ -497,12 +508,12 @@ __device__ __forceinline__ void add_bf16_fragment_pairs(Accumulator<N>* C, const
 
 // One k-step of C (16 x N) += A B^T, B = rows 0 .. N-1 of a [n][k] shared tile.
 template <class P, int N>
-__device__ __forceinline__ void add_abt_step(Accumulator<N>& C, const AFragment<P>& a, const operand_t<P>* B, int ld,
-                                             int kk) {
+__device__ __forceinline__ void add_abt_step(Accumulator<N>& C, const AFragment<P>& a,
+                                             const operand_t<P>* B, int ld, int kk) {
   if constexpr (std::is_same_v<P, bf16>) {
     add_bf16_fragment_pairs<false, 1>(&C, &a, B, ld, kk);
   } else {
-    #pragma unroll
+#pragma unroll
     for (int j = 0; j < N / 8; ++j) {
       std::uint32_t b0, b1;
       transposed_fragment(b0, b1, B, ld, 8 * j, kk);
@@ -521,8 +532,9 @@ __device__ __forceinline__ void add_abt_step(Accumulator<N>& C, const AFragment<
 // and keeping it measured faster (softmax in float at d = 64: 1.12x slower
 // without it).
 template <class P, int K>
-__device__ __forceinline__ void row_tile_raw(const RowTile<P, K>& A, int kk, std::uint32_t (&out)[4]) {
-  #pragma unroll
+__device__ __forceinline__ void row_tile_raw(const RowTile<P, K>& A, int kk,
+                                             std::uint32_t (&out)[4]) {
+#pragma unroll
   for (int i = 0; i < 4; ++i) {
     out[i] = A.a[kk][i];
     if constexpr (K >= 128 && !std::is_same_v<P, bf16>) asm volatile("" : "+r"(out[i]));
@@ -544,16 +556,17 @@ __device__ __forceinline__ AFragment<P> row_tile_step(const RowTile<P, K>& A, in
 // C (16 x N) += A (16 x K) B^T, B = rows 0 .. N-1 of a [n][k] shared tile.
 // A is a RowTile in registers, or rows of a shared tile (`const operand_t<P>*`).
 template <class P, int N, int K>
-__device__ __forceinline__ void add_abt(Accumulator<N>& C, const RowTile<P, K>& A, const operand_t<P>* B, int ld) {
-  #pragma unroll
+__device__ __forceinline__ void add_abt(Accumulator<N>& C, const RowTile<P, K>& A,
+                                        const operand_t<P>* B, int ld) {
+#pragma unroll
   for (int kk = 0; kk < K / k_step<P>; ++kk) {
     add_abt_step<P>(C, row_tile_step(A, kk), B, ld, kk);
   }
 }
 template <class P, int N, int K>
-__device__ __forceinline__ void add_abt(Accumulator<N>& C, const operand_t<P>* A, int lda, const operand_t<P>* B,
-                                        int ldb) {
-  #pragma unroll
+__device__ __forceinline__ void add_abt(Accumulator<N>& C, const operand_t<P>* A, int lda,
+                                        const operand_t<P>* B, int ldb) {
+#pragma unroll
   for (int kk = 0; kk < K / k_step<P>; ++kk) {
     std::uint32_t raw[4];
     fragment_from_shared<P>(raw, A, lda, kk);
@@ -567,17 +580,18 @@ __device__ __forceinline__ void add_abt(Accumulator<N>& C, const operand_t<P>* A
 // (ld = k_major_stride): each B fragment is loaded, and in float split, once
 // for the M products.
 template <class P, int M, int N>
-__device__ __forceinline__ void add_ab_step(Accumulator<N>* C, const AFragment<P>* a, const operand_t<P>* B, int ld,
-                                            int kk) {
+__device__ __forceinline__ void add_ab_step(Accumulator<N>* C, const AFragment<P>* a,
+                                            const operand_t<P>* B, int ld, int kk) {
   if constexpr (std::is_same_v<P, bf16>) {
     add_bf16_fragment_pairs<true, M>(C, a, B, ld, kk);
   } else {
     const int g = lane_id() >> 2, t = lane_id() & 3;
     const float* rows = B + (kk * 8 + t) * ld + g;
-    #pragma unroll
+#pragma unroll
     for (int j = 0; j < N / 8; ++j) {
-      const BFragment<P> b = prepare_b<P>(__float_as_uint(rows[8 * j]), __float_as_uint(rows[8 * j + 4 * ld]));
-      #pragma unroll
+      const BFragment<P> b =
+          prepare_b<P>(__float_as_uint(rows[8 * j]), __float_as_uint(rows[8 * j + 4 * ld]));
+#pragma unroll
       for (int m = 0; m < M; ++m) mma<P>(C[m].c[j], a[m], b);
     }
   }
@@ -585,8 +599,8 @@ __device__ __forceinline__ void add_ab_step(Accumulator<N>* C, const AFragment<P
 
 // The same for one row tile.
 template <class P, int N>
-__device__ __forceinline__ void add_ab_step(Accumulator<N>& C, const AFragment<P>& a, const operand_t<P>* B, int ld,
-                                            int kk) {
+__device__ __forceinline__ void add_ab_step(Accumulator<N>& C, const AFragment<P>& a,
+                                            const operand_t<P>* B, int ld, int kk) {
   add_ab_step<P, 1>(&C, &a, B, ld, kk);
 }
 
@@ -597,33 +611,34 @@ __device__ __forceinline__ void add_ab_step(Accumulator<N>& C, const AFragment<P
 template <class P, int Steps, int N, int K>
 __device__ __forceinline__ void add_ab_slice(Accumulator<N>& C, const RowTile<P, K>& A, int first,
                                              const operand_t<P>* B, int ld) {
-  #pragma unroll
+#pragma unroll
   for (int kk = 0; kk < Steps; ++kk) add_ab_step<P>(C, row_tile_step(A, first + kk), B, ld, kk);
 }
 
 // C (16 x N) += W (16 x K) B, W an accumulator (K keys wide), B = rows 0 .. K-1
 // of a [k][n] shared tile (e.g. values). See the header for the TF32 k order.
 template <class P, int N, int K>
-__device__ __forceinline__ void add_ab(Accumulator<N>& C, const Accumulator<K>& W, const operand_t<P>* B, int ld) {
+__device__ __forceinline__ void add_ab(Accumulator<N>& C, const Accumulator<K>& W,
+                                       const operand_t<P>* B, int ld) {
   if constexpr (std::is_same_v<P, bf16>) {
     static_assert(K % 16 == 0, "bf16 products take 16 keys per step");
-    #pragma unroll
+#pragma unroll
     for (int kk = 0; kk < K / 16; ++kk) {
       const float(&lo)[4] = W.c[2 * kk];
       const float(&hi)[4] = W.c[2 * kk + 1];
-      const AFragment<P> a = {{pack_bf16(lo[0], lo[1]), pack_bf16(lo[2], lo[3]), pack_bf16(hi[0], hi[1]),
-                               pack_bf16(hi[2], hi[3])}};
+      const AFragment<P> a = {{pack_bf16(lo[0], lo[1]), pack_bf16(lo[2], lo[3]),
+                               pack_bf16(hi[0], hi[1]), pack_bf16(hi[2], hi[3])}};
       add_bf16_fragment_pairs<true, 1>(&C, &a, B, ld, kk);
     }
   } else {
     const int g = lane_id() >> 2, t = lane_id() & 3;
-    #pragma unroll
+#pragma unroll
     for (int kk = 0; kk < K / 8; ++kk) {
       const float(&w)[4] = W.c[kk];
-      const AFragment<P> a = prepare<P>({__float_as_uint(w[0]), __float_as_uint(w[2]), __float_as_uint(w[1]),
-                                          __float_as_uint(w[3])});
+      const AFragment<P> a = prepare<P>({__float_as_uint(w[0]), __float_as_uint(w[2]),
+                                         __float_as_uint(w[1]), __float_as_uint(w[3])});
       const float* rows = B + (kk * 8 + 2 * t) * ld + g;
-      #pragma unroll
+#pragma unroll
       for (int j = 0; j < N / 8; ++j) {
         const float* p = rows + 8 * j;
         mma<P>(C.c[j], a, __float_as_uint(p[0]), __float_as_uint(p[ld]));
@@ -645,9 +660,10 @@ __device__ __forceinline__ void add_ab(Accumulator<N>& C, const Accumulator<K>& 
 // are steps of a sweep, stored as stored_row(step, mirror) says; the tile's
 // column c is x's column first_col + c.
 template <class P, class View>
-__device__ __forceinline__ void start_tile_copy(operand_t<P>* dst, int ld, int rows, int width, const View& x, int b,
-                                                int h, int first, int count, int cols, int rank, int size,
-                                                int mirror = -1, int first_col = 0) {
+__device__ __forceinline__ void start_tile_copy(operand_t<P>* dst, int ld, int rows, int width,
+                                                const View& x, int b, int h, int first, int count,
+                                                int cols, int rank, int size, int mirror = -1,
+                                                int first_col = 0) {
   constexpr int per_chunk = 16 / sizeof(operand_t<P>);
   if (cols % per_chunk == 0) {
     const int chunks = width / per_chunk;
@@ -655,22 +671,25 @@ __device__ __forceinline__ void start_tile_copy(operand_t<P>* dst, int ld, int r
       const int r = i / chunks, c = (i % chunks) * per_chunk;
       const bool inside = r < count && c < cols;
       const void* from =
-          inside ? static_cast<const void*>(&x(b, h, stored_row(first + r, mirror), first_col + c)) : x.data();
+          inside ? static_cast<const void*>(&x(b, h, stored_row(first + r, mirror), first_col + c))
+                 : x.data();
       const auto to = static_cast<std::uint32_t>(__cvta_generic_to_shared(dst + r * ld + c));
-      asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(to), "l"(from), "r"(inside ? 16 : 0));
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(to), "l"(from),
+                   "r"(inside ? 16 : 0));
     }
   } else {
     for (int i = rank; i < rows * width; i += size) {
       const int r = i / width, c = i % width;
-      dst[r * ld + c] = element<P>(x, b, h, first + r, first + count, first_col + c, first_col + cols, mirror);
+      dst[r * ld + c] =
+          element<P>(x, b, h, first + r, first + count, first_col + c, first_col + cols, mirror);
     }
   }
   asm volatile("cp.async.commit_group;\n" ::: "memory");
 }
 
 template <int Pending, class P>
-__device__ __forceinline__ void finish_tile_copy(operand_t<P>* dst, int ld, int rows, int width, int cols, int rank,
-                                                 int size) {
+__device__ __forceinline__ void finish_tile_copy(operand_t<P>* dst, int ld, int rows, int width,
+                                                 int cols, int rank, int size) {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending) : "memory");
   if constexpr (std::is_same_v<P, tf32>) {
     if (cols % 4 != 0) return;  // copied element by element, already rounded
@@ -684,8 +703,9 @@ __device__ __forceinline__ void finish_tile_copy(operand_t<P>* dst, int ld, int 
 
 // Both halves at once (the caller's team barrier still follows).
 template <class P, class View>
-__device__ __forceinline__ void load_tile(operand_t<P>* dst, int ld, int rows, int width, const View& x, int b, int h,
-                                          int first, int count, int cols, int rank, int size) {
+__device__ __forceinline__ void load_tile(operand_t<P>* dst, int ld, int rows, int width,
+                                          const View& x, int b, int h, int first, int count,
+                                          int cols, int rank, int size) {
   start_tile_copy<P>(dst, ld, rows, width, x, b, h, first, count, cols, rank, size);
   finish_tile_copy<0, P>(dst, ld, rows, width, cols, rank, size);
 }
@@ -699,22 +719,24 @@ __device__ __forceinline__ void load_tile(operand_t<P>* dst, int ld, int rows, i
 // free again when it returns (the query tile FlashAttention-2 keeps in
 // registers).
 template <int Capacity, class P, int K, class View>
-__device__ __forceinline__ void load_row_tiles(const CudaTeam& team, RowTile<P, K>& A, operand_t<P>* staging,
-                                               const View& x, int b, int h, int first_row, int rows, int cols,
-                                               int mirror = -1) {
+__device__ __forceinline__ void load_row_tiles(const CudaTeam& team, RowTile<P, K>& A,
+                                               operand_t<P>* staging, const View& x, int b, int h,
+                                               int first_row, int rows, int cols, int mirror = -1) {
   constexpr int ld = padded_stride<P>(K), warps_per_pass = Capacity / (16 * ld);
   static_assert(warps_per_pass > 0, "the staging tile must hold 16 rows");
   const int tid = team.team_rank(), size = team.team_size(), warp = tid / 32, warps = size / 32;
   for (int w0 = 0; w0 < warps; w0 += warps_per_pass) {
-    const int first = first_row + 16 * w0, pass_rows = 16 * (warps - w0 < warps_per_pass ? warps - w0 : warps_per_pass);
+    const int first = first_row + 16 * w0,
+              pass_rows = 16 * (warps - w0 < warps_per_pass ? warps - w0 : warps_per_pass);
     const int count = rows - first < 0 ? 0 : (rows - first < pass_rows ? rows - first : pass_rows);
     team.team_barrier();  // nobody still reads the staging tile
     start_tile_copy<P>(staging, ld, pass_rows, K, x, b, h, first, count, cols, tid, size, mirror);
     finish_tile_copy<0, P>(staging, ld, pass_rows, K, cols, tid, size);
     team.team_barrier();
     if (warp >= w0 && warp < w0 + warps_per_pass) {
-      #pragma unroll
-      for (int kk = 0; kk < K / k_step<P>; ++kk) fragment_from_shared<P>(A.a[kk], staging + 16 * (warp - w0) * ld, ld, kk);
+#pragma unroll
+      for (int kk = 0; kk < K / k_step<P>; ++kk)
+        fragment_from_shared<P>(A.a[kk], staging + 16 * (warp - w0) * ld, ld, kk);
     }
   }
   team.team_barrier();
@@ -722,9 +744,9 @@ __device__ __forceinline__ void load_row_tiles(const CudaTeam& team, RowTile<P, 
 
 template <int N>
 __device__ __forceinline__ void zero(Accumulator<N>& C) {
-  #pragma unroll
+#pragma unroll
   for (int j = 0; j < N / 8; ++j)
-    #pragma unroll
+#pragma unroll
     for (int e = 0; e < 4; ++e) C.c[j][e] = 0.f;
 }
 
@@ -734,23 +756,25 @@ __device__ __forceinline__ void zero(Accumulator<N>& C) {
 // three other threads of its quad; quad_leader() is one of them.
 __device__ __forceinline__ int entry_row(int e) { return (lane_id() >> 2) + 8 * (e >> 1); }
 __device__ __forceinline__ bool quad_leader() { return (lane_id() & 3) == 0; }
-__device__ __forceinline__ int entry_col(int j, int e) { return 8 * j + 2 * (lane_id() & 3) + (e & 1); }
+__device__ __forceinline__ int entry_col(int j, int e) {
+  return 8 * j + 2 * (lane_id() & 3) + (e & 1);
+}
 
 // f(row, col, value&) for each of the thread's entries of C (half = row / 8
 // is 0 or 1); with two accumulators of one shape, f(row, col, c&, d&) over
 // their matching entries.
 template <int N, class F>
 __device__ __forceinline__ void for_each_entry(Accumulator<N>& C, F f) {
-  #pragma unroll
+#pragma unroll
   for (int j = 0; j < N / 8; ++j)
-    #pragma unroll
+#pragma unroll
     for (int e = 0; e < 4; ++e) f(entry_row(e), entry_col(j, e), C.c[j][e]);
 }
 template <int N, class F>
 __device__ __forceinline__ void for_each_entry(Accumulator<N>& C, Accumulator<N>& D, F f) {
-  #pragma unroll
+#pragma unroll
   for (int j = 0; j < N / 8; ++j)
-    #pragma unroll
+#pragma unroll
     for (int e = 0; e < 4; ++e) f(entry_row(e), entry_col(j, e), C.c[j][e], D.c[j][e]);
 }
 
@@ -759,9 +783,9 @@ __device__ __forceinline__ void for_each_entry(Accumulator<N>& C, Accumulator<N>
 // together with store_pair, one store instead of two.
 template <int N, class F>
 __device__ __forceinline__ void for_each_pair(Accumulator<N>& C, F f) {
-  #pragma unroll
+#pragma unroll
   for (int j = 0; j < N / 8; ++j)
-    #pragma unroll
+#pragma unroll
     for (int e = 0; e < 4; e += 2) f(entry_row(e), entry_col(j, e), C.c[j][e], C.c[j][e + 1]);
 }
 
@@ -788,7 +812,7 @@ __device__ __forceinline__ float quad_sum(float x) {
 // The thread's rows of C are g (half 0) and g + 8 (half 1).
 template <int N>
 __device__ __forceinline__ void row_max(const Accumulator<N>& C, float (&m)[2]) {
-  #pragma unroll
+#pragma unroll
   for (int j = 0; j < N / 8; ++j) {
     m[0] = fmaxf(m[0], fmaxf(C.c[j][0], C.c[j][1]));
     m[1] = fmaxf(m[1], fmaxf(C.c[j][2], C.c[j][3]));
@@ -799,7 +823,7 @@ __device__ __forceinline__ void row_max(const Accumulator<N>& C, float (&m)[2]) 
 // The thread's share of each row sum (reduce with quad_sum when needed).
 template <int N>
 __device__ __forceinline__ void add_row_sums(const Accumulator<N>& C, float (&s)[2]) {
-  #pragma unroll
+#pragma unroll
   for (int j = 0; j < N / 8; ++j) {
     s[0] += C.c[j][0] + C.c[j][1];
     s[1] += C.c[j][2] + C.c[j][3];
@@ -809,9 +833,10 @@ __device__ __forceinline__ void add_row_sums(const Accumulator<N>& C, float (&s)
 // The thread's share of A's rows (g and g + 8) dotted with z (K floats in
 // shared memory); reduce with quad_sum.
 template <class P, int K>
-__device__ __forceinline__ void add_row_dots(const RowTile<P, K>& A, const float* z, float (&s)[2]) {
+__device__ __forceinline__ void add_row_dots(const RowTile<P, K>& A, const float* z,
+                                             float (&s)[2]) {
   const int t = lane_id() & 3;
-  #pragma unroll
+#pragma unroll
   for (int kk = 0; kk < K / k_step<P>; ++kk) {
     if constexpr (std::is_same_v<P, bf16>) {
       const float* zc = z + kk * 16 + 2 * t;
@@ -848,11 +873,14 @@ __device__ __forceinline__ void add_row_dots(const RowTile<P, K>& A, const float
 // so a sum over thousands of keys in one accumulator drifts: LION at lambda
 // within 1e-6 of 1 over 16K tokens was 1e-4 off in float, against 2e-5 for
 // the portable tiles. It costs DV / 2 registers per thread.
-template <class P, int D, int Keys, bool ExactSums = false, int DV, class Member, class View, class Seen, class Weigh>
-__device__ __forceinline__ void attend_streamed(const Member& team, const RowTile<P, D>& Q, Accumulator<DV>& O,
-                                                operand_t<P>* Ks, operand_t<P>* Vs, const View& k, const View& v,
-                                                int b, int h, int L, int begin, int end, int dk, int dv,
-                                                int first_value, int mirror, Seen seen, Weigh weigh) {
+template <class P, int D, int Keys, bool ExactSums = false, int DV, class Member, class View,
+          class Seen, class Weigh>
+__device__ __forceinline__ void attend_streamed(const Member& team, const RowTile<P, D>& Q,
+                                                Accumulator<DV>& O, operand_t<P>* Ks,
+                                                operand_t<P>* Vs, const View& k, const View& v,
+                                                int b, int h, int L, int begin, int end, int dk,
+                                                int dv, int first_value, int mirror, Seen seen,
+                                                Weigh weigh) {
   constexpr int ld = padded_stride<P>(D), ldv = padded_stride<P>(DV);
   const int tid = team.team_rank(), size = team.team_size(), value_cols = dv - first_value;
   auto rows_from = [&](int k0) { return L - k0 < Keys ? L - k0 : Keys; };
@@ -860,7 +888,8 @@ __device__ __forceinline__ void attend_streamed(const Member& team, const RowTil
     start_tile_copy<P>(Ks, ld, Keys, D, k, b, h, k0, rows_from(k0), dk, tid, size, mirror);
   };
   auto start_values = [&](int k0) {
-    start_tile_copy<P>(Vs, ldv, Keys, DV, v, b, h, k0, rows_from(k0), value_cols, tid, size, mirror, first_value);
+    start_tile_copy<P>(Vs, ldv, Keys, DV, v, b, h, k0, rows_from(k0), value_cols, tid, size, mirror,
+                       first_value);
   };
   team.team_barrier();  // nobody still reads the shared tiles (a team before, or the caller)
   if (begin >= end) return;

@@ -42,7 +42,8 @@ KOKKOS_INLINE_FUNCTION TeamTile team_tile(int league_rank, int tiles, int heads,
 template <class Member, class F>
 KOKKOS_INLINE_FUNCTION void team_for_each(const Member& team, int rows, int cols, const F& f) {
 #if defined(__CUDA_ARCH__)
-  Kokkos::parallel_for(Kokkos::TeamThreadRange(team, rows * cols), [&](int i) { f(i / cols, i % cols); });
+  Kokkos::parallel_for(Kokkos::TeamThreadRange(team, rows * cols),
+                       [&](int i) { f(i / cols, i % cols); });
 #else
   Kokkos::parallel_for(Kokkos::TeamThreadRange(team, rows), [&](int r) {
     ATTN_SIMD
@@ -58,8 +59,8 @@ KOKKOS_INLINE_FUNCTION void team_for_each(const Member& team, int rows, int cols
 // left the compiler gathering them one by one); on a GPU as team_for_each
 // (coalesced).
 template <class Member, class Out, class In, class F>
-KOKKOS_INLINE_FUNCTION void team_map_rows(const Member& team, int rows, int cols, const Out& out, const In& in,
-                                          const F& f) {
+KOKKOS_INLINE_FUNCTION void team_map_rows(const Member& team, int rows, int cols, const Out& out,
+                                          const In& in, const F& f) {
 #if defined(__CUDA_ARCH__)
   Kokkos::parallel_for(Kokkos::TeamThreadRange(team, rows * cols), [&](int i) {
     const int r = i / cols, c = i % cols;
@@ -82,7 +83,8 @@ template <class Row>
 KOKKOS_INLINE_FUNCTION void prefetch_rows(int rows, int bytes, const Row& row) {
 #if !defined(__CUDA_ARCH__)
   for (int r = 0; r < rows; ++r)
-    for (int byte = 0; byte < bytes; byte += 64) __builtin_prefetch(reinterpret_cast<const char*>(row(r)) + byte);
+    for (int byte = 0; byte < bytes; byte += 64)
+      __builtin_prefetch(reinterpret_cast<const char*>(row(r)) + byte);
 #else
   (void)rows, (void)bytes, (void)row;
 #endif
@@ -93,8 +95,9 @@ KOKKOS_INLINE_FUNCTION void prefetch_rows(int rows, int bytes, const Row& row) {
 // in team_map_rows). On a GPU a thread per column walks the rows; on the
 // host (one thread per team) row after row, each row vectorised.
 template <class Member, class T, class Out, class X>
-KOKKOS_INLINE_FUNCTION void team_running_sum(const Member& team, int rows, int cols, const T* initial, T decay,
-                                             const Out& out, const X& x) {
+KOKKOS_INLINE_FUNCTION void team_running_sum(const Member& team, int rows, int cols,
+                                             const T* initial, T decay, const Out& out,
+                                             const X& x) {
 #if defined(__CUDA_ARCH__)
   Kokkos::parallel_for(Kokkos::TeamThreadRange(team, cols), [&](int c) {
     T sum = initial[c];
@@ -117,31 +120,36 @@ KOKKOS_INLINE_FUNCTION void team_running_sum(const Member& team, int rows, int c
 // dst(r, c) = x(b, h, first + r, c) for r < count, c < dim, as a product in
 // precision P sees it (operand_value: TF32 rounds; P = void or others: as stored).
 template <class P = void, class Member, class Scratch, class View>
-KOKKOS_INLINE_FUNCTION void load_rows(const Member& team, const Scratch& dst, const View& x, int b, int h,
-                                      int first, int count, int dim) {
+KOKKOS_INLINE_FUNCTION void load_rows(const Member& team, const Scratch& dst, const View& x, int b,
+                                      int h, int first, int count, int dim) {
   using T = typename Scratch::non_const_value_type;
   team_map_rows(
-      team, count, dim, [&](int r) { return &dst(r, 0); }, [&](int r) { return &x(b, h, first + r, 0); },
+      team, count, dim, [&](int r) { return &dst(r, 0); },
+      [&](int r) { return &x(b, h, first + r, 0); },
       [](int, typename View::non_const_value_type value) { return T(operand_value<P>(value)); });
 }
 
 // dst(c, r) = x(b, h, first + r, c) for r < count, c < dim: rows stored as
 // columns (the key tile of `scores`), rounded as load_rows rounds.
 template <class P = void, class Member, class Scratch, class View>
-KOKKOS_INLINE_FUNCTION void load_rows_transposed(const Member& team, const Scratch& dst, const View& x, int b, int h,
-                                                 int first, int count, int dim) {
-  team_for_each(team, count, dim, [&](int r, int c) { dst(c, r) = operand_value<P>(x(b, h, first + r, c)); });
+KOKKOS_INLINE_FUNCTION void load_rows_transposed(const Member& team, const Scratch& dst,
+                                                 const View& x, int b, int h, int first, int count,
+                                                 int dim) {
+  team_for_each(team, count, dim,
+                [&](int r, int c) { dst(c, r) = operand_value<P>(x(b, h, first + r, c)); });
 }
 
 // Values with a column of ones after them (c = dv .. width-1): the product
 // with the weights then also gives each row's weight sum, the normaliser of
 // linear attention and Scale(.) (docs/lion.md §2.4).
 template <class P = void, class Member, class Scratch, class View>
-KOKKOS_INLINE_FUNCTION void load_values_and_ones(const Member& team, const Scratch& dst, const View& v, int b, int h,
-                                                 int first, int count, int dv, int width) {
+KOKKOS_INLINE_FUNCTION void load_values_and_ones(const Member& team, const Scratch& dst,
+                                                 const View& v, int b, int h, int first, int count,
+                                                 int dv, int width) {
   using T = typename Scratch::non_const_value_type;
-  team_for_each(team, count, width,
-                [&](int j, int c) { dst(j, c) = c < dv ? T(operand_value<P>(v(b, h, first + j, c))) : T(1); });
+  team_for_each(team, count, width, [&](int j, int c) {
+    dst(j, c) = c < dv ? T(operand_value<P>(v(b, h, first + j, c))) : T(1);
+  });
 }
 
 // m(r, c) = 0 for r < rows, c < cols.
@@ -181,8 +189,9 @@ struct LowerBand {
 // outputs, would leave most of a 128-thread team idle in blocks); the GPU's
 // fast products are the tensor-core ones (common/mma_tiles.hpp).
 template <class Member, class A, class B, class Store>
-KOKKOS_INLINE_FUNCTION void team_product(const Member& team, int rows, int cols, int inner, const A& a, const B& b,
-                                         const Store& store, LowerBand outputs = {}, LowerBand left = {}) {
+KOKKOS_INLINE_FUNCTION void team_product(const Member& team, int rows, int cols, int inner,
+                                         const A& a, const B& b, const Store& store,
+                                         LowerBand outputs = {}, LowerBand left = {}) {
   using T = decltype(a(0, 0) * b(0, 0));
   auto one_output = [&](int r, int c) {  // a plain dot product
     T sum = 0;
@@ -191,38 +200,41 @@ KOKKOS_INLINE_FUNCTION void team_product(const Member& team, int rows, int cols,
     store(r, c, sum);
   };
 #if defined(__CUDA_ARCH__)
-  Kokkos::parallel_for(Kokkos::TeamThreadRange(team, rows * cols), [&](int i) { one_output(i / cols, i % cols); });
+  Kokkos::parallel_for(Kokkos::TeamThreadRange(team, rows * cols),
+                       [&](int i) { one_output(i / cols, i % cols); });
 #else
   constexpr int host_rows = 8, host_cols = 128 / int(sizeof(T));
   const int block_cols = (cols + host_cols - 1) / host_cols;
-  Kokkos::parallel_for(Kokkos::TeamThreadRange(team, ((rows + host_rows - 1) / host_rows) * block_cols), [&](int i) {
-    const int r0 = (i / block_cols) * host_rows, c0 = (i % block_cols) * host_cols;
-    if (r0 + host_rows <= rows && c0 + host_cols <= cols) {
-      T sum[host_rows][host_cols] = {};
-      const int last_row = r0 + host_rows - 1;
-      if (c0 < outputs.end(last_row, cols))
-        for (int j = 0; j < left.end(last_row, inner); ++j)
+  Kokkos::parallel_for(
+      Kokkos::TeamThreadRange(team, ((rows + host_rows - 1) / host_rows) * block_cols), [&](int i) {
+        const int r0 = (i / block_cols) * host_rows, c0 = (i % block_cols) * host_cols;
+        if (r0 + host_rows <= rows && c0 + host_cols <= cols) {
+          T sum[host_rows][host_cols] = {};
+          const int last_row = r0 + host_rows - 1;
+          if (c0 < outputs.end(last_row, cols))
+            for (int j = 0; j < left.end(last_row, inner); ++j)
+              for (int x = 0; x < host_rows; ++x) {
+                const T weight = a(r0 + x, j);
+                ATTN_SIMD
+                for (int y = 0; y < host_cols; ++y) sum[x][y] += weight * b(j, c0 + y);
+              }
           for (int x = 0; x < host_rows; ++x) {
-            const T weight = a(r0 + x, j);
             ATTN_SIMD
-            for (int y = 0; y < host_cols; ++y) sum[x][y] += weight * b(j, c0 + y);
+            for (int y = 0; y < host_cols; ++y) store(r0 + x, c0 + y, sum[x][y]);
           }
-      for (int x = 0; x < host_rows; ++x) {
-        ATTN_SIMD
-        for (int y = 0; y < host_cols; ++y) store(r0 + x, c0 + y, sum[x][y]);
-      }
-    } else {
-      for (int r = r0; r < rows && r < r0 + host_rows; ++r)
-        for (int c = c0; c < cols && c < c0 + host_cols; ++c) one_output(r, c);
-    }
-  });
+        } else {
+          for (int r = r0; r < rows && r < r0 + host_rows; ++r)
+            for (int c = c0; c < cols && c < c0 + host_cols; ++c) one_output(r, c);
+        }
+      });
 #endif
 }
 
 // store(r, sum_{j < inner} f(r, j)) for r < rows: a row per step, its sum
 // vectorised on the host (e.g. the row sums of weights, a normaliser).
 template <class Member, class F, class Store>
-KOKKOS_INLINE_FUNCTION void team_row_sums(const Member& team, int rows, int inner, const F& f, const Store& store) {
+KOKKOS_INLINE_FUNCTION void team_row_sums(const Member& team, int rows, int inner, const F& f,
+                                          const Store& store) {
   Kokkos::parallel_for(Kokkos::TeamThreadRange(team, rows), [&](int r) {
     decltype(f(0, 0)) sum = 0;
     ATTN_SIMD_REDUCE(+, sum)
@@ -234,21 +246,24 @@ KOKKOS_INLINE_FUNCTION void team_row_sums(const Member& team, int rows, int inne
 // acc(r, c) += sum_{j < inner} P(r, j) V(j, c) for r < rows, c < cols; the
 // weights P(r, j) past `band` must be zero (they may be skipped).
 template <class Member, class Acc, class Weights, class Values>
-KOKKOS_INLINE_FUNCTION void add_product(const Member& team, const Acc& acc, const Weights& P, const Values& V,
-                                        int rows, int inner, int cols, LowerBand band = {}) {
+KOKKOS_INLINE_FUNCTION void add_product(const Member& team, const Acc& acc, const Weights& P,
+                                        const Values& V, int rows, int inner, int cols,
+                                        LowerBand band = {}) {
   team_product(
-      team, rows, cols, inner, [&](int r, int j) { return P(r, j); }, [&](int j, int c) { return V(j, c); },
-      [&](int r, int c, auto sum) { acc(r, c) += sum; }, LowerBand{}, band);
+      team, rows, cols, inner, [&](int r, int j) { return P(r, j); },
+      [&](int j, int c) { return V(j, c); }, [&](int r, int c, auto sum) { acc(r, c) += sum; },
+      LowerBand{}, band);
 }
 
 // acc(r, c) += sum_{j < inner} A(j, r) B(j, c): the transposed product of the
 // backward passes (dV += P^T dO, dK += dS^T Q).
 template <class Member, class Acc, class Left, class Right>
-KOKKOS_INLINE_FUNCTION void add_transposed_product(const Member& team, const Acc& acc, const Left& A,
-                                                   const Right& B, int rows, int inner, int cols) {
+KOKKOS_INLINE_FUNCTION void add_transposed_product(const Member& team, const Acc& acc,
+                                                   const Left& A, const Right& B, int rows,
+                                                   int inner, int cols) {
   team_product(
-      team, rows, cols, inner, [&](int r, int j) { return A(j, r); }, [&](int j, int c) { return B(j, c); },
-      [&](int r, int c, auto sum) { acc(r, c) += sum; });
+      team, rows, cols, inner, [&](int r, int j) { return A(j, r); },
+      [&](int j, int c) { return B(j, c); }, [&](int r, int c, auto sum) { acc(r, c) += sum; });
 }
 
 // store(r, c, sum_{j < inner} A(r, j) Bt(j, c)): the scores of a query tile A
@@ -257,11 +272,11 @@ KOKKOS_INLINE_FUNCTION void add_transposed_product(const Member& team, const Acc
 // contiguous key slices. Scores past `band` are not needed (the store masks
 // them): they may be handed 0 without a product.
 template <class Member, class Left, class RightT, class Store>
-KOKKOS_INLINE_FUNCTION void scores(const Member& team, const Left& A, const RightT& Bt, int rows, int cols, int inner,
-                                   const Store& store, LowerBand band = {}) {
+KOKKOS_INLINE_FUNCTION void scores(const Member& team, const Left& A, const RightT& Bt, int rows,
+                                   int cols, int inner, const Store& store, LowerBand band = {}) {
   team_product(
-      team, rows, cols, inner, [&](int r, int j) { return A(r, j); }, [&](int j, int c) { return Bt(j, c); }, store,
-      band);
+      team, rows, cols, inner, [&](int r, int j) { return A(r, j); },
+      [&](int j, int c) { return Bt(j, c); }, store, band);
 }
 
 }  // namespace attn::detail

@@ -18,7 +18,8 @@ template <class Exec, class Bytes>
 std::pair<int, int> fit_rows_and_columns(int max_rows, int max_cols, Bytes bytes) {
   for (int cols : {max_cols, 32, 16, 8, 4, 2, 1}) {
     if (cols > max_cols) continue;
-    if (const int rows = tile_rows_that_fit<Exec>(max_rows, [&](int r) { return bytes(r, cols); })) return {rows, cols};
+    if (const int rows = tile_rows_that_fit<Exec>(max_rows, [&](int r) { return bytes(r, cols); }))
+      return {rows, cols};
   }
   return {0, 0};
 }

@@ -51,8 +51,8 @@ struct Shape {
 
 // Checks that q, k, v, o agree ([B,H,L,dk] x2, [B,H,L,dv] x2) and returns the shape.
 template <class Exec, class T>
-Shape checked_shape(const Tensor4<Exec, T>& q, const Tensor4<Exec, T>& k,
-                    const Tensor4<Exec, T>& v, const Tensor4<Exec, T>& o) {
+Shape checked_shape(const Tensor4<Exec, T>& q, const Tensor4<Exec, T>& k, const Tensor4<Exec, T>& v,
+                    const Tensor4<Exec, T>& o) {
   const Shape s{int(q.extent(0)), int(q.extent(1)), int(q.extent(2)), int(q.extent(3)),
                 int(v.extent(3))};
   for (int dim = 0; dim < 3; ++dim) {
@@ -76,7 +76,8 @@ constexpr bool is_host_space() {
 // with the light tiles idle); on a GPU it is `device_team_size` threads
 // sharing scratch. The member type is TeamPolicy<Exec>'s either way.
 template <class Exec>
-Kokkos::TeamPolicy<Exec, Kokkos::Schedule<Kokkos::Dynamic>> team_policy(const Exec& exec, int league,
+Kokkos::TeamPolicy<Exec, Kokkos::Schedule<Kokkos::Dynamic>> team_policy(const Exec& exec,
+                                                                        int league,
                                                                         int device_team_size) {
   return {exec, league, is_host_space<Exec>() ? 1 : device_team_size};
 }

@@ -60,15 +60,17 @@ __device__ __forceinline__ void load8(const mma::operand_t<P>* p, float (&x)[8])
   if constexpr (std::is_same_v<P, bf16>) {
     const uint4 w = *reinterpret_cast<const uint4*>(p);
     const std::uint32_t pairs[4] = {w.x, w.y, w.z, w.w};
-    #pragma unroll
+#pragma unroll
     for (int i = 0; i < 4; ++i) {
       const float2 f = mma::unpack_bf16(pairs[i]);
       x[2 * i] = f.x;
       x[2 * i + 1] = f.y;
     }
   } else {
-    const float4 lo = *reinterpret_cast<const float4*>(p), hi = *reinterpret_cast<const float4*>(p + 4);
-    x[0] = lo.x, x[1] = lo.y, x[2] = lo.z, x[3] = lo.w, x[4] = hi.x, x[5] = hi.y, x[6] = hi.z, x[7] = hi.w;
+    const float4 lo = *reinterpret_cast<const float4*>(p),
+                 hi = *reinterpret_cast<const float4*>(p + 4);
+    x[0] = lo.x, x[1] = lo.y, x[2] = lo.z, x[3] = lo.w, x[4] = hi.x, x[5] = hi.y, x[6] = hi.z,
+    x[7] = hi.w;
   }
 }
 #endif
@@ -86,7 +88,8 @@ struct GatedTileInRegisters {
   using E = mma::operand_t<P>;
   static constexpr int width = 16 / int(sizeof(E)), row_pieces = Block / width;
   static constexpr int row_step = Threads / row_pieces, pieces = Tokens / row_step;
-  static_assert(Threads % row_pieces == 0 && Tokens % row_step == 0, "a thread keeps its columns in every row");
+  static_assert(Threads % row_pieces == 0 && Tokens % row_step == 0,
+                "a thread keeps its columns in every row");
   uint4 raw[pieces];          // the operands as stored
   float sums[pieces][width];  // b_u of each
   float end[width];           // B_n of the tile's chunk
@@ -95,35 +98,40 @@ struct GatedTileInRegisters {
   // (zero beyond), their gate sums from columns g0 .. m - 1 of `gate`, and
   // the sums at `chunk_last`, the chunk's last step.
   template <class View>
-  __device__ __forceinline__ void load(const View& x, const GateSumView& gate, int b, int h, int first, int chunk_last,
-                                       int col0, int cols, int g0, int m, int mirror, int tid) {
+  __device__ __forceinline__ void load(const View& x, const GateSumView& gate, int b, int h,
+                                       int first, int chunk_last, int col0, int cols, int g0, int m,
+                                       int mirror, int tid) {
     const int c = (tid % row_pieces) * width, r0 = tid / row_pieces;
     // Whole 16-byte pieces when rows are (as start_tile_copy decides); else element by element.
     const bool pieces_whole = cols % width == 0 && m % 4 == 0;
     auto load_sums = [&](float(&to)[width], int step) {
-      #pragma unroll
+#pragma unroll
       for (int q = 0; q < width; q += 4) {
         if (pieces_whole) {  // m % 4 == 0: four sums are all inside or all past m
-          const float4 f = g0 + c + q < m ? *reinterpret_cast<const float4*>(&gate(b, h, step, g0 + c + q))
-                                          : make_float4(0.f, 0.f, 0.f, 0.f);
+          const float4 f = g0 + c + q < m
+                               ? *reinterpret_cast<const float4*>(&gate(b, h, step, g0 + c + q))
+                               : make_float4(0.f, 0.f, 0.f, 0.f);
           to[q] = f.x, to[q + 1] = f.y, to[q + 2] = f.z, to[q + 3] = f.w;
         } else {
-          #pragma unroll
-          for (int e = q; e < q + 4; ++e) to[e] = g0 + c + e < m ? gate(b, h, step, g0 + c + e) : 0.f;
+#pragma unroll
+          for (int e = q; e < q + 4; ++e)
+            to[e] = g0 + c + e < m ? gate(b, h, step, g0 + c + e) : 0.f;
         }
       }
     };
     load_sums(end, chunk_last);
-    #pragma unroll
+#pragma unroll
     for (int p = 0; p < pieces; ++p) {
       const int step = first + r0 + p * row_step;
       load_sums(sums[p], step);
       if (pieces_whole) {
-        raw[p] = c < cols ? *reinterpret_cast<const uint4*>(&x(b, h, mma::stored_row(step, mirror), col0 + c))
-                          : make_uint4(0, 0, 0, 0);
+        raw[p] =
+            c < cols
+                ? *reinterpret_cast<const uint4*>(&x(b, h, mma::stored_row(step, mirror), col0 + c))
+                : make_uint4(0, 0, 0, 0);
       } else {
         E values[width];
-        #pragma unroll
+#pragma unroll
         for (int e = 0; e < width; ++e)
           values[e] = mma::element<P>(x, b, h, step, step + 1, col0 + c + e, col0 + cols, mirror);
         memcpy(&raw[p], values, sizeof values);
@@ -135,11 +143,11 @@ struct GatedTileInRegisters {
   // columns at or past m (padding) zero.
   __device__ __forceinline__ void store_scaled(E* tile, int ld, int g0, int m, int tid) const {
     const int c = (tid % row_pieces) * width, r0 = tid / row_pieces;
-    #pragma unroll
+#pragma unroll
     for (int p = 0; p < pieces; ++p) {
       E values[width];
       memcpy(values, &raw[p], sizeof values);
-      #pragma unroll
+#pragma unroll
       for (int e = 0; e < width; ++e) {
         const float factor = g0 + c + e < m ? weight_exp(end[e] - sums[p][e]) : 0.f;
         values[e] = mma::operand_from_float<P>(mma::operand_to_float<P>(values[e]) * factor);
@@ -151,7 +159,7 @@ struct GatedTileInRegisters {
   // B_n of every column, for the state's decay at the chunk's start.
   __device__ __forceinline__ void store_chunk_end(float* chunk_end, int tid) const {
     if (tid < row_pieces)
-      #pragma unroll
+#pragma unroll
       for (int e = 0; e < width; ++e) chunk_end[tid * width + e] = end[e];
   }
 };
@@ -176,7 +184,8 @@ struct GatedChunkStates {
   GateSumView sums;
   mma::CudaTensor<P> states;  // [B H][chunks - 1][XD][YD]: the state entering chunk 1, 2, ...
   int L, H, C, chunks, X, Y, m, mirror;
-  int segment_chunks;  // chunks per segment of the walk, each walked from a zero state (JoinGatedSegments)
+  int segment_chunks;  // chunks per segment of the walk, each walked from a zero state
+                       // (JoinGatedSegments)
 
   KOKKOS_INLINE_FUNCTION int segments() const { return ceil_div(chunks - 1, segment_chunks); }
 
@@ -188,7 +197,8 @@ struct GatedChunkStates {
     __shared__ float chunk_end[block];  // B_n of the block's gate columns, for the state's decay
     const int rank = team.league_rank(), tid = team.team_rank(), warp = tid / 32;
     const int segment = rank % segments(), yb = rank / segments() % y_blocks;
-    const int xb = rank / (segments() * y_blocks) % x_blocks, bh = rank / (segments() * y_blocks * x_blocks);
+    const int xb = rank / (segments() * y_blocks) % x_blocks,
+              bh = rank / (segments() * y_blocks * x_blocks);
     const int b = bh / H, h = bh % H, x0 = xb * block, y0 = yb * block, g0 = KeyGated ? x0 : y0;
     const int first_row = Pieces::first_row(warp), first_col = Pieces::first_col(warp);
     const mma::CudaTensor<P>& plain_side = KeyGated ? value : key;
@@ -200,38 +210,44 @@ struct GatedChunkStates {
     for (auto& tile : S) mma::zero(tile);
     const int per_chunk = C / tokens;
     auto start_plain = [&](int i) {
-      mma::start_tile_copy<P>(plain[i % stages], ld, tokens, block, plain_side, b, h, i * tokens, tokens, plain_cols,
-                              tid, threads, mirror, plain_col0);
+      mma::start_tile_copy<P>(plain[i % stages], ld, tokens, block, plain_side, b, h, i * tokens,
+                              tokens, plain_cols, tid, threads, mirror, plain_col0);
     };
     GatedTileInRegisters<P, tokens, block, threads> next;  // the gated side of the next tile
     auto load_gated = [&](int i) {
-      next.load(gated_side, sums, b, h, i * tokens, (i / per_chunk) * C + C - 1, g0, gated_cols, g0, m, mirror, tid);
+      next.load(gated_side, sums, b, h, i * tokens, (i / per_chunk) * C + C - 1, g0, gated_cols, g0,
+                m, mirror, tid);
     };
     auto store = [&](int entering) {
       for (int t = 0; t < row_tiles; ++t)
         mma::for_each_pair(S[t], [&](int r, int c, float& s0, float& s1) {
-          mma::store_pair<P>(&states(bh, entering - 1, x0 + first_row + 16 * t + r, y0 + first_col + c), s0, s1);
+          mma::store_pair<P>(
+              &states(bh, entering - 1, x0 + first_row + 16 * t + r, y0 + first_col + c), s0, s1);
         });
     };
-    // The segment's chunks first .. last - 1, all whole (the last chunk's keys are in no stored state).
+    // The segment's chunks first .. last - 1, all whole (the last chunk's keys are in no stored
+    // state).
     const int first = segment * segment_chunks;
     const int last = first + segment_chunks < chunks - 1 ? first + segment_chunks : chunks - 1;
     const int begin = first * per_chunk, end = last * per_chunk;
-    team.team_barrier();  // a block that runs several teams: the previous team's tiles are no longer read
+    team.team_barrier();  // a block that runs several teams: the previous team's tiles are no
+                          // longer read
     for (int i = begin; i < begin + stages - 1 && i < end; ++i) start_plain(i);
     if (begin < end) load_gated(begin);
     for (int i = begin; i < end; ++i) {
       const int n = i / per_chunk, buf = i % stages;
       const bool opens_chunk = i % per_chunk == 0;
       if (opens_chunk && i > begin) store(n);  // S is the state entering chunk n
-      // The gated side decayed to the chunk's end, exp(B_n - b_u) <= 1; then the next tile's is read.
+      // The gated side decayed to the chunk's end, exp(B_n - b_u) <= 1; then the next tile's is
+      // read.
       next.store_scaled(gated, ld, g0, m, tid);
       if (opens_chunk) next.store_chunk_end(chunk_end, tid);
       if (i + 1 < end) load_gated(i + 1);
       // Tile i's plain side is in once the copies of the later tiles in flight are all that pend.
       if (i + stages - 1 < end) {
         start_plain(i + stages - 1);
-        mma::finish_tile_copy<stages - 1, P>(plain[buf], ld, tokens, block, plain_cols, tid, threads);
+        mma::finish_tile_copy<stages - 1, P>(plain[buf], ld, tokens, block, plain_cols, tid,
+                                             threads);
       } else {
         mma::finish_tile_copy<0, P>(plain[buf], ld, tokens, block, plain_cols, tid, threads);
       }
@@ -243,10 +259,10 @@ struct GatedChunkStates {
           });
       const E* const Ks = KeyGated ? gated : plain[buf];
       const E* const Vs = KeyGated ? plain[buf] : gated;
-      #pragma unroll
+#pragma unroll
       for (int kk = 0; kk < tokens / mma::k_step<P>; ++kk) {
         mma::AFragment<P> a[row_tiles];
-        #pragma unroll
+#pragma unroll
         for (int t = 0; t < row_tiles; ++t) {
           std::uint32_t raw[4];
           mma::transposed_fragment_from_shared<P>(raw, Ks + first_row + 16 * t, ld, kk);
@@ -285,13 +301,13 @@ struct JoinGatedSegments {
     constexpr int group = 8;
     for (int n0 = 1; n0 < chunks; n0 += group) {
       float state[group], chunk_sum[group];
-      #pragma unroll
+#pragma unroll
       for (int k = 0; k < group; ++k)
         if (n0 + k < chunks) {
           state[k] = float(states(bh, n0 + k - 1, x, y));
           chunk_sum[k] = sums(b, h, (n0 + k - 1) * C + C - 1, c);
         }
-      #pragma unroll
+#pragma unroll
       for (int k = 0; k < group; ++k) {
         const int n = n0 + k;
         if (n >= chunks) break;
@@ -318,13 +334,15 @@ struct GatedChunkOutputs {
   // key gate took 164 without the cap, 3 teams, each waiting on its tiles).
   static constexpr int min_blocks = 4;
   static constexpr int G = KeyGated ? XD : YD;  // gate columns (padded)
-  static constexpr int ld_sums = G + 4;          // rows 16-byte aligned, 4 banks apart
+  static constexpr int ld_sums = G + 4;         // rows 16-byte aligned, 4 banks apart
   static constexpr int ld = mma::padded_stride<P>(XD), ldv = mma::padded_stride<P>(YD);
-  static constexpr int slice = 16, slice_ld = mma::k_major_stride<P>(YD);  // rows of S_n per step, two in flight
+  static constexpr int slice = 16,
+                       slice_ld =
+                           mma::k_major_stride<P>(YD);  // rows of S_n per step, two in flight
   // The sub-chunk's raw keys and values, the gated one scaled by exp(r_j - b_u),
   // and (key gate) the raw queries of a diagonal sub-chunk; or the slices of S_n.
   static constexpr int tiles = KeyGated ? 3 * keys * ld + keys * ldv : keys * ld + 2 * keys * ldv;
-  static constexpr int shared = tiles > 2 * slice * slice_ld ? tiles : 2 * slice * slice_ld;
+  static constexpr int shared = tiles > 2 * slice* slice_ld ? tiles : 2 * slice* slice_ld;
 
   mma::CudaTensor<P> query, key, value, out;
   GateSumView sums;
@@ -337,30 +355,40 @@ struct GatedChunkOutputs {
     using E = mma::operand_t<P>;
     __shared__ __align__(16) E tile_memory[shared];
     __shared__ __align__(16) float sub_sums[keys * ld_sums];  // b of the sub-chunk's steps
-    __shared__ float first_sums[warps][G];    // r_w: b at each warp's first row
-    __shared__ float diagonal[keys][keys + 1];  // the diagonal sub-chunk's weights (key gate) or scores (value gate)
-    __shared__ float diagonal_out[KeyGated ? 1 : keys][KeyGated ? 1 : YD + 1];  // value gate: its outputs
+    __shared__ float first_sums[warps][G];                    // r_w: b at each warp's first row
+    __shared__ float diagonal[keys][keys + 1];  // the diagonal sub-chunk's weights (key gate) or
+                                                // scores (value gate)
+    __shared__ float diagonal_out[KeyGated ? 1 : keys]
+                                 [KeyGated ? 1 : YD + 1];  // value gate: its outputs
     E* const Kt = tile_memory;
     E* const Vt = Kt + keys * ld;
     E* const gated = Vt + keys * ldv;  // Kt or Vt scaled by exp(r_j - b_u)
     E* const Qt = gated + keys * ld;   // key gate: the diagonal sub-chunk's queries
     // The last tiles of a chunk see the most keys: start them first.
-    const TeamTile tile = team_tile(team.league_size() - 1 - team.league_rank(), row_tiles, H, rows, L);
-    const int b = tile.b, h = tile.h, bh = b * H + h, tid = team.team_rank(), size = team.team_size();
+    const TeamTile tile =
+        team_tile(team.league_size() - 1 - team.league_rank(), row_tiles, H, rows, L);
+    const int b = tile.b, h = tile.h, bh = b * H + h, tid = team.team_rank(),
+              size = team.team_size();
     const int warp = tid / 32, row0 = tile.first + 16 * warp;
     const int n = tile.first / C, t0 = n * C;
     const bool active = row0 < L;
-    auto gate_sum = [&](int step, int c) { return c < m ? sums(b, h, step < L ? step : L - 1, c) : 0.f; };
+    auto gate_sum = [&](int step, int c) {
+      return c < m ? sums(b, h, step < L ? step : L - 1, c) : 0.f;
+    };
 
-    team.team_barrier();  // a block that runs several teams: the previous team's tiles are no longer read
-    for (int e = tid; e < warps * G; e += size) first_sums[e / G][e % G] = gate_sum(tile.first + 16 * (e / G), e % G);
+    team.team_barrier();  // a block that runs several teams: the previous team's tiles are no
+                          // longer read
+    for (int e = tid; e < warps * G; e += size)
+      first_sums[e / G][e % G] = gate_sum(tile.first + 16 * (e / G), e % G);
     team.team_barrier();
     const float* const r_w = first_sums[warp];
 
     mma::RowTile<P, XD> Q;
     mma::load_row_tiles<shared>(team, Q, tile_memory, query, b, h, tile.first, L, X, mirror);
     if constexpr (KeyGated)  // q_t exp(b_t - r_w)
-      mma::scale_entries(Q, [&](int r, int c) { return c < m ? weight_exp(gate_sum(row0 + r, c) - r_w[c]) : 0.f; });
+      mma::scale_entries(Q, [&](int r, int c) {
+        return c < m ? weight_exp(gate_sum(row0 + r, c) - r_w[c]) : 0.f;
+      });
     mma::Accumulator<YD> O;
     mma::zero(O);
 
@@ -370,10 +398,11 @@ struct GatedChunkOutputs {
       constexpr int slices = XD / slice;
       auto buffer = [&](int i) { return tile_memory + (i & 1) * slice * slice_ld; };
       auto start = [&](int i) {
-        mma::start_tile_copy<P>(buffer(i), slice_ld, slice, YD, states, bh, n - 1, i * slice, slice, YD, tid, size);
+        mma::start_tile_copy<P>(buffer(i), slice_ld, slice, YD, states, bh, n - 1, i * slice, slice,
+                                YD, tid, size);
       };
       start(0);
-      #pragma unroll  // Q's k-steps are indexed by i: registers only with constant indices
+#pragma unroll  // Q's k-steps are indexed by i: registers only with constant indices
       for (int i = 0; i < slices; ++i) {
         if (i + 1 < slices) {
           start(i + 1);
@@ -382,18 +411,20 @@ struct GatedChunkOutputs {
           mma::finish_tile_copy<0, P>(buffer(i), slice_ld, slice, YD, YD, tid, size);
         }
         team.team_barrier();
-        #pragma unroll
+#pragma unroll
         for (int kk = 0; kk < slice / mma::k_step<P>; ++kk) {
           const int step = i * slice / mma::k_step<P> + kk;
           std::uint32_t a[4];
           mma::row_tile_raw(Q, step, a);
           if constexpr (KeyGated)
-            mma::scale_fragment_columns<P>(a, [&](int c) { return weight_exp(r_w[step * mma::k_step<P> + c]); });
+            mma::scale_fragment_columns<P>(
+                a, [&](int c) { return weight_exp(r_w[step * mma::k_step<P> + c]); });
           mma::add_ab_step<P>(O, mma::prepare<P>(a), buffer(i), slice_ld, kk);
         }
         team.team_barrier();  // buffer i & 1 is free for slice i + 2
       }
-      if constexpr (!KeyGated) mma::for_each_entry(O, [&](int, int c, float& x) { x *= weight_exp(r_w[c]); });
+      if constexpr (!KeyGated)
+        mma::for_each_entry(O, [&](int, int c, float& x) { x *= weight_exp(r_w[c]); });
     }
 
     // Intra-chunk, one key sub-chunk at a time, up to the team's last rows.
@@ -405,7 +436,8 @@ struct GatedChunkOutputs {
       mma::start_tile_copy<P>(Kt, ld, keys, XD, key, b, h, j0, nk, X, tid, size, mirror);
       mma::start_tile_copy<P>(Vt, ldv, keys, YD, value, b, h, j0, nk, Y, tid, size, mirror);
       if constexpr (KeyGated)
-        if (diagonal_step) mma::start_tile_copy<P>(Qt, ld, keys, XD, query, b, h, j0, nk, X, tid, size, mirror);
+        if (diagonal_step)
+          mma::start_tile_copy<P>(Qt, ld, keys, XD, query, b, h, j0, nk, X, tid, size, mirror);
       mma::start_tile_copy<float>(sub_sums, ld_sums, keys, G, sums, b, h, j0, nk, m, tid, size);
       mma::finish_tile_copy<0, P>(Kt, ld, keys, XD, X, tid, size);
       mma::finish_tile_copy<0, P>(Vt, ldv, keys, YD, Y, tid, size);
@@ -419,15 +451,18 @@ struct GatedChunkOutputs {
           mma::Accumulator<keys> A;
           mma::zero(A);
           mma::add_abt(A, Q, Kt, ld);
-          mma::for_each_entry(A, [&](int r, int c, float& x) { diagonal[r][c] = c <= r && c < nk ? x : 0.f; });
+          mma::for_each_entry(
+              A, [&](int r, int c, float& x) { diagonal[r][c] = c <= r && c < nk ? x : 0.f; });
         }
       {  // the gated side times exp(r_j - b_u), for the warps past the sub-chunk
         const E* raw = KeyGated ? Kt : Vt;
         const int stride = KeyGated ? ld : ldv;
         for (int e = tid; e < keys * G; e += size) {
           const int u = e / G, c = e % G;
-          const float factor = c < m && u < nk ? weight_exp(r_j[c] - sub_sums[u * ld_sums + c]) : 0.f;
-          gated[u * stride + c] = mma::operand_from_float<P>(mma::operand_to_float<P>(raw[u * stride + c]) * factor);
+          const float factor =
+              c < m && u < nk ? weight_exp(r_j[c] - sub_sums[u * ld_sums + c]) : 0.f;
+          gated[u * stride + c] =
+              mma::operand_from_float<P>(mma::operand_to_float<P>(raw[u * stride + c]) * factor);
         }
       }
       // The diagonal sub-chunk pair by pair: thread (row t, lane l of 8) takes
@@ -440,27 +475,28 @@ struct GatedChunkOutputs {
         if (diagonal_step) {
           constexpr int span = XD / lanes;
           float part[keys];
-          #pragma unroll
+#pragma unroll
           for (int u = 0; u < keys; ++u) part[u] = 0.f;
-          #pragma unroll
+#pragma unroll
           for (int c = lane * span; c < (lane + 1) * span; c += 8) {
             float q[8], bt[8];
             load8<P>(Qt + t * ld + c, q);
             load8<float>(sub_sums + t * ld_sums + c, bt);
-            #pragma unroll
+#pragma unroll
             for (int u = 0; u < keys; ++u)
               if (u <= t && t < nk) {
                 float k[8], bu[8];
                 load8<P>(Kt + u * ld + c, k);
                 load8<float>(sub_sums + u * ld_sums + c, bu);
-                #pragma unroll
+#pragma unroll
                 for (int i = 0; i < 8; ++i) part[u] += q[i] * k[i] * weight_exp(bt[i] - bu[i]);
               }
           }
-          #pragma unroll
+#pragma unroll
           for (int u = 0; u < keys; ++u) {
-            #pragma unroll
-            for (int offset = 1; offset < lanes; offset *= 2) part[u] += __shfl_xor_sync(0xffffffffu, part[u], offset);
+#pragma unroll
+            for (int offset = 1; offset < lanes; offset *= 2)
+              part[u] += __shfl_xor_sync(0xffffffffu, part[u], offset);
             if (u % lanes == lane) diagonal[t][u] = u <= t && t < nk ? part[u] : 0.f;
           }
         }
@@ -468,30 +504,30 @@ struct GatedChunkOutputs {
       if constexpr (!KeyGated)  // outputs sum_u (q_t . k_u) v_u[y] exp(b_t[y] - b_u[y])
         if (diagonal_step) {
           constexpr int span = YD / lanes;
-          #pragma unroll
+#pragma unroll
           for (int c = lane * span; c < (lane + 1) * span; c += 8) {
             float bt[8], sum[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
             load8<float>(sub_sums + t * ld_sums + c, bt);
-            #pragma unroll
+#pragma unroll
             for (int u = 0; u < keys; ++u)
               if (u <= t && t < nk) {
                 const float score = diagonal[t][u];
                 float v[8], bu[8];
                 load8<P>(Vt + u * ldv + c, v);
                 load8<float>(sub_sums + u * ld_sums + c, bu);
-                #pragma unroll
+#pragma unroll
                 for (int i = 0; i < 8; ++i) sum[i] += score * v[i] * weight_exp(bt[i] - bu[i]);
               }
-            #pragma unroll
+#pragma unroll
             for (int i = 0; i < 8; ++i) diagonal_out[t][c + i] = sum[i];
           }
           team.team_barrier();
         }
       if (active && row0 >= j0 + keys) {  // the warp's rows are past the sub-chunk
-        mma::Accumulator<keys> A;  // its weights against the sub-chunk's keys
+        mma::Accumulator<keys> A;         // its weights against the sub-chunk's keys
         mma::zero(A);
         if constexpr (KeyGated) {
-          #pragma unroll
+#pragma unroll
           for (int kk = 0; kk < XD / mma::k_step<P>; ++kk) {
             std::uint32_t a[4];
             mma::row_tile_raw(Q, kk, a);
@@ -507,7 +543,9 @@ struct GatedChunkOutputs {
           mma::Accumulator<YD> part;
           mma::zero(part);
           mma::add_ab<P>(part, A, gated, ldv);
-          mma::for_each_entry(O, part, [&](int, int c, float& total, float& x) { total += x * weight_exp(r_w[c] - r_j[c]); });
+          mma::for_each_entry(O, part, [&](int, int c, float& total, float& x) {
+            total += x * weight_exp(r_w[c] - r_j[c]);
+          });
         }
       }
       if (diagonal_step && warp == owner) {
@@ -515,9 +553,11 @@ struct GatedChunkOutputs {
           mma::Accumulator<keys> A;
           mma::for_each_entry(A, [&](int r, int c, float& x) { x = diagonal[r][c]; });
           mma::add_ab<P>(O, A, Vt, ldv);
-        } else {  // the off-diagonal and inter-chunk sums take exp(b_t - r_w) now, then the diagonal's
+        } else {  // the off-diagonal and inter-chunk sums take exp(b_t - r_w) now, then the
+                  // diagonal's
           mma::for_each_entry(O, [&](int r, int c, float& x) {
-            const float to_row = c < m && r < nk ? weight_exp(sub_sums[r * ld_sums + c] - r_w[c]) : 0.f;
+            const float to_row =
+                c < m && r < nk ? weight_exp(sub_sums[r * ld_sums + c] - r_w[c]) : 0.f;
             x = x * to_row + (c < Y ? diagonal_out[r][c] : 0.f);
           });
         }
@@ -528,7 +568,8 @@ struct GatedChunkOutputs {
       if (row0 + r < L && c < Y) out(b, h, mma::stored_row(row0 + r, mirror), c) = storage_t<P>(x);
     });
     if constexpr (!KeyGated)
-      if (softmax.data()) {  // the softmax of each output row over its Y columns (GSA's slots), from the fp32 sums
+      if (softmax.data()) {  // the softmax of each output row over its Y columns (GSA's slots),
+                             // from the fp32 sums
         float top[2] = {-3.0e38f, -3.0e38f}, total[2] = {0.f, 0.f};
         mma::for_each_entry(O, [&](int r, int c, float& x) {
           if (c < Y) top[r >> 3] = fmaxf(top[r >> 3], x);
@@ -573,8 +614,9 @@ bool with_padded_sizes(int X, int Y, F f) {
 // of 64, and more than one chunk). `softmax` (value gate): also the softmax of
 // every output row, computed from the fp32 outputs in registers.
 template <class P, bool KeyGated>
-bool tensor_core_gated_chunk(const Kokkos::Cuda& exec, const std::string& name, const mma::CudaTensor<P>& query,
-                             const mma::CudaTensor<P>& key, const mma::CudaTensor<P>& value, const GateSumView& sums,
+bool tensor_core_gated_chunk(const Kokkos::Cuda& exec, const std::string& name,
+                             const mma::CudaTensor<P>& query, const mma::CudaTensor<P>& key,
+                             const mma::CudaTensor<P>& value, const GateSumView& sums,
                              const mma::CudaTensor<P>& out, int C, bool reverse,
                              const mma::CudaTensor<P>& softmax = {}) {
   const int B = int(query.extent(0)), H = int(query.extent(1)), L = int(query.extent(2));
@@ -600,20 +642,26 @@ bool tensor_core_gated_chunk(const Kokkos::Cuda& exec, const std::string& name, 
       // once). The join reads and writes every
       // stored state once: at B=4 H=32 d=128 m=64 (256 walks) four segments
       // made the walk 0.23 ms faster and the join took 0.29 ms (bf16, 4k).
-      const int walks = B * H * States::x_blocks * States::y_blocks, warp_slots = exec.concurrency() / 32;
-      const int wanted = chunk_state_segments() > 0 ? chunk_state_segments()
-                                                    : ceil_div(warp_slots / 5, walks * States::warps * States::row_tiles);
+      const int walks = B * H * States::x_blocks * States::y_blocks,
+                warp_slots = exec.concurrency() / 32;
+      const int wanted = chunk_state_segments() > 0
+                             ? chunk_state_segments()
+                             : ceil_div(warp_slots / 5, walks * States::warps * States::row_tiles);
       const int segment_chunks = ceil_div(chunks - 1, std::max(1, std::min(chunks - 1, wanted)));
       States walk{key, value, sums, states, L, H, C, chunks, X, Y, m, mirror, segment_chunks};
-      mma::launch_tiles(name + ": chunk states", exec, walks * walk.segments(), 32 * States::warps, walk);
+      mma::launch_tiles(name + ": chunk states", exec, walks * walk.segments(), 32 * States::warps,
+                        walk);
       if (walk.segments() > 1)
-        Kokkos::parallel_for(name + ": join segments", Kokkos::RangePolicy<Kokkos::Cuda>(exec, 0, B * H * XD * YD),
-                             JoinGatedSegments<P, KeyGated>{states, sums, H, C, chunks, X, Y, segment_chunks});
+        Kokkos::parallel_for(
+            name + ": join segments", Kokkos::RangePolicy<Kokkos::Cuda>(exec, 0, B * H * XD * YD),
+            JoinGatedSegments<P, KeyGated>{states, sums, H, C, chunks, X, Y, segment_chunks});
     }
     using Outputs = GatedChunkOutputs<P, XD, YD, KeyGated>;
     const int row_tiles = ceil_div(L, Outputs::rows);
-    mma::launch_tiles<Outputs::min_blocks>(name + ": chunk outputs", exec, B * H * row_tiles, 32 * Outputs::warps,
-                      Outputs{query, key, value, out, sums, states, softmax, L, H, row_tiles, C, X, Y, m, mirror});
+    mma::launch_tiles<Outputs::min_blocks>(name + ": chunk outputs", exec, B * H * row_tiles,
+                                           32 * Outputs::warps,
+                                           Outputs{query, key, value, out, sums, states, softmax, L,
+                                                   H, row_tiles, C, X, Y, m, mirror});
   });
 }
 

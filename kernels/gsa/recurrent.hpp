@@ -25,74 +25,88 @@ void gsa_recurrent_forward(const Exec& exec, const Tensor4<Exec, T>& q, const Te
   const Shape s = checked_shape<Exec, T>(q, k, v, o);
   for (int dim = 0; dim < 3; ++dim)
     if (log_gate.extent(dim) != q.extent(dim))
-      throw std::invalid_argument("gsa recurrent: the log gates must share batch, heads and sequence length");
+      throw std::invalid_argument(
+          "gsa recurrent: the log gates must share batch, heads and sequence length");
   const int m = int(log_gate.extent(3)), L = s.seq, H = s.heads, dk = s.dk, dv = s.dv;
   if (m < 1) throw std::invalid_argument("gsa recurrent: at least one slot is needed");
   if (s.batch == 0 || H == 0 || L == 0) return;
   const int BH = s.batch * H;
 
   // Slot scores o' [B, H, L, m].
-  Tensor4<Exec, T> scores(Kokkos::view_alloc(std::string("gsa recurrent: slot scores"), Kokkos::WithoutInitializing),
-                          s.batch, H, L, m);
+  Tensor4<Exec, T> scores(
+      Kokkos::view_alloc(std::string("gsa recurrent: slot scores"), Kokkos::WithoutInitializing),
+      s.batch, H, L, m);
   const std::size_t key_bytes = scratch_bytes<Exec, T>(1, dk);
   if (key_bytes > scratch_budget_bytes<Exec>()) tiles_do_not_fit("gsa/recurrent", s);
   auto key_policy = team_policy(exec, BH * m, 128).set_scratch_size(0, Kokkos::PerTeam(key_bytes));
-  Kokkos::parallel_for("gsa recurrent: key slots", key_policy, KOKKOS_LAMBDA(const Member& team) {
-    const int i = team.league_rank() % m, bh = team.league_rank() / m, b = bh / H, h = bh % H;
-    Scratch slot(team.team_scratch(0), 1, dk);
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, dk), [&](int c) { slot(0, c) = T(0); });
-    for (int t = 0; t < L; ++t) {
-      const T g = log_gate(b, h, t, i), alpha = attn::exp(g), write = -attn::expm1(g);
-      T score = 0;
-      // Each thread keeps the same columns every step: no barrier between steps.
-      Kokkos::parallel_reduce(Kokkos::TeamThreadRange(team, dk), [&](int c, T& sum) {
-        const T x = alpha * slot(0, c) + write * k(b, h, t, c);
-        slot(0, c) = x;
-        sum += x * q(b, h, t, c);
-      }, score);
-      Kokkos::single(Kokkos::PerTeam(team), [&]() { scores(b, h, t, i) = score; });
-    }
-  });
+  Kokkos::parallel_for(
+      "gsa recurrent: key slots", key_policy, KOKKOS_LAMBDA(const Member& team) {
+        const int i = team.league_rank() % m, bh = team.league_rank() / m, b = bh / H, h = bh % H;
+        Scratch slot(team.team_scratch(0), 1, dk);
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, dk), [&](int c) { slot(0, c) = T(0); });
+        for (int t = 0; t < L; ++t) {
+          const T g = log_gate(b, h, t, i), alpha = attn::exp(g), write = -attn::expm1(g);
+          T score = 0;
+          // Each thread keeps the same columns every step: no barrier between steps.
+          Kokkos::parallel_reduce(
+              Kokkos::TeamThreadRange(team, dk),
+              [&](int c, T& sum) {
+                const T x = alpha * slot(0, c) + write * k(b, h, t, c);
+                slot(0, c) = x;
+                sum += x * q(b, h, t, c);
+              },
+              score);
+          Kokkos::single(Kokkos::PerTeam(team), [&]() { scores(b, h, t, i) = score; });
+        }
+      });
 
   // Value columns per team: as many as fit m slot rows in scratch, up to 32.
-  auto value_bytes_for = [&](int cols) { return scratch_bytes<Exec, T>(m, cols) + scratch_bytes<Exec, T>(3, m); };
+  auto value_bytes_for = [&](int cols) {
+    return scratch_bytes<Exec, T>(m, cols) + scratch_bytes<Exec, T>(3, m);
+  };
   int columns = 32;
   while (columns > 1 && value_bytes_for(columns) > scratch_budget_bytes<Exec>()) columns /= 2;
   const std::size_t value_bytes = value_bytes_for(columns);
   if (value_bytes > scratch_budget_bytes<Exec>())
-    throw std::invalid_argument("gsa/recurrent: " + std::to_string(m) + " slots do not fit team scratch");
+    throw std::invalid_argument("gsa/recurrent: " + std::to_string(m) +
+                                " slots do not fit team scratch");
   const int blocks = ceil_div(dv, columns);
-  auto value_policy = team_policy(exec, BH * blocks, columns).set_scratch_size(0, Kokkos::PerTeam(value_bytes));
-  Kokkos::parallel_for("gsa recurrent: value slots", value_policy, KOKKOS_LAMBDA(const Member& team) {
-    const int blk = team.league_rank() % blocks, bh = team.league_rank() / blocks, b = bh / H, h = bh % H;
-    const int c0 = blk * columns, w = dv - c0 < columns ? dv - c0 : columns;
-    Scratch slots(team.team_scratch(0), m, columns), step(team.team_scratch(0), 3, m);  // alpha, s, o'
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, m * w), [&](int e) { slots(e / w, e % w) = T(0); });
-    for (int t = 0; t < L; ++t) {
-      team.team_barrier();  // last step's alpha, s, o' are consumed
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, m), [&](int i) {
-        const T g = log_gate(b, h, t, i);
-        step(0, i) = attn::exp(g);
-        step(1, i) = -attn::expm1(g);
-        step(2, i) = scores(b, h, t, i);
-      });
-      team.team_barrier();
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, w), [&](int c) {
-        T top = step(2, 0);
-        for (int i = 1; i < m; ++i) top = step(2, i) > top ? step(2, i) : top;
-        const T x = v(b, h, t, c0 + c);
-        T sum = 0, weighted = 0;
-        for (int i = 0; i < m; ++i) {
-          const T slot = step(0, i) * slots(i, c) + step(1, i) * x;
-          slots(i, c) = slot;
-          const T p = attn::exp(step(2, i) - top);
-          sum += p;
-          weighted += p * slot;
+  auto value_policy =
+      team_policy(exec, BH * blocks, columns).set_scratch_size(0, Kokkos::PerTeam(value_bytes));
+  Kokkos::parallel_for(
+      "gsa recurrent: value slots", value_policy, KOKKOS_LAMBDA(const Member& team) {
+        const int blk = team.league_rank() % blocks, bh = team.league_rank() / blocks, b = bh / H,
+                  h = bh % H;
+        const int c0 = blk * columns, w = dv - c0 < columns ? dv - c0 : columns;
+        Scratch slots(team.team_scratch(0), m, columns),
+            step(team.team_scratch(0), 3, m);  // alpha, s, o'
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, m * w),
+                             [&](int e) { slots(e / w, e % w) = T(0); });
+        for (int t = 0; t < L; ++t) {
+          team.team_barrier();  // last step's alpha, s, o' are consumed
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, m), [&](int i) {
+            const T g = log_gate(b, h, t, i);
+            step(0, i) = attn::exp(g);
+            step(1, i) = -attn::expm1(g);
+            step(2, i) = scores(b, h, t, i);
+          });
+          team.team_barrier();
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, w), [&](int c) {
+            T top = step(2, 0);
+            for (int i = 1; i < m; ++i) top = step(2, i) > top ? step(2, i) : top;
+            const T x = v(b, h, t, c0 + c);
+            T sum = 0, weighted = 0;
+            for (int i = 0; i < m; ++i) {
+              const T slot = step(0, i) * slots(i, c) + step(1, i) * x;
+              slots(i, c) = slot;
+              const T p = attn::exp(step(2, i) - top);
+              sum += p;
+              weighted += p * slot;
+            }
+            o(b, h, t, c0 + c) = weighted / sum;
+          });
         }
-        o(b, h, t, c0 + c) = weighted / sum;
       });
-    }
-  });
 }
 
 }  // namespace attn

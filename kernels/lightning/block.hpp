@@ -19,7 +19,7 @@ void lightning_forward(const Exec& exec, const Tensor4<Exec, T>& q, const Tensor
                        const Tensor4<Exec, T>& v, const Vector<Exec, T>& decay_rate,
                        const Tensor4<Exec, T>& o, int block) {
   detail::chunked_causal_attention<P>(exec, "lightning/fwd", q, k, v, decay_rate, o,
-                                   {block, /*normalise=*/false, /*reverse=*/false});
+                                      {block, /*normalise=*/false, /*reverse=*/false});
 }
 
 // Gradients of <o, do> (§2, Eq. 28-29), as Alg 6 with its second pass split
@@ -35,11 +35,11 @@ void lightning_backward(const Exec& exec, const Tensor4<Exec, T>& q, const Tenso
                         const Tensor4<Exec, T>& d_o, const Tensor4<Exec, T>& dq,
                         const Tensor4<Exec, T>& dk, const Tensor4<Exec, T>& dv, int block) {
   detail::chunked_causal_attention<P>(exec, "lightning/bwd_dq", d_o, v, k, decay_rate, dq,
-                                   {block, /*normalise=*/false, /*reverse=*/false});
+                                      {block, /*normalise=*/false, /*reverse=*/false});
   detail::chunked_causal_attention<P>(exec, "lightning/bwd_dk", v, d_o, q, decay_rate, dk,
-                                   {block, /*normalise=*/false, /*reverse=*/true});
+                                      {block, /*normalise=*/false, /*reverse=*/true});
   detail::chunked_causal_attention<P>(exec, "lightning/bwd_dv", k, q, d_o, decay_rate, dv,
-                                   {block, /*normalise=*/false, /*reverse=*/true});
+                                      {block, /*normalise=*/false, /*reverse=*/true});
 }
 
 }  // namespace attn

@@ -21,8 +21,9 @@ namespace detail {
 // S(bh, t, u) = (x_t . y_u) lambda^(t-u) for t >= u, else exactly 0 (the
 // exponent of a masked entry is never evaluated).
 template <class Exec, class T>
-SquareMatrices<Exec, T> decayed_scores(const Exec& exec, const char* label, const Tensor4<Exec, T>& x,
-                                      const Tensor4<Exec, T>& y, const Vector<Exec, T>& decay_rate) {
+SquareMatrices<Exec, T> decayed_scores(const Exec& exec, const char* label,
+                                       const Tensor4<Exec, T>& x, const Tensor4<Exec, T>& y,
+                                       const Vector<Exec, T>& decay_rate) {
   const int B = int(x.extent(0)), H = int(x.extent(1)), L = int(x.extent(2)), d = int(x.extent(3));
   const SquareMatrices<Exec, T> s(label, B * H, L);
   batched_product<Exec, T>(
@@ -37,8 +38,8 @@ SquareMatrices<Exec, T> decayed_scores(const Exec& exec, const char* label, cons
 
 // out(b, h, i, c) = sum_p m(bh, i, p) z(b, h, p, c), m read transposed when asked.
 template <class Exec, class T>
-void scores_times(const Exec& exec, const char* label, const SquareMatrices<Exec, T>& m, bool transposed,
-                  const Tensor4<Exec, T>& z, const Tensor4<Exec, T>& out) {
+void scores_times(const Exec& exec, const char* label, const SquareMatrices<Exec, T>& m,
+                  bool transposed, const Tensor4<Exec, T>& z, const Tensor4<Exec, T>& out) {
   const int H = int(z.extent(1)), L = int(z.extent(2));
   batched_product<Exec, T>(
       exec, label, m.count(), L, int(z.extent(3)), L,
@@ -48,8 +49,9 @@ void scores_times(const Exec& exec, const char* label, const SquareMatrices<Exec
 }
 
 template <class Exec, class T>
-void check_vanilla_shapes(const Tensor4<Exec, T>& q, const Tensor4<Exec, T>& k, const Tensor4<Exec, T>& v,
-                          const Vector<Exec, T>& decay_rate, const Tensor4<Exec, T>& o) {
+void check_vanilla_shapes(const Tensor4<Exec, T>& q, const Tensor4<Exec, T>& k,
+                          const Tensor4<Exec, T>& v, const Vector<Exec, T>& decay_rate,
+                          const Tensor4<Exec, T>& o) {
   const Shape s = checked_shape<Exec, T>(q, k, v, o);
   if (int(decay_rate.extent(0)) != s.heads)
     throw std::invalid_argument("lightning/vanilla: the decay rates must have one entry per head");
@@ -67,11 +69,11 @@ void vanilla_decay_forward(const Exec& exec, const Tensor4<Exec, T>& q, const Te
 }
 
 template <class Exec, class T>
-void vanilla_decay_forward_backward(const Exec& exec, const Tensor4<Exec, T>& q, const Tensor4<Exec, T>& k,
-                                    const Tensor4<Exec, T>& v, const Vector<Exec, T>& decay_rate,
-                                    const Tensor4<Exec, T>& o, const Tensor4<Exec, T>& d_o,
-                                    const Tensor4<Exec, T>& dq, const Tensor4<Exec, T>& dk,
-                                    const Tensor4<Exec, T>& dv) {
+void vanilla_decay_forward_backward(const Exec& exec, const Tensor4<Exec, T>& q,
+                                    const Tensor4<Exec, T>& k, const Tensor4<Exec, T>& v,
+                                    const Vector<Exec, T>& decay_rate, const Tensor4<Exec, T>& o,
+                                    const Tensor4<Exec, T>& d_o, const Tensor4<Exec, T>& dq,
+                                    const Tensor4<Exec, T>& dk, const Tensor4<Exec, T>& dv) {
   detail::check_vanilla_shapes<Exec, T>(q, k, v, decay_rate, o);
   detail::check_vanilla_shapes<Exec, T>(dq, dk, d_o, decay_rate, dv);
   const auto s = detail::decayed_scores(exec, "vanilla_scores", q, k, decay_rate);

@@ -9,10 +9,12 @@
 namespace attn {
 
 template <class P, class Exec>
-void linear_chunk_forward(const Exec& exec, const Tensor4<Exec, storage_t<P>>& q, const Tensor4<Exec, storage_t<P>>& k,
-                          const Tensor4<Exec, storage_t<P>>& v, const Tensor4<Exec, storage_t<P>>& o, int chunk) {
-  detail::chunked_causal_attention<P>(exec, "linear/chunk", q, k, v, Vector<Exec, storage_t<P>>(), o,
-                                      {chunk, /*normalise=*/true, /*reverse=*/false});
+void linear_chunk_forward(const Exec& exec, const Tensor4<Exec, storage_t<P>>& q,
+                          const Tensor4<Exec, storage_t<P>>& k,
+                          const Tensor4<Exec, storage_t<P>>& v,
+                          const Tensor4<Exec, storage_t<P>>& o, int chunk) {
+  detail::chunked_causal_attention<P>(exec, "linear/chunk", q, k, v, Vector<Exec, storage_t<P>>(),
+                                      o, {chunk, /*normalise=*/true, /*reverse=*/false});
 }
 
 }  // namespace attn

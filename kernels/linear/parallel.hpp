@@ -16,7 +16,8 @@ namespace attn {
 
 template <class P, class Exec>
 void linear_parallel_forward(const Exec& exec, const Tensor4<Exec, storage_t<P>>& q,
-                             const Tensor4<Exec, storage_t<P>>& k, const Tensor4<Exec, storage_t<P>>& v,
+                             const Tensor4<Exec, storage_t<P>>& k,
+                             const Tensor4<Exec, storage_t<P>>& v,
                              const Tensor4<Exec, storage_t<P>>& o) {
   const char* label = "linear_parallel";
 #if defined(KOKKOS_ENABLE_CUDA)
@@ -24,7 +25,8 @@ void linear_parallel_forward(const Exec& exec, const Tensor4<Exec, storage_t<P>>
     if (tensor_cores_enabled()) {
       const Shape s = checked_shape<Exec, storage_t<P>>(q, k, v, o);
       if (s.seq == 0 || s.batch == 0 || s.heads == 0) return;
-      if (detail::tensor_core_chunked<P>(exec, label, s, q, k, v, {}, o, /*chunk=*/s.seq, /*normalise=*/true,
+      if (detail::tensor_core_chunked<P>(exec, label, s, q, k, v, {}, o, /*chunk=*/s.seq,
+                                         /*normalise=*/true,
                                          /*reverse=*/false))
         return;
     }

@@ -30,7 +30,8 @@ void linear_recurrent_forward(const Exec& exec, const Tensor4<Exec, T>& q,
   // on the host, every column in one team (they are its vector lanes).
   const int most_columns = is_host_space<Exec>() ? 255 : 31;
   // Plain ints, not a structured binding: the kernel lambda captures them.
-  const std::pair<int, int> fit = detail::fit_rows_and_columns<Exec>(32, std::min(dv, most_columns), bytes);
+  const std::pair<int, int> fit =
+      detail::fit_rows_and_columns<Exec>(32, std::min(dv, most_columns), bytes);
   const int fit_tokens = fit.first, cols = fit.second;
   if (cols == 0) tiles_do_not_fit("linear/recurrent", s);
   const int tokens = std::min(fit_tokens, L);
@@ -39,49 +40,50 @@ void linear_recurrent_forward(const Exec& exec, const Tensor4<Exec, T>& q,
   auto policy = team_policy(exec, s.batch * H * blocks, cols + 1)
                     .set_scratch_size(0, Kokkos::PerTeam(bytes(tokens, cols)));
   using Member = typename Kokkos::TeamPolicy<Exec>::member_type;
-  Kokkos::parallel_for("linear_recurrent", policy, KOKKOS_LAMBDA(const Member& team) {
-    const int blk = team.league_rank() % blocks;
-    const int bh = team.league_rank() / blocks;
-    const int b = bh / H, h = bh % H;
-    const int c0 = blk * cols;
-    const int w = (dv - c0 < cols) ? dv - c0 : cols;  // value columns here; column w is z
+  Kokkos::parallel_for(
+      "linear_recurrent", policy, KOKKOS_LAMBDA(const Member& team) {
+        const int blk = team.league_rank() % blocks;
+        const int bh = team.league_rank() / blocks;
+        const int b = bh / H, h = bh % H;
+        const int c0 = blk * cols;
+        const int w = (dv - c0 < cols) ? dv - c0 : cols;  // value columns here; column w is z
 
-    Scratch S(team.team_scratch(0), dk, cols + 1);
-    Scratch Qs(team.team_scratch(0), tokens, dk), Ks(team.team_scratch(0), tokens, dk);
-    Scratch Vs(team.team_scratch(0), tokens, cols + 1), out(team.team_scratch(0), tokens, cols + 1);
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, dk * (w + 1)), [&](int i) {
-      S(i / (w + 1), i % (w + 1)) = T(0);
-    });
+        Scratch S(team.team_scratch(0), dk, cols + 1);
+        Scratch Qs(team.team_scratch(0), tokens, dk), Ks(team.team_scratch(0), tokens, dk);
+        Scratch Vs(team.team_scratch(0), tokens, cols + 1),
+            out(team.team_scratch(0), tokens, cols + 1);
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, dk * (w + 1)),
+                             [&](int i) { S(i / (w + 1), i % (w + 1)) = T(0); });
 
-    for (int t0 = 0; t0 < L; t0 += tokens) {
-      const int nt = (L - t0 < tokens) ? L - t0 : tokens;
-      team.team_barrier();  // the previous tile's outputs are written out
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nt * dk), [&](int i) {
-        Qs(i / dk, i % dk) = q(b, h, t0 + i / dk, i % dk);
-        Ks(i / dk, i % dk) = k(b, h, t0 + i / dk, i % dk);
-      });
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nt * (w + 1)), [&](int i) {
-        const int t = i / (w + 1), c = i % (w + 1);
-        Vs(t, c) = c < w ? v(b, h, t0 + t, c0 + c) : T(1);
-      });
-      team.team_barrier();
+        for (int t0 = 0; t0 < L; t0 += tokens) {
+          const int nt = (L - t0 < tokens) ? L - t0 : tokens;
+          team.team_barrier();  // the previous tile's outputs are written out
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nt * dk), [&](int i) {
+            Qs(i / dk, i % dk) = q(b, h, t0 + i / dk, i % dk);
+            Ks(i / dk, i % dk) = k(b, h, t0 + i / dk, i % dk);
+          });
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nt * (w + 1)), [&](int i) {
+            const int t = i / (w + 1), c = i % (w + 1);
+            Vs(t, c) = c < w ? v(b, h, t0 + t, c0 + c) : T(1);
+          });
+          team.team_barrier();
       // Column c of S depends only on k and v[c]: no synchronisation between
       // tokens. On a GPU each thread walks the tokens for its column; on the
       // host the columns are the vector lanes (rows of S are contiguous), with
       // the same operations in the same order per column.
 #if defined(__CUDA_ARCH__)
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, w + 1), [&](int c) {
-        for (int t = 0; t < nt; ++t) {
-          const T vc = Vs(t, c);
-          T num = 0;
-          for (int i = 0; i < dk; ++i) {
-            const T state = S(i, c) + Ks(t, i) * vc;
-            S(i, c) = state;
-            num += Qs(t, i) * state;
-          }
-          out(t, c) = num;
-        }
-      });
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, w + 1), [&](int c) {
+            for (int t = 0; t < nt; ++t) {
+              const T vc = Vs(t, c);
+              T num = 0;
+              for (int i = 0; i < dk; ++i) {
+                const T state = S(i, c) + Ks(t, i) * vc;
+                S(i, c) = state;
+                num += Qs(t, i) * state;
+              }
+              out(t, c) = num;
+            }
+          });
 #else
       Kokkos::single(Kokkos::PerTeam(team), [&]() {
         for (int t = 0; t < nt; ++t) {
@@ -101,13 +103,13 @@ void linear_recurrent_forward(const Exec& exec, const Tensor4<Exec, T>& q,
         }
       });
 #endif
-      team.team_barrier();
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nt * w), [&](int i) {
-        const int t = i / w, c = i % w;
-        o(b, h, t0 + t, c0 + c) = out(t, c) / out(t, w);
+          team.team_barrier();
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nt * w), [&](int i) {
+            const int t = i / w, c = i % w;
+            o(b, h, t0 + t, c0 + c) = out(t, c) / out(t, w);
+          });
+        }
       });
-    }
-  });
 }
 
 }  // namespace attn

@@ -47,16 +47,17 @@ void lion_attention_forward(const Exec& exec, const Tensor4<Exec, S>& q, const T
   const auto mask = detail::lion_log_mask<Exec, S>(exec, options, decay_rate, log_decay);
 #if defined(KOKKOS_ENABLE_CUDA)
   if constexpr (std::is_same_v<Exec, Kokkos::Cuda> && !std::is_same_v<P, double>)
-    if (tensor_cores_enabled() &&
-        detail::lion_tensor_core_tiles<P>(exec, "lion_attention_tc", s, q, k, v, mask, o, options, 0))
+    if (tensor_cores_enabled() && detail::lion_tensor_core_tiles<P>(exec, "lion_attention_tc", s, q,
+                                                                    k, v, mask, o, options, 0))
       return;
 #endif
 
   // The key tile is stored transposed (dk x rows, stride rows + 1), as the
   // scores read it; each query and key row also carries its two mask coordinates.
   auto bytes = [&](int r) {
-    return scratch_bytes<Exec, T>(r, dk + 1) + scratch_bytes<Exec, T>(dk, r + 1) + 2 * scratch_bytes<Exec, T>(r, width) +
-           scratch_bytes<Exec, T>(r, r + 1) + 2 * scratch_bytes<Exec, detail::MaskCoordinate>(r, 2);
+    return scratch_bytes<Exec, T>(r, dk + 1) + scratch_bytes<Exec, T>(dk, r + 1) +
+           2 * scratch_bytes<Exec, T>(r, width) + scratch_bytes<Exec, T>(r, r + 1) +
+           2 * scratch_bytes<Exec, detail::MaskCoordinate>(r, 2);
   };
   const int rows = tile_rows_that_fit<Exec>(max_tile_rows<Exec>(), bytes);
   if (rows == 0) tiles_do_not_fit("lion/attention", s);
@@ -66,39 +67,42 @@ void lion_attention_forward(const Exec& exec, const Tensor4<Exec, S>& q, const T
   auto policy =
       team_policy(exec, s.batch * H * tiles, 128).set_scratch_size(0, Kokkos::PerTeam(bytes(R)));
   using Member = typename Kokkos::TeamPolicy<Exec>::member_type;
-  Kokkos::parallel_for("lion_attention", policy, KOKKOS_LAMBDA(const Member& team) {
-    const detail::TeamTile t = detail::team_tile(team.league_rank(), tiles, H, R, L);
-    const int b = t.b, h = t.h, r0 = t.first, nr = t.count;
+  Kokkos::parallel_for(
+      "lion_attention", policy, KOKKOS_LAMBDA(const Member& team) {
+        const detail::TeamTile t = detail::team_tile(team.league_rank(), tiles, H, R, L);
+        const int b = t.b, h = t.h, r0 = t.first, nr = t.count;
 
-    Scratch Qs(team.team_scratch(0), R, dk + 1), Kt(team.team_scratch(0), dk, R + 1);
-    Scratch Vs(team.team_scratch(0), R, width), acc(team.team_scratch(0), R, width);
-    Scratch W(team.team_scratch(0), R, R + 1);
-    Coordinates query_coords(team.team_scratch(0), R, 2), key_coords(team.team_scratch(0), R, 2);
+        Scratch Qs(team.team_scratch(0), R, dk + 1), Kt(team.team_scratch(0), dk, R + 1);
+        Scratch Vs(team.team_scratch(0), R, width), acc(team.team_scratch(0), R, width);
+        Scratch W(team.team_scratch(0), R, R + 1);
+        Coordinates query_coords(team.team_scratch(0), R, 2),
+            key_coords(team.team_scratch(0), R, 2);
 
-    detail::load_rows<P>(team, Qs, q, b, h, r0, nr, dk);
-    detail::zero(team, acc, nr, width);
-    detail::load_mask_coordinates(team, query_coords, mask, b, h, r0, nr);
+        detail::load_rows<P>(team, Qs, q, b, h, r0, nr, dk);
+        detail::zero(team, acc, nr, width);
+        detail::load_mask_coordinates(team, query_coords, mask, b, h, r0, nr);
 
-    for (int kt = 0; kt < tiles; ++kt) {
-      const int k0 = kt * R;
-      const int nk = (L - k0 < R) ? L - k0 : R;
-      team.team_barrier();  // the previous tile's V and W are no longer read
-      detail::load_rows_transposed<P>(team, Kt, k, b, h, k0, nk, dk);
-      detail::load_values_and_ones<P>(team, Vs, v, b, h, k0, nk, dv, width);
-      detail::load_mask_coordinates(team, key_coords, mask, b, h, k0, nk);
-      team.team_barrier();
-      // Weights (q_i . k_j) M_ij, the mask built in log space (docs/lion.md §3.4).
-      detail::scores(team, Qs, Kt, nr, nk, dk, [&](int r, int j, T dot) {
-        W(r, j) = masked ? dot * detail::lion_mask_entry<T>(r0 + r, query_coords(r, 0), query_coords(r, 1), k0 + j,
-                                                            key_coords(j, 0), key_coords(j, 1))
-                         : dot;
+        for (int kt = 0; kt < tiles; ++kt) {
+          const int k0 = kt * R;
+          const int nk = (L - k0 < R) ? L - k0 : R;
+          team.team_barrier();  // the previous tile's V and W are no longer read
+          detail::load_rows_transposed<P>(team, Kt, k, b, h, k0, nk, dk);
+          detail::load_values_and_ones<P>(team, Vs, v, b, h, k0, nk, dv, width);
+          detail::load_mask_coordinates(team, key_coords, mask, b, h, k0, nk);
+          team.team_barrier();
+          // Weights (q_i . k_j) M_ij, the mask built in log space (docs/lion.md §3.4).
+          detail::scores(team, Qs, Kt, nr, nk, dk, [&](int r, int j, T dot) {
+            W(r, j) = masked ? dot * detail::lion_mask_entry<T>(r0 + r, query_coords(r, 0),
+                                                                query_coords(r, 1), k0 + j,
+                                                                key_coords(j, 0), key_coords(j, 1))
+                             : dot;
+          });
+          team.team_barrier();
+          detail::add_product(team, acc, W, Vs, nr, nk, width);
+        }
+        team.team_barrier();
+        detail::store_lion_rows(team, o, acc, b, h, r0, nr, dv, scaled);
       });
-      team.team_barrier();
-      detail::add_product(team, acc, W, Vs, nr, nk, width);
-    }
-    team.team_barrier();
-    detail::store_lion_rows(team, o, acc, b, h, r0, nr, dv, scaled);
-  });
 }
 
 }  // namespace attn

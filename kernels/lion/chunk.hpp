@@ -73,8 +73,8 @@ void lion_chunk_forward(const Exec& exec, const Tensor4<Exec, S>& q, const Tenso
   // key rows (diagonal block), two factors per query row (j < i, j > i) and one
   // per key row (off-diagonal blocks).
   auto bytes = [&](int r) {
-    return scratch_bytes<Exec, T>(r, dk + 1) + scratch_bytes<Exec, T>(dk, r + 1) + 2 * scratch_bytes<Exec, T>(r, width) +
-           scratch_bytes<Exec, T>(r, r + 1) +
+    return scratch_bytes<Exec, T>(r, dk + 1) + scratch_bytes<Exec, T>(dk, r + 1) +
+           2 * scratch_bytes<Exec, T>(r, width) + scratch_bytes<Exec, T>(r, r + 1) +
            2 * scratch_bytes<Exec, detail::MaskCoordinate>(r, 2) + scratch_bytes<Exec, T>(r, 2) +
            scratch_bytes<Exec, T>(r, 1);
   };
@@ -87,71 +87,74 @@ void lion_chunk_forward(const Exec& exec, const Tensor4<Exec, S>& q, const Tenso
   auto policy = team_policy(exec, s.batch * H * chunks * subtiles, 128)
                     .set_scratch_size(0, Kokkos::PerTeam(bytes(R)));
   using Member = typename Kokkos::TeamPolicy<Exec>::member_type;
-  Kokkos::parallel_for("lion_chunk", policy, KOKKOS_LAMBDA(const Member& team) {
-    const int subtile = team.league_rank() % subtiles;
-    const int i = team.league_rank() / subtiles % chunks;  // query chunk
-    const int bh = team.league_rank() / subtiles / chunks;
-    const int b = bh / H, h = bh % H;
-    const int chunk_start = i * C;
-    const int chunk_last = (L < chunk_start + C ? L : chunk_start + C) - 1;
-    const int r0 = chunk_start + subtile * R;
-    if (r0 > chunk_last) return;  // the last chunk is shorter
-    const int nr = (chunk_last + 1 - r0 < R) ? chunk_last + 1 - r0 : R;
+  Kokkos::parallel_for(
+      "lion_chunk", policy, KOKKOS_LAMBDA(const Member& team) {
+        const int subtile = team.league_rank() % subtiles;
+        const int i = team.league_rank() / subtiles % chunks;  // query chunk
+        const int bh = team.league_rank() / subtiles / chunks;
+        const int b = bh / H, h = bh % H;
+        const int chunk_start = i * C;
+        const int chunk_last = (L < chunk_start + C ? L : chunk_start + C) - 1;
+        const int r0 = chunk_start + subtile * R;
+        if (r0 > chunk_last) return;  // the last chunk is shorter
+        const int nr = (chunk_last + 1 - r0 < R) ? chunk_last + 1 - r0 : R;
 
-    Scratch Qs(team.team_scratch(0), R, dk + 1), Kt(team.team_scratch(0), dk, R + 1);
-    Scratch Vs(team.team_scratch(0), R, width), acc(team.team_scratch(0), R, width);
-    Scratch W(team.team_scratch(0), R, R + 1);  // the masked scores
-    Coordinates query_coords(team.team_scratch(0), R, 2), key_coords(team.team_scratch(0), R, 2);
-    Scratch query_factors(team.team_scratch(0), R, 2), key_factors(team.team_scratch(0), R, 1);
+        Scratch Qs(team.team_scratch(0), R, dk + 1), Kt(team.team_scratch(0), dk, R + 1);
+        Scratch Vs(team.team_scratch(0), R, width), acc(team.team_scratch(0), R, width);
+        Scratch W(team.team_scratch(0), R, R + 1);  // the masked scores
+        Coordinates query_coords(team.team_scratch(0), R, 2),
+            key_coords(team.team_scratch(0), R, 2);
+        Scratch query_factors(team.team_scratch(0), R, 2), key_factors(team.team_scratch(0), R, 1);
 
-    detail::load_rows<P>(team, Qs, q, b, h, r0, nr, dk);
-    detail::zero(team, acc, nr, width);
-    // Query-row factors of the rank-1 blocks: exp(F_r - F_first) for j < i,
-    // exp(G_last - G_r) for j > i.
-    const detail::MaskCoordinate first_forward = mask.forward(b, h, chunk_start);
-    const detail::MaskCoordinate last_backward = mask.backward(b, h, chunk_last);
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nr), [&](int r) {
-      query_coords(r, 0) = mask.forward(b, h, r0 + r);
-      query_coords(r, 1) = mask.backward(b, h, r0 + r);
-      query_factors(r, 0) = attn::exp(T(query_coords(r, 0) - first_forward));
-      query_factors(r, 1) = attn::exp(T(last_backward - query_coords(r, 1)));
-    });
+        detail::load_rows<P>(team, Qs, q, b, h, r0, nr, dk);
+        detail::zero(team, acc, nr, width);
+        // Query-row factors of the rank-1 blocks: exp(F_r - F_first) for j < i,
+        // exp(G_last - G_r) for j > i.
+        const detail::MaskCoordinate first_forward = mask.forward(b, h, chunk_start);
+        const detail::MaskCoordinate last_backward = mask.backward(b, h, chunk_last);
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nr), [&](int r) {
+          query_coords(r, 0) = mask.forward(b, h, r0 + r);
+          query_coords(r, 1) = mask.backward(b, h, r0 + r);
+          query_factors(r, 0) = attn::exp(T(query_coords(r, 0) - first_forward));
+          query_factors(r, 1) = attn::exp(T(last_backward - query_coords(r, 1)));
+        });
 
-    for (int j = 0; j < chunks; ++j) {  // key chunks
-      const int key_end = (L < (j + 1) * C ? L : (j + 1) * C);
-      for (int k0 = j * C; k0 < key_end; k0 += R) {
-        const int nk = (key_end - k0 < R) ? key_end - k0 : R;
-        team.team_barrier();  // the previous key sub-tile's V and W are no longer read
-        detail::load_rows_transposed<P>(team, Kt, k, b, h, k0, nk, dk);
-        detail::load_values_and_ones<P>(team, Vs, v, b, h, k0, nk, dv, width);
-        // Key-row mask data: coordinates for the diagonal block (Gamma), else
-        // the key factor exp(F_first - F_c) (j < i) or exp(G_c - G_last) (j > i).
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nk), [&](int c) {
-          if (j == i) {
-            key_coords(c, 0) = mask.forward(b, h, k0 + c);
-            key_coords(c, 1) = mask.backward(b, h, k0 + c);
-          } else {
-            key_factors(c, 0) = attn::exp(T(j < i ? first_forward - mask.forward(b, h, k0 + c)
-                                                  : mask.backward(b, h, k0 + c) - last_backward));
+        for (int j = 0; j < chunks; ++j) {  // key chunks
+          const int key_end = (L < (j + 1) * C ? L : (j + 1) * C);
+          for (int k0 = j * C; k0 < key_end; k0 += R) {
+            const int nk = (key_end - k0 < R) ? key_end - k0 : R;
+            team.team_barrier();  // the previous key sub-tile's V and W are no longer read
+            detail::load_rows_transposed<P>(team, Kt, k, b, h, k0, nk, dk);
+            detail::load_values_and_ones<P>(team, Vs, v, b, h, k0, nk, dv, width);
+            // Key-row mask data: coordinates for the diagonal block (Gamma), else
+            // the key factor exp(F_first - F_c) (j < i) or exp(G_c - G_last) (j > i).
+            Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nk), [&](int c) {
+              if (j == i) {
+                key_coords(c, 0) = mask.forward(b, h, k0 + c);
+                key_coords(c, 1) = mask.backward(b, h, k0 + c);
+              } else {
+                key_factors(c, 0) =
+                    attn::exp(T(j < i ? first_forward - mask.forward(b, h, k0 + c)
+                                      : mask.backward(b, h, k0 + c) - last_backward));
+              }
+            });
+            team.team_barrier();
+            detail::scores(team, Qs, Kt, nr, nk, dk, [&](int r, int c, T dot) {
+              T weight = dot;
+              if (masked)
+                weight = j == i ? dot * detail::lion_mask_entry<T>(
+                                            r0 + r, query_coords(r, 0), query_coords(r, 1), k0 + c,
+                                            key_coords(c, 0), key_coords(c, 1))
+                                : dot * query_factors(r, j < i ? 0 : 1) * key_factors(c, 0);
+              W(r, c) = weight;
+            });
+            team.team_barrier();
+            detail::add_product(team, acc, W, Vs, nr, nk, width);
           }
-        });
+        }
         team.team_barrier();
-        detail::scores(team, Qs, Kt, nr, nk, dk, [&](int r, int c, T dot) {
-          T weight = dot;
-          if (masked)
-            weight = j == i ? dot * detail::lion_mask_entry<T>(r0 + r, query_coords(r, 0),
-                                                               query_coords(r, 1), k0 + c,
-                                                               key_coords(c, 0), key_coords(c, 1))
-                            : dot * query_factors(r, j < i ? 0 : 1) * key_factors(c, 0);
-          W(r, c) = weight;
-        });
-        team.team_barrier();
-        detail::add_product(team, acc, W, Vs, nr, nk, width);
-      }
-    }
-    team.team_barrier();
-    detail::store_lion_rows(team, o, acc, b, h, r0, nr, dv, scaled);
-  });
+        detail::store_lion_rows(team, o, acc, b, h, r0, nr, dv, scaled);
+      });
 }
 
 }  // namespace attn

@@ -18,8 +18,9 @@ enum class LionVariant { lit, d, s };
 
 struct LionOptions {
   LionVariant variant;
-  char convention = 'A';  // Lion-s mask indexing, docs/lion.md §2.3: 'A' (Eq. 17) or 'B' (released code)
-  bool scaled = true;     // false: the non-scaled variant (QK^T (.) M) V of docs/lion.md §2.4
+  char convention =
+      'A';  // Lion-s mask indexing, docs/lion.md §2.3: 'A' (Eq. 17) or 'B' (released code)
+  bool scaled = true;  // false: the non-scaled variant (QK^T (.) M) V of docs/lion.md §2.4
 };
 
 namespace detail {
@@ -157,8 +158,9 @@ KOKKOS_INLINE_FUNCTION T lion_mask_entry(int i, const MaskCoordinate& forward_i,
 // coords(r, 0), coords(r, 1) = the forward and backward coordinates of token
 // first + r, for r < count (the per-row data lion_mask_entry reads).
 template <class Member, class Coordinates, class Mask>
-KOKKOS_INLINE_FUNCTION void load_mask_coordinates(const Member& team, const Coordinates& coords, const Mask& mask,
-                                                  int b, int h, int first, int count) {
+KOKKOS_INLINE_FUNCTION void load_mask_coordinates(const Member& team, const Coordinates& coords,
+                                                  const Mask& mask, int b, int h, int first,
+                                                  int count) {
   Kokkos::parallel_for(Kokkos::TeamThreadRange(team, count), [&](int r) {
     coords(r, 0) = mask.forward(b, h, first + r);
     coords(r, 1) = mask.backward(b, h, first + r);
@@ -168,11 +170,12 @@ KOKKOS_INLINE_FUNCTION void load_mask_coordinates(const Member& team, const Coor
 // o(b, h, first + r, c) from the accumulated weights x [V | 1]: Scale(.)
 // divides by the row sum in column dv, the non-scaled form (docs/lion.md §2.4) does not.
 template <class Member, class Acc, class Out>
-KOKKOS_INLINE_FUNCTION void store_lion_rows(const Member& team, const Out& o, const Acc& acc, int b, int h,
-                                            int first, int count, int dv, bool scaled) {
+KOKKOS_INLINE_FUNCTION void store_lion_rows(const Member& team, const Out& o, const Acc& acc, int b,
+                                            int h, int first, int count, int dv, bool scaled) {
   using Stored = typename Out::non_const_value_type;
-  team_for_each(team, count, dv,
-                [&](int r, int c) { o(b, h, first + r, c) = Stored(scaled ? acc(r, c) / acc(r, dv) : acc(r, c)); });
+  team_for_each(team, count, dv, [&](int r, int c) {
+    o(b, h, first + r, c) = Stored(scaled ? acc(r, c) / acc(r, dv) : acc(r, c));
+  });
 }
 
 // Builds the log mask; for Lion-s this computes the prefix sums of the
@@ -194,24 +197,26 @@ LionLogMask<Exec, T> lion_log_mask(const Exec& exec, const LionOptions& options,
   const int threads = policy.team_size();
   policy.set_scratch_size(0, Kokkos::PerTeam(scratch_bytes<Exec, MaskCoordinate>(threads, 1)));
   using Member = typename Kokkos::TeamPolicy<Exec>::member_type;
-  Kokkos::parallel_for("lion_log_decay_prefix", policy, KOKKOS_LAMBDA(const Member& team) {
-    const int b = team.league_rank() / H, h = team.league_rank() % H;
-    const int thread = team.team_rank(), per_thread = (L + threads - 1) / threads;
-    const int begin = thread * per_thread < L ? thread * per_thread : L;
-    const int end = begin + per_thread < L ? begin + per_thread : L;
-    Totals totals(team.team_scratch(0), threads, 1);
-    MaskCoordinate sum{0.0, 0.0};
-    for (int t = begin; t < end; ++t) sum = sum + MaskCoordinate{double(log_decay(b, h, t)), 0.0};
-    totals(thread, 0) = sum;
-    team.team_barrier();
-    sum = {0.0, 0.0};
-    for (int before = 0; before < thread; ++before) sum = sum + totals(before, 0);
-    if (thread == 0) prefix(b, h, 0) = sum;
-    for (int t = begin; t < end; ++t) {
-      sum = sum + MaskCoordinate{double(log_decay(b, h, t)), 0.0};
-      prefix(b, h, t + 1) = sum;
-    }
-  });
+  Kokkos::parallel_for(
+      "lion_log_decay_prefix", policy, KOKKOS_LAMBDA(const Member& team) {
+        const int b = team.league_rank() / H, h = team.league_rank() % H;
+        const int thread = team.team_rank(), per_thread = (L + threads - 1) / threads;
+        const int begin = thread * per_thread < L ? thread * per_thread : L;
+        const int end = begin + per_thread < L ? begin + per_thread : L;
+        Totals totals(team.team_scratch(0), threads, 1);
+        MaskCoordinate sum{0.0, 0.0};
+        for (int t = begin; t < end; ++t)
+          sum = sum + MaskCoordinate{double(log_decay(b, h, t)), 0.0};
+        totals(thread, 0) = sum;
+        team.team_barrier();
+        sum = {0.0, 0.0};
+        for (int before = 0; before < thread; ++before) sum = sum + totals(before, 0);
+        if (thread == 0) prefix(b, h, 0) = sum;
+        for (int t = begin; t < end; ++t) {
+          sum = sum + MaskCoordinate{double(log_decay(b, h, t)), 0.0};
+          prefix(b, h, t + 1) = sum;
+        }
+      });
   mask.prefix = prefix;
   return mask;
 }

@@ -48,22 +48,26 @@ void lion_materialised_forward(const Exec& exec, const Tensor4<Exec, T>& q,
       KOKKOS_LAMBDA(int bh, int p, int j) { return k(bh / H, bh % H, j, p); },
       KOKKOS_LAMBDA(int bh, int i, int j, T dot) {
         const int b = bh / H, h = bh % H;
-        scores.at(bh, i, j) = masked ? dot * detail::lion_mask_entry<T>(i, mask.forward(b, h, i), mask.backward(b, h, i),
-                                                                         j, mask.forward(b, h, j), mask.backward(b, h, j))
+        scores.at(bh, i, j) = masked ? dot * detail::lion_mask_entry<T>(
+                                                 i, mask.forward(b, h, i), mask.backward(b, h, i),
+                                                 j, mask.forward(b, h, j), mask.backward(b, h, j))
                                      : dot;
       });
   // Pass 2: [P V | P 1] (the row sums against v = 1, Eq. 61), then Y = Scale(P) V.
-  const Tensor3<Exec, T> product(Kokkos::view_alloc(std::string("lion_materialised_pv"), Kokkos::WithoutInitializing),
-                                 BH, L, width);
+  const Tensor3<Exec, T> product(
+      Kokkos::view_alloc(std::string("lion_materialised_pv"), Kokkos::WithoutInitializing), BH, L,
+      width);
   detail::batched_product<Exec, T>(
       exec, "lion_materialised_pv", BH, L, width, L,
       KOKKOS_LAMBDA(int bh, int i, int p) { return scores.at(bh, i, p); },
       KOKKOS_LAMBDA(int bh, int p, int c) { return c < dv ? v(bh / H, bh % H, p, c) : T(1); },
       KOKKOS_LAMBDA(int bh, int i, int c, T value) { product(bh, i, c) = value; });
   Kokkos::parallel_for(
-      "lion_materialised_scale", Kokkos::MDRangePolicy<Exec, Kokkos::Rank<3>>(exec, {0, 0, 0}, {BH, L, dv}),
+      "lion_materialised_scale",
+      Kokkos::MDRangePolicy<Exec, Kokkos::Rank<3>>(exec, {0, 0, 0}, {BH, L, dv}),
       KOKKOS_LAMBDA(int bh, int i, int c) {
-        o(bh / H, bh % H, i, c) = scaled ? product(bh, i, c) / product(bh, i, dv) : product(bh, i, c);
+        o(bh / H, bh % H, i, c) =
+            scaled ? product(bh, i, c) / product(bh, i, dv) : product(bh, i, c);
       });
 }
 

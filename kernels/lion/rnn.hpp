@@ -55,13 +55,15 @@ void lion_rnn_forward(const Exec& exec, const Tensor4<Exec, T>& q, const Tensor4
   // the step decay minus one and (q . k)/2; one token's q.S per column (host).
   auto bytes = [&](int tokens, int cols) {
     return scratch_bytes<Exec, T>(dk, cols) + 2 * scratch_bytes<Exec, T>(tokens, dk) +
-           scratch_bytes<Exec, T>(tokens, cols) + scratch_bytes<Exec, T>(tokens, 2) + scratch_bytes<Exec, T>(1, cols);
+           scratch_bytes<Exec, T>(tokens, cols) + scratch_bytes<Exec, T>(tokens, 2) +
+           scratch_bytes<Exec, T>(1, cols);
   };
   // On a GPU a thread per state column (a warp of 32); on the host every
   // column in one team (they are its vector lanes).
   const int most_columns = is_host_space<Exec>() ? 255 : 32;
   // Plain ints, not a structured binding: the kernel lambda captures them.
-  const std::pair<int, int> fit = detail::fit_rows_and_columns<Exec>(32, std::min(width, most_columns), bytes);
+  const std::pair<int, int> fit =
+      detail::fit_rows_and_columns<Exec>(32, std::min(width, most_columns), bytes);
   const int fit_tokens = fit.first, cols = fit.second;
   if (cols == 0) tiles_do_not_fit("lion/rnn", s);
   const int tokens = std::min(fit_tokens, L);
@@ -81,78 +83,82 @@ void lion_rnn_forward(const Exec& exec, const Tensor4<Exec, T>& q, const Tensor4
   auto policy = team_policy(exec, s.batch * H * blocks * 2, cols)
                     .set_scratch_size(0, Kokkos::PerTeam(bytes(tokens, cols)));
   using Member = typename Kokkos::TeamPolicy<Exec>::member_type;
-  Kokkos::parallel_for("lion_rnn_sweeps", policy, KOKKOS_LAMBDA(const Member& team) {
-    const bool backward = team.league_rank() % 2 == 1;
-    const int blk = team.league_rank() / 2 % blocks;
-    const int bh = team.league_rank() / 2 / blocks;
-    const int b = bh / H, h = bh % H;
-    const int c0 = blk * cols;
-    const int w = (width - c0 < cols) ? width - c0 : cols;  // state columns of this team
-    const Tensor4<Exec, T> y = backward ? o : forward_y;
-    const Tensor3<Exec, T> c_out = backward ? backward_c : forward_c;
+  Kokkos::parallel_for(
+      "lion_rnn_sweeps", policy, KOKKOS_LAMBDA(const Member& team) {
+        const bool backward = team.league_rank() % 2 == 1;
+        const int blk = team.league_rank() / 2 % blocks;
+        const int bh = team.league_rank() / 2 / blocks;
+        const int b = bh / H, h = bh % H;
+        const int c0 = blk * cols;
+        const int w = (width - c0 < cols) ? width - c0 : cols;  // state columns of this team
+        const Tensor4<Exec, T> y = backward ? o : forward_y;
+        const Tensor3<Exec, T> c_out = backward ? backward_c : forward_c;
 
-    Scratch S(team.team_scratch(0), dk, cols);
-    Scratch Qs(team.team_scratch(0), tokens, dk), Ks(team.team_scratch(0), tokens, dk);
-    Scratch Vs(team.team_scratch(0), tokens, cols);
-    Scratch token_scalars(team.team_scratch(0), tokens, 2);  // g_t - 1, (q_t . k_t)/2
+        Scratch S(team.team_scratch(0), dk, cols);
+        Scratch Qs(team.team_scratch(0), tokens, dk), Ks(team.team_scratch(0), tokens, dk);
+        Scratch Vs(team.team_scratch(0), tokens, cols);
+        Scratch token_scalars(team.team_scratch(0), tokens, 2);  // g_t - 1, (q_t . k_t)/2
 #if !defined(__CUDA_ARCH__)
-    Scratch q_state(team.team_scratch(0), 1, cols);  // q_t . S[:, c] per column
+        Scratch q_state(team.team_scratch(0), 1, cols);  // q_t . S[:, c] per column
 #endif
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, dk * w),
-                         [&](int i) { S(i / w, i % w) = T(0); });
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, dk * w),
+                             [&](int i) { S(i / w, i % w) = T(0); });
 
-    for (int n = 0; n < tiles; ++n) {
-      // Tile n in sweep order: tokens [first, first + nt), walked up or down.
-      const int first =
-          backward ? (L - (n + 1) * tokens > 0 ? L - (n + 1) * tokens : 0) : n * tokens;
-      const int nt = backward ? L - n * tokens - first : (L - first < tokens ? L - first : tokens);
-      team.team_barrier();  // the previous tile is consumed
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nt * dk), [&](int i) {
-        Qs(i / dk, i % dk) = q(b, h, first + i / dk, i % dk);
-        Ks(i / dk, i % dk) = k(b, h, first + i / dk, i % dk);
-      });
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nt * w), [&](int i) {
-        const int t = i / w, c = c0 + i % w;
-        Vs(t, i % w) = c < dv ? v(b, h, first + t, c) : T(1);
-      });
-      // The first token of each sweep starts from a zero state: its decay is unused.
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nt), [&](int t) {
-        const int token = first + t;
-        token_scalars(t, 0) =
-            backward ? (token < L - 1 ? attn::expm1(step_decay.log_backward(b, h, token)) : T(0))
-                     : (token > 0 ? attn::expm1(step_decay.log_forward(b, h, token)) : T(0));
-      });
-      team.team_barrier();
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nt), [&](int t) {
-        T dot = 0;
-        for (int i = 0; i < dk; ++i) dot += Qs(t, i) * Ks(t, i);
-        token_scalars(t, 1) = dot / 2;
-      });
-      team.team_barrier();
-      // Column c of S (and of z) depends only on k and v[c]: no synchronisation
-      // between tokens. On a GPU each thread walks the tokens for its column;
-      // on the host the columns are the vector lanes (rows of S are
-      // contiguous), with the same operations in the same order per column.
-      auto write = [&](int t, int c, T result) {
-        if (c0 + c < dv)
-          y(b, h, first + t, c0 + c) = result;
-        else
-          c_out(b, h, first + t) = result;
-      };
+        for (int n = 0; n < tiles; ++n) {
+          // Tile n in sweep order: tokens [first, first + nt), walked up or down.
+          const int first =
+              backward ? (L - (n + 1) * tokens > 0 ? L - (n + 1) * tokens : 0) : n * tokens;
+          const int nt =
+              backward ? L - n * tokens - first : (L - first < tokens ? L - first : tokens);
+          team.team_barrier();  // the previous tile is consumed
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nt * dk), [&](int i) {
+            Qs(i / dk, i % dk) = q(b, h, first + i / dk, i % dk);
+            Ks(i / dk, i % dk) = k(b, h, first + i / dk, i % dk);
+          });
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nt * w), [&](int i) {
+            const int t = i / w, c = c0 + i % w;
+            Vs(t, i % w) = c < dv ? v(b, h, first + t, c) : T(1);
+          });
+          // The first token of each sweep starts from a zero state: its decay is unused.
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nt), [&](int t) {
+            const int token = first + t;
+            token_scalars(t, 0) =
+                backward
+                    ? (token < L - 1 ? attn::expm1(step_decay.log_backward(b, h, token)) : T(0))
+                    : (token > 0 ? attn::expm1(step_decay.log_forward(b, h, token)) : T(0));
+          });
+          team.team_barrier();
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nt), [&](int t) {
+            T dot = 0;
+            for (int i = 0; i < dk; ++i) dot += Qs(t, i) * Ks(t, i);
+            token_scalars(t, 1) = dot / 2;
+          });
+          team.team_barrier();
+          // Column c of S (and of z) depends only on k and v[c]: no synchronisation
+          // between tokens. On a GPU each thread walks the tokens for its column;
+          // on the host the columns are the vector lanes (rows of S are
+          // contiguous), with the same operations in the same order per column.
+          auto write = [&](int t, int c, T result) {
+            if (c0 + c < dv)
+              y(b, h, first + t, c0 + c) = result;
+            else
+              c_out(b, h, first + t) = result;
+          };
 #if defined(__CUDA_ARCH__)
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, w), [&](int c) {
-        for (int step_index = 0; step_index < nt; ++step_index) {
-          const int t = backward ? nt - 1 - step_index : step_index;
-          const T vc = Vs(t, c), decay_minus_one = token_scalars(t, 0);
-          T qS = 0;
-          for (int i = 0; i < dk; ++i) {
-            const T state = S(i, c) + (decay_minus_one * S(i, c) + Ks(t, i) * vc);  // (83a, 83b)
-            S(i, c) = state;
-            qS += Qs(t, i) * state;
-          }
-          write(t, c, qS - token_scalars(t, 1) * vc);  // (84a, 83c)
-        }
-      });
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, w), [&](int c) {
+            for (int step_index = 0; step_index < nt; ++step_index) {
+              const int t = backward ? nt - 1 - step_index : step_index;
+              const T vc = Vs(t, c), decay_minus_one = token_scalars(t, 0);
+              T qS = 0;
+              for (int i = 0; i < dk; ++i) {
+                const T state =
+                    S(i, c) + (decay_minus_one * S(i, c) + Ks(t, i) * vc);  // (83a, 83b)
+                S(i, c) = state;
+                qS += Qs(t, i) * state;
+              }
+              write(t, c, qS - token_scalars(t, 1) * vc);  // (84a, 83c)
+            }
+          });
 #else
       Kokkos::single(Kokkos::PerTeam(team), [&]() {
         T* const qS = &q_state(0, 0);
@@ -176,8 +182,8 @@ void lion_rnn_forward(const Exec& exec, const Tensor4<Exec, T>& q, const Tensor4
         }
       });
 #endif
-    }
-  });
+        }
+      });
 
   Kokkos::parallel_for(
       "lion_rnn_combine",

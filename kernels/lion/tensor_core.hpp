@@ -31,7 +31,8 @@ namespace attn::detail {
 template <class P, int D>
 struct LionTensorCoreTiles {
   static constexpr int warps = 4, rows = 16 * warps;
-  static constexpr int value_block = mma::register_value_block<P, D>, value_blocks = D / value_block;
+  static constexpr int value_block = mma::register_value_block<P, D>,
+                       value_blocks = D / value_block;
   static constexpr int keys = std::is_same_v<P, bf16> ? 64 : 32;  // streamed key and value tiles
   static constexpr int ld = mma::padded_stride<P>(D), ldv = mma::padded_stride<P>(value_block);
 
@@ -67,24 +68,30 @@ struct LionTensorCoreTiles {
     // query-row factors of its rank-1 blocks, keys before and after it.
     const int first = chunk > 0 ? tile.first / chunk * chunk : 0;
     const int last = chunk > 0 && first + chunk < L ? first + chunk - 1 : L - 1;
-    const MaskCoordinate first_forward = masked ? mask.forward(b, h, first) : MaskCoordinate{0.0, 0.0};
-    const MaskCoordinate last_backward = masked ? mask.backward(b, h, last) : MaskCoordinate{0.0, 0.0};
-    const float row_before[2] = {expf(float(forward_row[0] - first_forward)), expf(float(forward_row[1] - first_forward))};
-    const float row_after[2] = {expf(float(last_backward - backward_row[0])), expf(float(last_backward - backward_row[1]))};
+    const MaskCoordinate first_forward =
+        masked ? mask.forward(b, h, first) : MaskCoordinate{0.0, 0.0};
+    const MaskCoordinate last_backward =
+        masked ? mask.backward(b, h, last) : MaskCoordinate{0.0, 0.0};
+    const float row_before[2] = {expf(float(forward_row[0] - first_forward)),
+                                 expf(float(forward_row[1] - first_forward))};
+    const float row_after[2] = {expf(float(last_backward - backward_row[0])),
+                                expf(float(last_backward - backward_row[1]))};
     // Every key of the sequence adds into O: exact sums (see attend_streamed).
     mma::attend_streamed<P, D, keys, true>(
         team, Q, O, Ks, Vs, k, v, b, h, L, 0, L, dk, dv, first_value, -1, [](int) { return true; },
         [&](mma::Accumulator<keys>& S, int k0, int nk) {
-          // A key tile lies wholly before, inside or after the team's chunk (chunks are whole tiles).
+          // A key tile lies wholly before, inside or after the team's chunk (chunks are whole
+          // tiles).
           const bool before = masked && k0 < first, after = masked && k0 > last;
           if (before || after) {
             const float(&row)[2] = before ? row_before : row_after;
-            #pragma unroll
+#pragma unroll
             for (int n = 0; n < keys / 8; ++n)
-              #pragma unroll
-              for (int e = 0; e < 2; ++e) {  // entries e (row g) and e + 2 (row g + 8) share key column c
+#pragma unroll
+              for (int e = 0; e < 2;
+                   ++e) {  // entries e (row g) and e + 2 (row g + 8) share key column c
                 const int c = mma::entry_col(n, e), j = k0 + c;
-                const float column = c >= nk ? 0.f
+                const float column = c >= nk  ? 0.f
                                      : before ? expf(float(first_forward - mask.forward(b, h, j)))
                                               : expf(float(mask.backward(b, h, j) - last_backward));
                 S.c[n][e] *= row[0] * column;
@@ -118,19 +125,21 @@ struct LionTensorCoreTiles {
 // exceeds 128, or when C is not a multiple of 64 and makes more than one
 // chunk (a team's 64 rows would straddle two).
 template <class P>
-bool lion_tensor_core_tiles(const Kokkos::Cuda& exec, const char* label, const Shape& s, const mma::CudaTensor<P>& q,
-                            const mma::CudaTensor<P>& k, const mma::CudaTensor<P>& v,
-                            const LionLogMask<Kokkos::Cuda, storage_t<P>>& mask, const mma::CudaTensor<P>& o,
-                            const LionOptions& options, int chunk) {
+bool lion_tensor_core_tiles(const Kokkos::Cuda& exec, const char* label, const Shape& s,
+                            const mma::CudaTensor<P>& q, const mma::CudaTensor<P>& k,
+                            const mma::CudaTensor<P>& v,
+                            const LionLogMask<Kokkos::Cuda, storage_t<P>>& mask,
+                            const mma::CudaTensor<P>& o, const LionOptions& options, int chunk) {
   if (chunk > 0 && chunk < s.seq && chunk % 64 != 0) return false;
   auto run = [&](auto head) {
     constexpr int D = decltype(head)::value;
     using Tiles = LionTensorCoreTiles<P, D>;
     static_assert(Tiles::rows == 64, "chunks of a multiple of 64 hold whole row tiles");
     const int tiles = ceil_div(s.seq, Tiles::rows);
-    mma::launch_tiles(label, exec, s.batch * s.heads * tiles * Tiles::value_blocks, 32 * Tiles::warps,
-                      Tiles{q, k, v, o, mask, s.seq, s.heads, tiles, s.dk, s.dv, chunk < s.seq ? chunk : 0,
-                            options.variant != LionVariant::lit, options.scaled});
+    mma::launch_tiles(
+        label, exec, s.batch * s.heads * tiles * Tiles::value_blocks, 32 * Tiles::warps,
+        Tiles{q, k, v, o, mask, s.seq, s.heads, tiles, s.dk, s.dv, chunk < s.seq ? chunk : 0,
+              options.variant != LionVariant::lit, options.scaled});
   };
   return mma::with_padded_head(s.dk, s.dv, run);
 }

@@ -36,7 +36,8 @@ using CudaRows = Tensor3<Kokkos::Cuda, float>;
 template <class P, int D>
 struct FlashForward {
   static constexpr int warps = 4, rows = 16 * warps;
-  static constexpr int keys = std::is_same_v<P, bf16> ? 64 : 32;  // streamed tile: 2 x keys x D operands
+  static constexpr int keys =
+      std::is_same_v<P, bf16> ? 64 : 32;  // streamed tile: 2 x keys x D operands
   static constexpr int ld = mma::padded_stride<P>(D);
 
   CudaTensor<P> q, k, v, o;
@@ -66,7 +67,9 @@ struct FlashForward {
     const int end = causal ? (tile.first + tile.count < L ? tile.first + tile.count : L) : L;
     mma::attend_streamed<P, D, keys>(
         team, Q, O, Ks, Vs, k, v, b, h, L, 0, end, dk, dv, 0, -1,
-        [&](int k0) { return !causal || k0 <= row0 + 15; },  // some query of the warp sees these keys
+        [&](int k0) {
+          return !causal || k0 <= row0 + 15;
+        },  // some query of the warp sees these keys
         [&](mma::Accumulator<keys>& S, int k0, int nk) {
           mma::for_each_entry(S, [&](int r, int c, float& s) {
             const bool visible = c < nk && (!causal || k0 + c <= row0 + r);
@@ -74,7 +77,9 @@ struct FlashForward {
           });
           float m_new[2] = {m[0], m[1]};
           mma::row_max(S, m_new);
-          mma::for_each_entry(S, [&](int r, int, float& s) { s = s == -INFINITY ? 0.f : exp2f(s - m_new[r >> 3]); });
+          mma::for_each_entry(S, [&](int r, int, float& s) {
+            s = s == -INFINITY ? 0.f : exp2f(s - m_new[r >> 3]);
+          });
           const float alpha[2] = {exp2f(m[0] - m_new[0]), exp2f(m[1] - m_new[1])};  // <= 1
           mma::for_each_entry(O, [&](int r, int, float& x) { x *= alpha[r >> 3]; });
           for (int i = 0; i < 2; ++i) {
@@ -126,13 +131,16 @@ struct FlashBackwardPass {
     __shared__ __align__(16) E X2[owned * ld];
     __shared__ __align__(16) E Y1[streamed * ld];
     __shared__ __align__(16) E Y2[streamed * ld];
-    __shared__ float query_stats[2][streamed];  // dk, dv pass: log2e lse and D of the streamed queries
-    const int rank = causal && !OwnsKeys ? team.league_size() - 1 - team.league_rank() : team.league_rank();
+    __shared__ float query_stats[2]
+                                [streamed];  // dk, dv pass: log2e lse and D of the streamed queries
+    const int rank =
+        causal && !OwnsKeys ? team.league_size() - 1 - team.league_rank() : team.league_rank();
     const TeamTile tile = team_tile(rank, tiles, H, owned, L);
     const int b = tile.b, h = tile.h, tid = team.team_rank(), size = team.team_size();
     const int warp_row0 = 16 * (tid / 32), row0 = tile.first + warp_row0;
 
-    team.team_barrier();  // a block that runs several teams: the previous team's tiles are no longer read
+    team.team_barrier();  // a block that runs several teams: the previous team's tiles are no
+                          // longer read
     mma::start_tile_copy<P>(X1, ld, owned, D, x1, b, h, tile.first, tile.count, d1, tid, size);
     mma::start_tile_copy<P>(X2, ld, owned, D, x2, b, h, tile.first, tile.count, d2, tid, size);
     mma::finish_tile_copy<0, P>(X1, ld, owned, D, d1, tid, size);
@@ -150,7 +158,8 @@ struct FlashBackwardPass {
 
     // Causal: a key j is seen by queries i >= j only.
     const int begin = causal && OwnsKeys ? tile.first / streamed * streamed : 0;
-    const int end = causal && !OwnsKeys ? (tile.first + tile.count < L ? tile.first + tile.count : L) : L;
+    const int end =
+        causal && !OwnsKeys ? (tile.first + tile.count < L ? tile.first + tile.count : L) : L;
     for (int y0 = begin; y0 < end; y0 += streamed) {
       team.team_barrier();  // the previous tile is no longer read
       const int ny = (L - y0 < streamed ? L - y0 : streamed);
@@ -163,7 +172,8 @@ struct FlashBackwardPass {
         query_stats[1][tid] = tid < ny ? delta(b, h, y0 + tid) : 0.f;
       }
       team.team_barrier();
-      if (causal && (OwnsKeys ? y0 + streamed - 1 < row0 : y0 > row0 + 15)) continue;  // no visible pair
+      if (causal && (OwnsKeys ? y0 + streamed - 1 < row0 : y0 > row0 + 15))
+        continue;  // no visible pair
 
       mma::Accumulator<streamed> S, dP;
       mma::zero(S);
@@ -201,11 +211,12 @@ struct FlashBackwardPass {
 // head size exceeds 128.
 template <class P>
 bool tensor_core_forward(const Kokkos::Cuda& exec, const char* label, const CudaTensor<P>& q,
-                         const CudaTensor<P>& k, const CudaTensor<P>& v, const CudaTensor<P>& o, bool causal,
-                         const CudaRows& logsumexp) {
+                         const CudaTensor<P>& k, const CudaTensor<P>& v, const CudaTensor<P>& o,
+                         bool causal, const CudaRows& logsumexp) {
   const Shape s = checked_shape<Kokkos::Cuda, storage_t<P>>(q, k, v, o);
-  if (logsumexp.data() && (int(logsumexp.extent(0)) != s.batch || int(logsumexp.extent(1)) != s.heads ||
-                           int(logsumexp.extent(2)) != s.seq))
+  if (logsumexp.data() &&
+      (int(logsumexp.extent(0)) != s.batch || int(logsumexp.extent(1)) != s.heads ||
+       int(logsumexp.extent(2)) != s.seq))
     throw std::invalid_argument(std::string(label) + ": logsumexp must be [batch, heads, seq]");
   if (s.batch == 0 || s.heads == 0 || s.seq == 0) return true;
   const float scale_log2 = float(log2_e / std::sqrt(double(s.dk)));
@@ -222,24 +233,38 @@ bool tensor_core_forward(const Kokkos::Cuda& exec, const char* label, const Cuda
 // The tensor-core backward passes (delta = rowsum(dO O) already computed);
 // false, with nothing run, when a head size exceeds 128.
 template <class P>
-bool tensor_core_backward(const Kokkos::Cuda& exec, const Shape& s, const CudaTensor<P>& q, const CudaTensor<P>& k,
-                          const CudaTensor<P>& v, const CudaTensor<P>& d_o, const CudaRows& logsumexp,
-                          const CudaRows& delta, const CudaTensor<P>& dq, const CudaTensor<P>& dk,
-                          const CudaTensor<P>& dv, bool causal) {
+bool tensor_core_backward(const Kokkos::Cuda& exec, const Shape& s, const CudaTensor<P>& q,
+                          const CudaTensor<P>& k, const CudaTensor<P>& v, const CudaTensor<P>& d_o,
+                          const CudaRows& logsumexp, const CudaRows& delta, const CudaTensor<P>& dq,
+                          const CudaTensor<P>& dk, const CudaTensor<P>& dv, bool causal) {
   const float scale = float(1 / std::sqrt(double(s.dk)));
   auto run = [&](auto head) {
     constexpr int Dh = decltype(head)::value;
     using Dq = FlashBackwardPass<P, Dh, false>;
     using DkDv = FlashBackwardPass<P, Dh, true>;
     const int tiles = ceil_div(s.seq, Dq::owned);
-    launch_tiles(causal ? "softmax_causal_bwd_dq_tc" : "softmax_full_bwd_dq_tc", exec, s.batch * s.heads * tiles,
-                 32 * Dq::warps,
-                 Dq{q, d_o, k, v, dq, {}, logsumexp, delta, s.seq, s.heads, tiles, s.dk, s.dv, scale,
-                    scale * log2_e, causal});
+    launch_tiles(causal ? "softmax_causal_bwd_dq_tc" : "softmax_full_bwd_dq_tc", exec,
+                 s.batch * s.heads * tiles, 32 * Dq::warps,
+                 Dq{q,
+                    d_o,
+                    k,
+                    v,
+                    dq,
+                    {},
+                    logsumexp,
+                    delta,
+                    s.seq,
+                    s.heads,
+                    tiles,
+                    s.dk,
+                    s.dv,
+                    scale,
+                    scale * log2_e,
+                    causal});
     launch_tiles(causal ? "softmax_causal_bwd_dk_dv_tc" : "softmax_full_bwd_dk_dv_tc", exec,
                  s.batch * s.heads * tiles, 32 * DkDv::warps,
-                 DkDv{k, v, q, d_o, dk, dv, logsumexp, delta, s.seq, s.heads, tiles, s.dk, s.dv, scale,
-                      scale * log2_e, causal});
+                 DkDv{k, v, q, d_o, dk, dv, logsumexp, delta, s.seq, s.heads, tiles, s.dk, s.dv,
+                      scale, scale * log2_e, causal});
   };
   return mma::with_padded_head(s.dk, s.dv, run);
 }

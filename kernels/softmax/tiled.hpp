@@ -25,16 +25,20 @@ constexpr bool has_tensor_cores() {
 // for the backward pass (softmax/tiled_backward.hpp).
 template <class P, class Exec>
 void softmax_tiled_forward(const Exec& exec, const Tensor4<Exec, storage_t<P>>& q,
-                           const Tensor4<Exec, storage_t<P>>& k, const Tensor4<Exec, storage_t<P>>& v,
+                           const Tensor4<Exec, storage_t<P>>& k,
+                           const Tensor4<Exec, storage_t<P>>& v,
                            const Tensor4<Exec, storage_t<P>>& o, bool causal,
                            const Tensor3<Exec, accum_t<P>>& logsumexp = {}) {
   const char* label = causal ? "softmax_causal_tiled" : "softmax_full_tiled";
 #if defined(KOKKOS_ENABLE_CUDA)
   if constexpr (has_tensor_cores<Exec, P>())
-    if (tensor_cores_enabled() && detail::tensor_core_forward<P>(exec, label, q, k, v, o, causal, logsumexp)) return;
+    if (tensor_cores_enabled() &&
+        detail::tensor_core_forward<P>(exec, label, q, k, v, o, causal, logsumexp))
+      return;
 #endif
   const double scale = 1.0 / std::sqrt(double(q.extent(3)));
-  detail::tiled_attention<P>(exec, label, q, k, v, o, causal, detail::SoftmaxWeights{scale}, logsumexp);
+  detail::tiled_attention<P>(exec, label, q, k, v, o, causal, detail::SoftmaxWeights{scale},
+                             logsumexp);
 }
 
 }  // namespace attn

@@ -54,8 +54,8 @@ struct SoftmaxTilePair {
   // Q_i, dO_i and their rows' lse and D: rows r0 .. r0 + nr - 1.
   template <class Member, class Tensor, class Rows>
   KOKKOS_INLINE_FUNCTION void load_queries(const Member& team, const Tensor& q, const Tensor& d_o,
-                                           const Rows& logsumexp, const Rows& delta, int b, int h, int r0,
-                                           int nr) const {
+                                           const Rows& logsumexp, const Rows& delta, int b, int h,
+                                           int r0, int nr) const {
     load_rows<Precision>(team, Q, q, b, h, r0, nr, int(Q.extent(1)));
     load_rows<Precision>(team, dO, d_o, b, h, r0, nr, int(dO.extent(1)));
     Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nr), [&](int r) {
@@ -66,8 +66,8 @@ struct SoftmaxTilePair {
 
   // K_j and V_j: rows k0 .. k0 + nk - 1 of k and v.
   template <class Member, class Tensor>
-  KOKKOS_INLINE_FUNCTION void load_keys(const Member& team, const Tensor& k, const Tensor& v, int b, int h, int k0,
-                                        int nk) const {
+  KOKKOS_INLINE_FUNCTION void load_keys(const Member& team, const Tensor& k, const Tensor& v, int b,
+                                        int h, int k0, int nk) const {
     load_rows<Precision>(team, K, k, b, h, k0, nk, int(Q.extent(1)));
     load_rows_transposed<Precision>(team, Kt, k, b, h, k0, nk, int(Q.extent(1)));
     load_rows_transposed<Precision>(team, Vt, v, b, h, k0, nk, int(dO.extent(1)));
@@ -78,8 +78,8 @@ struct SoftmaxTilePair {
   // with S computed exactly as the forward did. A masked pair (key after
   // query) is an exact zero whose exponent is never evaluated.
   template <class Member>
-  KOKKOS_INLINE_FUNCTION void recompute_scores(const Member& team, int r0, int nr, int k0, int nk, bool causal,
-                                               T scale) const {
+  KOKKOS_INLINE_FUNCTION void recompute_scores(const Member& team, int r0, int nr, int k0, int nk,
+                                               bool causal, T scale) const {
     const int qk_dim = int(Q.extent(1)), v_dim = int(dO.extent(1));
     scores(team, Q, Kt, nr, nk, qk_dim, [&](int r, int j, T s) { P(r, j) = s; });
     scores(team, dO, Vt, nr, nk, v_dim, [&](int r, int j, T dp) { dS(r, j) = dp; });
@@ -98,16 +98,18 @@ struct SoftmaxTilePair {
 // cancels only if D and dP = dO V^T are built from the same dO.
 template <class P, class Exec>
 void softmax_backward_delta(const Exec& exec, const Shape& s, const Tensor4<Exec, storage_t<P>>& o,
-                            const Tensor4<Exec, storage_t<P>>& d_o, const Tensor3<Exec, accum_t<P>>& delta) {
+                            const Tensor4<Exec, storage_t<P>>& d_o,
+                            const Tensor3<Exec, accum_t<P>>& delta) {
   using T = accum_t<P>;
   const int L = s.seq, H = s.heads, dv = s.dv;
-  Kokkos::parallel_for("softmax_bwd_delta", Kokkos::RangePolicy<Exec>(exec, 0, std::size_t(s.batch) * H * L),
-                       KOKKOS_LAMBDA(std::size_t i) {
-                         const int b = int(i / (std::size_t(H) * L)), h = int(i / L % H), r = int(i % L);
-                         T dot = 0;
-                         for (int c = 0; c < dv; ++c) dot += T(operand_value<P>(d_o(b, h, r, c))) * T(o(b, h, r, c));
-                         delta(b, h, r) = dot;
-                       });
+  Kokkos::parallel_for(
+      "softmax_bwd_delta", Kokkos::RangePolicy<Exec>(exec, 0, std::size_t(s.batch) * H * L),
+      KOKKOS_LAMBDA(std::size_t i) {
+        const int b = int(i / (std::size_t(H) * L)), h = int(i / L % H), r = int(i % L);
+        T dot = 0;
+        for (int c = 0; c < dv; ++c) dot += T(operand_value<P>(d_o(b, h, r, c))) * T(o(b, h, r, c));
+        delta(b, h, r) = dot;
+      });
 }
 
 // Pass 1, one team per (batch, head, query tile i): dQ_i = scale sum_j dS_ij K_j
@@ -116,47 +118,53 @@ void softmax_backward_delta(const Exec& exec, const Shape& s, const Tensor4<Exec
 template <class P, class Exec>
 void softmax_backward_dq(const Exec& exec, const Shape& s, const Tensor4<Exec, storage_t<P>>& q,
                          const Tensor4<Exec, storage_t<P>>& k, const Tensor4<Exec, storage_t<P>>& v,
-                         const Tensor4<Exec, storage_t<P>>& d_o, const Tensor3<Exec, accum_t<P>>& logsumexp,
-                         const Tensor3<Exec, accum_t<P>>& delta, const Tensor4<Exec, storage_t<P>>& dq,
-                         bool causal) {
+                         const Tensor4<Exec, storage_t<P>>& d_o,
+                         const Tensor3<Exec, accum_t<P>>& logsumexp,
+                         const Tensor3<Exec, accum_t<P>>& delta,
+                         const Tensor4<Exec, storage_t<P>>& dq, bool causal) {
   using T = accum_t<P>;
   using Pair = SoftmaxTilePair<Exec, P>;
   using Scratch = ScratchMatrix<Exec, T>;
   const char* label = causal ? "softmax_causal_bwd_dq" : "softmax_full_bwd_dq";
   const int qk_dim = s.dk, v_dim = s.dv, L = s.seq, H = s.heads;
-  auto bytes = [&](int r) { return Pair::bytes(r, qk_dim, v_dim) + scratch_bytes<Exec, T>(r, qk_dim); };
+  auto bytes = [&](int r) {
+    return Pair::bytes(r, qk_dim, v_dim) + scratch_bytes<Exec, T>(r, qk_dim);
+  };
   const int rows = tile_rows_that_fit<Exec>(max_tile_rows<Exec>(), bytes);
   if (rows == 0) tiles_do_not_fit(label, s);
   const int R = std::min(rows, L);
   const int tiles = ceil_div(L, R);
   const T scale = T(1.0 / std::sqrt(double(qk_dim)));
 
-  auto policy = team_policy(exec, s.batch * H * tiles, 128).set_scratch_size(0, Kokkos::PerTeam(bytes(R)));
+  auto policy =
+      team_policy(exec, s.batch * H * tiles, 128).set_scratch_size(0, Kokkos::PerTeam(bytes(R)));
   using Member = typename Kokkos::TeamPolicy<Exec>::member_type;
-  Kokkos::parallel_for(label, policy, KOKKOS_LAMBDA(const Member& team) {
-    const detail::TeamTile owned = detail::team_tile(team.league_rank(), tiles, H, R, L);
-    const int tile = owned.tile, b = owned.b, h = owned.h, r0 = owned.first, nr = owned.count;
-    const Pair t(team, R, qk_dim, v_dim);
-    const Scratch acc(team.team_scratch(0), R, qk_dim);
+  Kokkos::parallel_for(
+      label, policy, KOKKOS_LAMBDA(const Member& team) {
+        const detail::TeamTile owned = detail::team_tile(team.league_rank(), tiles, H, R, L);
+        const int tile = owned.tile, b = owned.b, h = owned.h, r0 = owned.first, nr = owned.count;
+        const Pair t(team, R, qk_dim, v_dim);
+        const Scratch acc(team.team_scratch(0), R, qk_dim);
 
-    t.load_queries(team, q, d_o, logsumexp, delta, b, h, r0, nr);
-    detail::zero(team, acc, nr, qk_dim);
+        t.load_queries(team, q, d_o, logsumexp, delta, b, h, r0, nr);
+        detail::zero(team, acc, nr, qk_dim);
 
-    const int last_tile = causal ? tile : tiles - 1;
-    for (int kt = 0; kt <= last_tile; ++kt) {
-      const int k0 = kt * R;
-      const int nk = (L - k0 < R) ? L - k0 : R;
-      team.team_barrier();  // the previous key tile's K and dS are no longer read
-      t.load_keys(team, k, v, b, h, k0, nk);
-      team.team_barrier();
-      t.recompute_scores(team, r0, nr, k0, nk, causal, scale);
-      team.team_barrier();
-      add_product(team, acc, t.dS, t.K, nr, nk, qk_dim);
-    }
-    team.team_barrier();
-    detail::team_for_each(team, nr, qk_dim,
-                          [&](int r, int c) { dq(b, h, r0 + r, c) = storage_t<P>(scale * acc(r, c)); });
-  });
+        const int last_tile = causal ? tile : tiles - 1;
+        for (int kt = 0; kt <= last_tile; ++kt) {
+          const int k0 = kt * R;
+          const int nk = (L - k0 < R) ? L - k0 : R;
+          team.team_barrier();  // the previous key tile's K and dS are no longer read
+          t.load_keys(team, k, v, b, h, k0, nk);
+          team.team_barrier();
+          t.recompute_scores(team, r0, nr, k0, nk, causal, scale);
+          team.team_barrier();
+          add_product(team, acc, t.dS, t.K, nr, nk, qk_dim);
+        }
+        team.team_barrier();
+        detail::team_for_each(team, nr, qk_dim, [&](int r, int c) {
+          dq(b, h, r0 + r, c) = storage_t<P>(scale * acc(r, c));
+        });
+      });
 }
 
 // Pass 2, one team per (batch, head, key tile j), Alg. 2's outer loop: K_j and
@@ -165,9 +173,12 @@ void softmax_backward_dq(const Exec& exec, const Shape& s, const Tensor4<Exec, s
 // (scaled once at the end).
 template <class P, class Exec>
 void softmax_backward_dk_dv(const Exec& exec, const Shape& s, const Tensor4<Exec, storage_t<P>>& q,
-                            const Tensor4<Exec, storage_t<P>>& k, const Tensor4<Exec, storage_t<P>>& v,
-                            const Tensor4<Exec, storage_t<P>>& d_o, const Tensor3<Exec, accum_t<P>>& logsumexp,
-                            const Tensor3<Exec, accum_t<P>>& delta, const Tensor4<Exec, storage_t<P>>& dk,
+                            const Tensor4<Exec, storage_t<P>>& k,
+                            const Tensor4<Exec, storage_t<P>>& v,
+                            const Tensor4<Exec, storage_t<P>>& d_o,
+                            const Tensor3<Exec, accum_t<P>>& logsumexp,
+                            const Tensor3<Exec, accum_t<P>>& delta,
+                            const Tensor4<Exec, storage_t<P>>& dk,
                             const Tensor4<Exec, storage_t<P>>& dv, bool causal) {
   using T = accum_t<P>;
   using Pair = SoftmaxTilePair<Exec, P>;
@@ -175,7 +186,8 @@ void softmax_backward_dk_dv(const Exec& exec, const Shape& s, const Tensor4<Exec
   const char* label = causal ? "softmax_causal_bwd_dk_dv" : "softmax_full_bwd_dk_dv";
   const int qk_dim = s.dk, v_dim = s.dv, L = s.seq, H = s.heads;
   auto bytes = [&](int r) {
-    return Pair::bytes(r, qk_dim, v_dim) + scratch_bytes<Exec, T>(r, qk_dim) + scratch_bytes<Exec, T>(r, v_dim);
+    return Pair::bytes(r, qk_dim, v_dim) + scratch_bytes<Exec, T>(r, qk_dim) +
+           scratch_bytes<Exec, T>(r, v_dim);
   };
   const int rows = tile_rows_that_fit<Exec>(max_tile_rows<Exec>(), bytes);
   if (rows == 0) tiles_do_not_fit(label, s);
@@ -183,34 +195,40 @@ void softmax_backward_dk_dv(const Exec& exec, const Shape& s, const Tensor4<Exec
   const int tiles = ceil_div(L, R);
   const T scale = T(1.0 / std::sqrt(double(qk_dim)));
 
-  auto policy = team_policy(exec, s.batch * H * tiles, 128).set_scratch_size(0, Kokkos::PerTeam(bytes(R)));
+  auto policy =
+      team_policy(exec, s.batch * H * tiles, 128).set_scratch_size(0, Kokkos::PerTeam(bytes(R)));
   using Member = typename Kokkos::TeamPolicy<Exec>::member_type;
-  Kokkos::parallel_for(label, policy, KOKKOS_LAMBDA(const Member& team) {
-    const detail::TeamTile owned = detail::team_tile(team.league_rank(), tiles, H, R, L);
-    const int tile = owned.tile, b = owned.b, h = owned.h, k0 = owned.first, nk = owned.count;
-    const Pair t(team, R, qk_dim, v_dim);
-    const Scratch dk_acc(team.team_scratch(0), R, qk_dim), dv_acc(team.team_scratch(0), R, v_dim);
+  Kokkos::parallel_for(
+      label, policy, KOKKOS_LAMBDA(const Member& team) {
+        const detail::TeamTile owned = detail::team_tile(team.league_rank(), tiles, H, R, L);
+        const int tile = owned.tile, b = owned.b, h = owned.h, k0 = owned.first, nk = owned.count;
+        const Pair t(team, R, qk_dim, v_dim);
+        const Scratch dk_acc(team.team_scratch(0), R, qk_dim),
+            dv_acc(team.team_scratch(0), R, v_dim);
 
-    t.load_keys(team, k, v, b, h, k0, nk);
-    detail::zero(team, dk_acc, nk, qk_dim);
-    detail::zero(team, dv_acc, nk, v_dim);
+        t.load_keys(team, k, v, b, h, k0, nk);
+        detail::zero(team, dk_acc, nk, qk_dim);
+        detail::zero(team, dv_acc, nk, v_dim);
 
-    for (int qt = causal ? tile : 0; qt < tiles; ++qt) {
-      const int r0 = qt * R;
-      const int nr = (L - r0 < R) ? L - r0 : R;
-      team.team_barrier();  // the previous query tile's Q, dO, P and dS are no longer read
-      t.load_queries(team, q, d_o, logsumexp, delta, b, h, r0, nr);
-      team.team_barrier();
-      t.recompute_scores(team, r0, nr, k0, nk, causal, scale);
-      team.team_barrier();
-      add_transposed_product(team, dv_acc, t.P, t.dO, nk, nr, v_dim);
-      add_transposed_product(team, dk_acc, t.dS, t.Q, nk, nr, qk_dim);
-    }
-    team.team_barrier();
-    detail::team_for_each(team, nk, qk_dim,
-                          [&](int r, int c) { dk(b, h, k0 + r, c) = storage_t<P>(scale * dk_acc(r, c)); });
-    detail::team_for_each(team, nk, v_dim, [&](int r, int c) { dv(b, h, k0 + r, c) = storage_t<P>(dv_acc(r, c)); });
-  });
+        for (int qt = causal ? tile : 0; qt < tiles; ++qt) {
+          const int r0 = qt * R;
+          const int nr = (L - r0 < R) ? L - r0 : R;
+          team.team_barrier();  // the previous query tile's Q, dO, P and dS are no longer read
+          t.load_queries(team, q, d_o, logsumexp, delta, b, h, r0, nr);
+          team.team_barrier();
+          t.recompute_scores(team, r0, nr, k0, nk, causal, scale);
+          team.team_barrier();
+          add_transposed_product(team, dv_acc, t.P, t.dO, nk, nr, v_dim);
+          add_transposed_product(team, dk_acc, t.dS, t.Q, nk, nr, qk_dim);
+        }
+        team.team_barrier();
+        detail::team_for_each(team, nk, qk_dim, [&](int r, int c) {
+          dk(b, h, k0 + r, c) = storage_t<P>(scale * dk_acc(r, c));
+        });
+        detail::team_for_each(team, nk, v_dim, [&](int r, int c) {
+          dv(b, h, k0 + r, c) = storage_t<P>(dv_acc(r, c));
+        });
+      });
 }
 
 }  // namespace detail
@@ -218,28 +236,30 @@ void softmax_backward_dk_dv(const Exec& exec, const Shape& s, const Tensor4<Exec
 // Gradients dq, dk, dv of <o, d_o>, where o = softmax_tiled_forward(q, k, v,
 // causal) and `logsumexp` is the per-row logsumexp that forward kept.
 template <class P, class Exec>
-void softmax_tiled_backward(const Exec& exec, const Tensor4<Exec, storage_t<P>>& q,
-                            const Tensor4<Exec, storage_t<P>>& k, const Tensor4<Exec, storage_t<P>>& v,
-                            const Tensor4<Exec, storage_t<P>>& o, const Tensor3<Exec, accum_t<P>>& logsumexp,
-                            const Tensor4<Exec, storage_t<P>>& d_o, const Tensor4<Exec, storage_t<P>>& dq,
-                            const Tensor4<Exec, storage_t<P>>& dk, const Tensor4<Exec, storage_t<P>>& dv,
-                            bool causal) {
+void softmax_tiled_backward(
+    const Exec& exec, const Tensor4<Exec, storage_t<P>>& q, const Tensor4<Exec, storage_t<P>>& k,
+    const Tensor4<Exec, storage_t<P>>& v, const Tensor4<Exec, storage_t<P>>& o,
+    const Tensor3<Exec, accum_t<P>>& logsumexp, const Tensor4<Exec, storage_t<P>>& d_o,
+    const Tensor4<Exec, storage_t<P>>& dq, const Tensor4<Exec, storage_t<P>>& dk,
+    const Tensor4<Exec, storage_t<P>>& dv, bool causal) {
   using S = storage_t<P>;
   const Shape s = checked_shape<Exec, S>(q, k, v, o);
   const Shape g = checked_shape<Exec, S>(dq, dk, d_o, dv);
   if (g.batch != s.batch || g.heads != s.heads || g.seq != s.seq || g.dk != s.dk || g.dv != s.dv)
-    throw std::invalid_argument("softmax backward: dq, dk, d_o and dv must have the shapes of q, k, o and v");
+    throw std::invalid_argument(
+        "softmax backward: dq, dk, d_o and dv must have the shapes of q, k, o and v");
   if (int(logsumexp.extent(0)) != s.batch || int(logsumexp.extent(1)) != s.heads ||
       int(logsumexp.extent(2)) != s.seq)
     throw std::invalid_argument("softmax backward: logsumexp must be [batch, heads, seq]");
   if (s.seq == 0 || s.batch == 0 || s.heads == 0) return;
   const Tensor3<Exec, accum_t<P>> delta(
-      Kokkos::view_alloc(std::string("softmax_bwd_delta"), Kokkos::WithoutInitializing), s.batch, s.heads, s.seq);
+      Kokkos::view_alloc(std::string("softmax_bwd_delta"), Kokkos::WithoutInitializing), s.batch,
+      s.heads, s.seq);
   detail::softmax_backward_delta<P>(exec, s, o, d_o, delta);
 #if defined(KOKKOS_ENABLE_CUDA)
   if constexpr (has_tensor_cores<Exec, P>())
-    if (tensor_cores_enabled() &&
-        detail::tensor_core_backward<P>(exec, s, q, k, v, d_o, logsumexp, delta, dq, dk, dv, causal))
+    if (tensor_cores_enabled() && detail::tensor_core_backward<P>(exec, s, q, k, v, d_o, logsumexp,
+                                                                  delta, dq, dk, dv, causal))
       return;
 #endif
   detail::softmax_backward_dq<P>(exec, s, q, k, v, d_o, logsumexp, delta, dq, causal);
@@ -248,14 +268,14 @@ void softmax_tiled_backward(const Exec& exec, const Tensor4<Exec, storage_t<P>>&
 
 // The forward, keeping the per-row logsumexp, then the backward.
 template <class P, class Exec>
-void softmax_tiled_forward_backward(const Exec& exec, const Tensor4<Exec, storage_t<P>>& q,
-                                    const Tensor4<Exec, storage_t<P>>& k, const Tensor4<Exec, storage_t<P>>& v,
-                                    const Tensor4<Exec, storage_t<P>>& o, const Tensor4<Exec, storage_t<P>>& d_o,
-                                    const Tensor4<Exec, storage_t<P>>& dq, const Tensor4<Exec, storage_t<P>>& dk,
-                                    const Tensor4<Exec, storage_t<P>>& dv, bool causal) {
+void softmax_tiled_forward_backward(
+    const Exec& exec, const Tensor4<Exec, storage_t<P>>& q, const Tensor4<Exec, storage_t<P>>& k,
+    const Tensor4<Exec, storage_t<P>>& v, const Tensor4<Exec, storage_t<P>>& o,
+    const Tensor4<Exec, storage_t<P>>& d_o, const Tensor4<Exec, storage_t<P>>& dq,
+    const Tensor4<Exec, storage_t<P>>& dk, const Tensor4<Exec, storage_t<P>>& dv, bool causal) {
   const Tensor3<Exec, accum_t<P>> logsumexp(
-      Kokkos::view_alloc(std::string("softmax_logsumexp"), Kokkos::WithoutInitializing), q.extent(0),
-      q.extent(1), q.extent(2));
+      Kokkos::view_alloc(std::string("softmax_logsumexp"), Kokkos::WithoutInitializing),
+      q.extent(0), q.extent(1), q.extent(2));
   softmax_tiled_forward<P>(exec, q, k, v, o, causal, logsumexp);
   softmax_tiled_backward<P>(exec, q, k, v, o, logsumexp, d_o, dq, dk, dv, causal);
 }

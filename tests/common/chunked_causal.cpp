@@ -19,15 +19,18 @@ struct ChunkCase {
 };
 
 const ChunkCase chunk_cases[] = {
-    {{1, 2, 1, 16, 16}, 64},    {{2, 3, 200, 16, 8}, 64},  {{1, 2, 300, 40, 64}, 128},  {{1, 1, 256, 128, 128}, 64},
-    {{1, 2, 150, 64, 128}, 64}, {{1, 1, 45, 256, 32}, 16}, {{1, 1, 130, 32, 32}, 100},  {{1, 2, 700, 128, 96}, 64},
+    {{1, 2, 1, 16, 16}, 64},    {{2, 3, 200, 16, 8}, 64},
+    {{1, 2, 300, 40, 64}, 128}, {{1, 1, 256, 128, 128}, 64},
+    {{1, 2, 150, 64, 128}, 64}, {{1, 1, 45, 256, 32}, 16},
+    {{1, 1, 130, 32, 32}, 100}, {{1, 2, 700, 128, 96}, 64},
     {{1, 2, 190, 48, 33}, 64},  // odd d_v: output rows of odd length, stored entry by entry
 };
 
 }  // namespace
 
-TEMPLATE_LIST_TEST_CASE("chunked causal forms: the tensor-core and the portable paths both match the reference",
-                        "[forms][lightning]", Configs) {
+TEMPLATE_LIST_TEST_CASE(
+    "chunked causal forms: the tensor-core and the portable paths both match the reference",
+    "[forms][lightning]", Configs) {
   using Exec = typename TestType::Exec;
   using P = typename TestType::Precision;
   const std::uint64_t seed = test_seed();
@@ -43,9 +46,9 @@ TEMPLATE_LIST_TEST_CASE("chunked causal forms: the tensor-core and the portable 
           FormParams params;
           params.chunk = c.chunk;
           INFO(name << " on " << backend_name<Exec>() << " in " << precision_name<P>()
-                    << (tensor_cores ? "" : ", portable") << ", B=" << s.batch << " H=" << s.heads << " L=" << s.seq
-                    << " dk=" << s.dk << " dv=" << s.dv << " chunk=" << c.chunk << ", state segments " << segments
-                    << ", seed " << seed);
+                    << (tensor_cores ? "" : ", portable") << ", B=" << s.batch << " H=" << s.heads
+                    << " L=" << s.seq << " dk=" << s.dk << " dv=" << s.dv << " chunk=" << c.chunk
+                    << ", state segments " << segments << ", seed " << seed);
           const HostProblem p = random_problem(s, form, seed, {}, params);
           check_close<P>(run_form<Exec, P>(form, p, params), form.reference(p, params, {}));
           ++ran;

@@ -32,7 +32,8 @@ Matrix random_matrix(int rows, int cols, std::mt19937_64& rng) {
 double max_abs_difference(const Matrix& a, const Matrix& b) {
   double worst = 0;
   for (std::size_t i = 0; i < a.extent(0); ++i)
-    for (std::size_t j = 0; j < a.extent(1); ++j) worst = std::max(worst, std::abs(a(i, j) - b(i, j)));
+    for (std::size_t j = 0; j < a.extent(1); ++j)
+      worst = std::max(worst, std::abs(a(i, j) - b(i, j)));
   return worst;
 }
 
@@ -42,26 +43,30 @@ struct ProductShape {
 // Micro-tile edges (1, 5, 33), the head sizes, a long inner dimension.
 // Causal bands (LowerBand) on the diagonal (0) and past it (5), as the
 // chunked kernels' diagonal key tiles take them.
-const ProductShape product_shapes[] = {{1, 1, 1},    {5, 3, 7},    {33, 17, 32}, {32, 32, 64},
+const ProductShape product_shapes[] = {{1, 1, 1},     {5, 3, 7},    {33, 17, 32}, {32, 32, 64},
                                        {16, 48, 128}, {7, 64, 256}, {64, 9, 300}};
 
 std::uint64_t seed_of(const char* name) { return std::hash<std::string>{}(name); }
 
 }  // namespace
 
-TEMPLATE_LIST_TEST_CASE("tile products: the portable register-tiled products match plain loops", "[tiles]",
-                        attn::Backends) {
+TEMPLATE_LIST_TEST_CASE("tile products: the portable register-tiled products match plain loops",
+                        "[tiles]", attn::Backends) {
   using Exec = TestType;
   using DeviceMatrix = Kokkos::View<double**, Kokkos::LayoutRight, typename Exec::memory_space>;
   std::mt19937_64 rng(seed_of("portable tiles"));
   for (const ProductShape& s : product_shapes) {
-    INFO("rows " << s.rows << ", cols " << s.cols << ", inner " << s.inner << " on " << attn::backend_name<Exec>());
+    INFO("rows " << s.rows << ", cols " << s.cols << ", inner " << s.inner << " on "
+                 << attn::backend_name<Exec>());
     const Matrix a = random_matrix(s.rows, s.inner, rng), b = random_matrix(s.inner, s.cols, rng);
-    const Matrix at = random_matrix(s.inner, s.rows, rng), kt = random_matrix(s.inner, s.cols, rng);  // keys, transposed
+    const Matrix at = random_matrix(s.inner, s.rows, rng),
+                 kt = random_matrix(s.inner, s.cols, rng);  // keys, transposed
     const Matrix start = random_matrix(s.rows, s.cols, rng);
-    Matrix want_ab("ab", s.rows, s.cols), want_atb("atb", s.rows, s.cols), want_abt("abt", s.rows, s.cols);
-    // With a band: the product of a with its entries past p = i + diagonal zeroed (the band's contract:
-    // the kernel may skip them), and the scores with the store masking past j = i + diagonal.
+    Matrix want_ab("ab", s.rows, s.cols), want_atb("atb", s.rows, s.cols),
+        want_abt("abt", s.rows, s.cols);
+    // With a band: the product of a with its entries past p = i + diagonal zeroed (the band's
+    // contract: the kernel may skip them), and the scores with the store masking past j = i +
+    // diagonal.
     constexpr int diagonals[] = {0, 5};
     Matrix want_banded_ab[2], want_banded_abt[2];
     for (int d = 0; d < 2; ++d) {
@@ -109,19 +114,24 @@ TEMPLATE_LIST_TEST_CASE("tile products: the portable register-tiled products mat
     Kokkos::parallel_for(
         "tile products", attn::team_policy(Exec(), 1, 128), KOKKOS_LAMBDA(const Member& team) {
           attn::detail::add_product(team, AB, A, B, shape.rows, shape.inner, shape.cols);
-          attn::detail::add_transposed_product(team, AtB, At, B, shape.rows, shape.inner, shape.cols);
+          attn::detail::add_transposed_product(team, AtB, At, B, shape.rows, shape.inner,
+                                               shape.cols);
           attn::detail::scores(team, A, Kt, shape.rows, shape.cols, shape.inner,
                                [&](int r, int c, double x) { ABt(r, c) = x; });
           for (int d = 0; d < 2; ++d) {
             const attn::detail::LowerBand band{diagonals[d]};
-            attn::detail::add_product(team, BandedAB[d], BandedA[d], B, shape.rows, shape.inner, shape.cols, band);
+            attn::detail::add_product(team, BandedAB[d], BandedA[d], B, shape.rows, shape.inner,
+                                      shape.cols, band);
             attn::detail::scores(
                 team, A, Kt, shape.rows, shape.cols, shape.inner,
-                [&](int r, int c, double x) { BandedABt[d](r, c) = c <= r + diagonals[d] ? x : 0; }, band);
+                [&](int r, int c, double x) { BandedABt[d](r, c) = c <= r + diagonals[d] ? x : 0; },
+                band);
           }
         });
     Exec().fence();
-    auto to_host = [](const DeviceMatrix& m) { return Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), m); };
+    auto to_host = [](const DeviceMatrix& m) {
+      return Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), m);
+    };
     // Sums of up to 300 products of N(0, 1) numbers: rounding ~1e-13.
     CHECK(max_abs_difference(to_host(AB), want_ab) < 1e-11);
     CHECK(max_abs_difference(to_host(AtB), want_atb) < 1e-11);
@@ -139,7 +149,8 @@ TEMPLATE_LIST_TEST_CASE("tile products: the portable register-tiled products mat
 // that the callables fill): C_b = A_b B_b with B read transposed through its
 // callable, as the score products read the keys; shapes off the 64 x 64 tile
 // and the 32-deep inner step.
-TEMPLATE_LIST_TEST_CASE("tile products: the batched product matches plain loops", "[tiles]", attn::Backends) {
+TEMPLATE_LIST_TEST_CASE("tile products: the batched product matches plain loops", "[tiles]",
+                        attn::Backends) {
   using Exec = TestType;
   using DeviceCube = Kokkos::View<float***, Kokkos::LayoutRight, typename Exec::memory_space>;
   std::mt19937_64 rng(seed_of("batched product"));
@@ -147,7 +158,8 @@ TEMPLATE_LIST_TEST_CASE("tile products: the batched product matches plain loops"
   const ProductShape shapes[] = {{1, 1, 1}, {70, 65, 33}, {128, 64, 200}, {5, 130, 64}};
   const int batches = 2;
   for (const ProductShape& s : shapes) {
-    typename DeviceCube::HostMirror a("a", batches, s.rows, s.inner), bt("b transposed", batches, s.cols, s.inner);
+    typename DeviceCube::HostMirror a("a", batches, s.rows, s.inner),
+        bt("b transposed", batches, s.cols, s.inner);
     for (int b = 0; b < batches; ++b) {
       for (int i = 0; i < s.rows; ++i)
         for (int p = 0; p < s.inner; ++p) a(b, i, p) = normal(rng);
@@ -157,8 +169,8 @@ TEMPLATE_LIST_TEST_CASE("tile products: the batched product matches plain loops"
     const DeviceCube A = Kokkos::create_mirror_view_and_copy(typename Exec::memory_space(), a);
     const DeviceCube Bt = Kokkos::create_mirror_view_and_copy(typename Exec::memory_space(), bt);
     attn::test::for_each_tile_path<Exec>([&](bool tensor_cores) {
-      INFO("rows " << s.rows << ", cols " << s.cols << ", inner " << s.inner << " on " << attn::backend_name<Exec>()
-                   << (tensor_cores ? "" : ", portable"));
+      INFO("rows " << s.rows << ", cols " << s.cols << ", inner " << s.inner << " on "
+                   << attn::backend_name<Exec>() << (tensor_cores ? "" : ", portable"));
       const DeviceCube C("c", batches, s.rows, s.cols);
       attn::detail::batched_product<Exec, float>(
           Exec(), "batched product", batches, s.rows, s.cols, s.inner,
@@ -189,7 +201,8 @@ TEST_CASE("tile products: exp_nonpositive matches exp on its domain", "[tiles]")
   std::vector<float> xs = {0.0f, -0.0f, -1e-30f, -0.5f * 0.6931472f, -1.0f, -86.999f, -87.0f};
   for (int i = 0; i < 20000; ++i) xs.push_back(i % 4 ? wide(rng) : near_zero(rng));
   double worst = 0;
-  for (float x : xs) worst = std::max(worst, std::abs(double(attn::exp_nonpositive(x)) / std::exp(double(x)) - 1));
+  for (float x : xs)
+    worst = std::max(worst, std::abs(double(attn::exp_nonpositive(x)) / std::exp(double(x)) - 1));
   INFO("worst relative error " << worst);
   CHECK(worst < 2e-7);
   for (float x : {-87.5f, -100.0f, -1e30f}) {
@@ -213,12 +226,13 @@ template <class P, int K, int N, int D>
 struct WarpProducts {
   using S = attn::storage_t<P>;
   using Tensor = Kokkos::View<S****, Kokkos::LayoutRight, Kokkos::CudaSpace>;
-  Tensor a, b, f;                                  // [1, 1, rows, cols]
+  Tensor a, b, f;  // [1, 1, rows, cols]
   using Result = Kokkos::View<float**, Kokkos::LayoutRight, Kokkos::CudaSpace>;
   Result c, c2, e;  // 16 x N, 16 x N, 16 x D
   int a_rows, k_cols;
 
-  KOKKOS_INLINE_FUNCTION void operator()(const Kokkos::TeamPolicy<Kokkos::Cuda>::member_type& team) const {
+  KOKKOS_INLINE_FUNCTION void operator()(
+      const Kokkos::TeamPolicy<Kokkos::Cuda>::member_type& team) const {
 #if defined(ATTN_MMA_DEVICE_PASS)
     using E = attn::mma::operand_t<P>;
     constexpr int ldk = attn::mma::padded_stride<P>(K), ldd = attn::mma::padded_stride<P>(D);
@@ -251,8 +265,8 @@ template <class P, int K, int N, int D>
 void check_warp_products(std::mt19937_64& rng, int a_rows, int k_cols, double tolerance) {
   using F = WarpProducts<P, K, N, D>;
   using S = attn::storage_t<P>;
-  INFO(attn::precision_traits<P>::name << ": K " << K << " (" << k_cols << " used), N " << N << ", D " << D
-                                       << ", rows " << a_rows);
+  INFO(attn::precision_traits<P>::name << ": K " << K << " (" << k_cols << " used), N " << N
+                                       << ", D " << D << ", rows " << a_rows);
   auto upload = [&](int rows, int cols, Matrix& rounded) {
     const Matrix m = random_matrix(rows, cols, rng);
     typename F::Tensor t("t", 1, 1, rows, cols);
@@ -269,7 +283,7 @@ void check_warp_products(std::mt19937_64& rng, int a_rows, int k_cols, double to
   Matrix a, b, f;
   using Result = typename F::Result;
   F functor{upload(a_rows, k_cols, a), upload(N, k_cols, b), upload(N, D, f), Result("c", 16, N),
-            Result("c2", 16, N), Result("e", 16, D), a_rows, k_cols};
+            Result("c2", 16, N),       Result("e", 16, D),   a_rows,          k_cols};
   Kokkos::parallel_for("warp products", Kokkos::TeamPolicy<Kokkos::Cuda>(1, 32), functor);
   Kokkos::fence();
   auto c = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), functor.c);
@@ -301,7 +315,8 @@ void check_warp_products(std::mt19937_64& rng, int a_rows, int k_cols, double to
 
 }  // namespace
 
-TEST_CASE("tile products: warp tensor-core products match fp64 on the stored inputs", "[tiles][cuda]") {
+TEST_CASE("tile products: warp tensor-core products match fp64 on the stored inputs",
+          "[tiles][cuda]") {
   std::mt19937_64 rng(seed_of("warp tiles"));
   // Tolerances relative to the largest result: 3xTF32 ~ fp32 rounding of the
   // sums; one TF32 product: 2^-11 per operand; bf16: 2^-8 per operand.

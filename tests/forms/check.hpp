@@ -29,12 +29,14 @@ struct Config {
 template <class E, class... P>
 auto configs_for(std::tuple<P...>*) -> std::tuple<Config<E, P>...>;
 template <class Precs, class... E>
-auto configs_of(std::tuple<E...>*) -> decltype(std::tuple_cat(configs_for<E>(static_cast<Precs*>(nullptr))...));
+auto configs_of(std::tuple<E...>*)
+    -> decltype(std::tuple_cat(configs_for<E>(static_cast<Precs*>(nullptr))...));
 // Every enabled backend x every precision: the registry-wide and softmax tests.
 // A body runs a form only in the precisions it has a kernel for.
 using Configs = decltype(configs_of<Precisions>(static_cast<Backends*>(nullptr)));
 // Every enabled backend x {float, double}: tests of families that run in those only.
-using ExactConfigs = decltype(configs_of<std::tuple<float, double>>(static_cast<Backends*>(nullptr)));
+using ExactConfigs =
+    decltype(configs_of<std::tuple<float, double>>(static_cast<Backends*>(nullptr)));
 
 // Each precision's tolerance against the fp64 reference (kernels/common/precision.hpp
 // states them and why).
@@ -127,7 +129,8 @@ inline double magnitude(const ref::Tensor& t) {
   return m;
 }
 inline double magnitude(const ref::Outputs& r) {
-  return std::max({magnitude(r.o), magnitude(r.dq), magnitude(r.dk), magnitude(r.dv), magnitude(r.dg)});
+  return std::max(
+      {magnitude(r.o), magnitude(r.dq), magnitude(r.dk), magnitude(r.dv), magnitude(r.dg)});
 }
 
 // P: the precision tag whose Tolerance applies.
@@ -135,7 +138,8 @@ template <class P, class Result>
 void check_close(const Result& got, const Result& want, double conditioning = 1) {
   const ErrorStats e = compare(got, want);
   const double scale = magnitude(want);
-  INFO("max abs error " << e.max_abs << " (largest value " << scale << "), relative L2 error " << e.rel_l2);
+  INFO("max abs error " << e.max_abs << " (largest value " << scale << "), relative L2 error "
+                        << e.rel_l2);
   CHECK(e.finite);
   CHECK(e.max_abs <= conditioning * scale * Tolerance<P>::max_abs);
   CHECK(e.rel_l2 <= conditioning * Tolerance<P>::rel_l2);
@@ -152,7 +156,8 @@ inline FormParams params_for(const Form& form, int chunk, int slots) {
 // Checks the fp64 reference gradients of a forward+backward form, of every
 // input it declares a gradient of, against central finite differences of the
 // loss <o, d_o>, o from the same reference, element by element.
-inline void check_reference_gradients(const Form& form, const HostProblem& p, const FormParams& params = {}) {
+inline void check_reference_gradients(const Form& form, const HostProblem& p,
+                                      const FormParams& params = {}) {
   REQUIRE(form.backward());
   const ref::Outputs analytic = form.reference(p, params, {});
   auto loss = [&](const HostProblem& x) {
@@ -164,9 +169,10 @@ inline void check_reference_gradients(const Form& form, const HostProblem& p, co
   const double step = 1e-6;
   for (const TensorSpec& gradient : form.tensors) {
     if (gradient.role != Role::gradient) continue;
-    const auto input = std::find_if(form.tensors.begin(), form.tensors.end(), [&](const TensorSpec& t) {
-      return t.role == Role::input && gradient_name(t.name) == gradient.name;
-    });
+    const auto input =
+        std::find_if(form.tensors.begin(), form.tensors.end(), [&](const TensorSpec& t) {
+          return t.role == Role::input && gradient_name(t.name) == gradient.name;
+        });
     REQUIRE(input != form.tensors.end());
     const auto member = problem_member(input->name);
     const ref::Tensor& want = analytic.*outputs_member(gradient.name);
@@ -193,7 +199,8 @@ inline unsigned& command_line_seed() {  // set by tests/main.cpp; 0: none given
 }
 inline std::uint64_t test_seed() {
   if (const unsigned from_command_line = command_line_seed()) return from_command_line;
-  if (const char* from_environment = std::getenv("ATTN_TEST_SEED")) return std::stoull(from_environment);
+  if (const char* from_environment = std::getenv("ATTN_TEST_SEED"))
+    return std::stoull(from_environment);
   return default_test_seed;
 }
 

@@ -2,16 +2,17 @@
 // hostile inputs, and the O(L d) memory of every form.
 #include <cmath>
 
+#include "common/mma_tiles.hpp"
+#include "common/workspace.hpp"
 #include "forms/check.hpp"
 #include "measure.hpp"
 #include "memory.hpp"
-#include "common/mma_tiles.hpp"
-#include "common/workspace.hpp"
 
 using namespace attn;
 using namespace attn::test;
 
-TEMPLATE_LIST_TEST_CASE("bad arguments are refused with a clear error", "[forms][errors]", Configs) {
+TEMPLATE_LIST_TEST_CASE("bad arguments are refused with a clear error", "[forms][errors]",
+                        Configs) {
   using Exec = typename TestType::Exec;
   using P = typename TestType::Precision;
   using T = typename TestType::Scalar;
@@ -31,12 +32,14 @@ TEMPLATE_LIST_TEST_CASE("bad arguments are refused with a clear error", "[forms]
       params.chunk = 4;
     }
     x.o = short_o;
-    CHECK_THROWS_WITH(run(Exec(), x, params), Catch::Contains("must share batch, heads and sequence length"));
+    CHECK_THROWS_WITH(run(Exec(), x, params),
+                      Catch::Contains("must share batch, heads and sequence length"));
   }
   require_ran<P>(ran, "form");
 }
 
-TEMPLATE_LIST_TEST_CASE("softmax stays finite and exact for very large scores", "[forms][softmax]", Configs) {
+TEMPLATE_LIST_TEST_CASE("softmax stays finite and exact for very large scores", "[forms][softmax]",
+                        Configs) {
   using Exec = typename TestType::Exec;
   using P = typename TestType::Precision;
   int ran = 0;
@@ -47,14 +50,16 @@ TEMPLATE_LIST_TEST_CASE("softmax stays finite and exact for very large scores", 
     INFO(form.name);
     HostProblem p = random_problem({1, 2, 70, 16, 8}, form, test_seed());
     for (auto* t : {&p.q, &p.k})
-      for (auto& x : t->data) x *= 30;  // scores ~900x larger: exp would overflow without the running max
+      for (auto& x : t->data)
+        x *= 30;  // scores ~900x larger: exp would overflow without the running max
     // Rounding of a score s enters exp as |s| eps, so the tolerance grows with it.
     check_close<P>(run_form<Exec, P>(form, p, {}), form.reference(p, {}, {}), 900);
   }
   require_ran<P>(ran, "softmax forward form");
 }
 
-TEMPLATE_LIST_TEST_CASE("every form allocates what its memory kind says, no more", "[forms][memory]", Configs) {
+TEMPLATE_LIST_TEST_CASE("every form allocates what its memory kind says, no more",
+                        "[forms][memory]", Configs) {
   using Exec = typename TestType::Exec;
   using P = typename TestType::Precision;
   using T = typename TestType::Scalar;
@@ -85,15 +90,24 @@ TEMPLATE_LIST_TEST_CASE("every form allocates what its memory kind says, no more
     const std::size_t extra = memory::peak_since_reset(space);
     const std::size_t square = sizeof(T) * 2 * 300 * 300;  // one L x L matrix per (batch, head)
     switch (form.memory) {
-      case MemoryKind::io_only: CHECK(extra == 0); break;
-      case MemoryKind::linear: CHECK(extra > 0); CHECK(extra <= 2 * io); break;
-      case MemoryKind::quadratic: CHECK(extra >= square); CHECK(extra <= 2 * square + 2 * io); break;
+      case MemoryKind::io_only:
+        CHECK(extra == 0);
+        break;
+      case MemoryKind::linear:
+        CHECK(extra > 0);
+        CHECK(extra <= 2 * io);
+        break;
+      case MemoryKind::quadratic:
+        CHECK(extra >= square);
+        CHECK(extra <= 2 * square + 2 * io);
+        break;
       case MemoryKind::chunk_states: {
         // 5 chunks of 64: 4 stored states of d x d (head sizes padded to 32)
         // and their normalisers, in fp32 at most; none where chunks run in order.
         const std::size_t states = 2 * 4 * (32 * 32 + 32) * sizeof(float);
         CHECK(extra <= states);
-        if (!is_host_space<Exec>() && !std::is_same_v<P, double> && tensor_cores_enabled()) CHECK(extra > 0);
+        if (!is_host_space<Exec>() && !std::is_same_v<P, double> && tensor_cores_enabled())
+          CHECK(extra > 0);
         break;
       }
     }
@@ -101,7 +115,8 @@ TEMPLATE_LIST_TEST_CASE("every form allocates what its memory kind says, no more
   require_ran<P>(ran, "form");
 }
 
-TEMPLATE_LIST_TEST_CASE("a measured point carries time, memory and error", "[harness][measure]", Configs) {
+TEMPLATE_LIST_TEST_CASE("a measured point carries time, memory and error", "[harness][measure]",
+                        Configs) {
   using Exec = typename TestType::Exec;
   using P = typename TestType::Precision;
   using T = typename TestType::Scalar;
@@ -128,7 +143,8 @@ TEMPLATE_LIST_TEST_CASE("a measured point carries time, memory and error", "[har
     CHECK(row.time_median_s <= row.time_max_s);
     // Inputs and outputs, plus the form's temporaries and at most Kokkos's
     // team-scratch pool (live Kokkos allocations).
-    const std::size_t io = (form.backward() ? 2 : 1) * 2 * 2 * 40 * (2 * 16 + 2 * 8 + params.slots) * sizeof(T);
+    const std::size_t io =
+        (form.backward() ? 2 : 1) * 2 * 2 * 40 * (2 * 16 + 2 * 8 + params.slots) * sizeof(T);
     CHECK(row.peak_bytes >= io);
     CHECK(row.peak_bytes <= 3 * io + 4 * 40 * 40 * sizeof(T) + (1u << 20));
     CHECK(row.err_heads == 4);

@@ -16,14 +16,15 @@ struct Case {
 // dv != dk both ways; B*H > 1; a head size of 128 with several sub-tiles per
 // chunk; slot counts 1, powers of two and others, for the slotted forms.
 const Case cases[] = {
-    {{1, 2, 1, 8, 8}, 4, 1},        {{2, 3, 37, 16, 8}, 16, 5},   {{1, 2, 100, 32, 48}, 7, 64},
-    {{1, 1, 64, 64, 64}, 64, 16},   {{2, 1, 50, 16, 16}, 128, 3}, {{1, 2, 33, 8, 8}, 1, 33},
+    {{1, 2, 1, 8, 8}, 4, 1},        {{2, 3, 37, 16, 8}, 16, 5},      {{1, 2, 100, 32, 48}, 7, 64},
+    {{1, 1, 64, 64, 64}, 64, 16},   {{2, 1, 50, 16, 16}, 128, 3},    {{1, 2, 33, 8, 8}, 1, 33},
     {{1, 1, 200, 128, 128}, 48, 8}, {{1, 1, 131, 64, 24}, 100, 128},
 };
 
 }  // namespace
 
-TEMPLATE_LIST_TEST_CASE("every form matches its fp64 reference and its siblings", "[forms]", Configs) {
+TEMPLATE_LIST_TEST_CASE("every form matches its fp64 reference and its siblings", "[forms]",
+                        Configs) {
   using Exec = typename TestType::Exec;
   using P = typename TestType::Precision;
   const std::uint64_t seed = test_seed();
@@ -41,12 +42,14 @@ TEMPLATE_LIST_TEST_CASE("every form matches its fp64 reference and its siblings"
       params.chunk = form.takes(Param::chunk) ? c.chunk : 0;
       params.slots = form.takes(Param::slots) ? c.slots : 0;
       const HostProblem p = random_problem(s, form, seed, {}, params);
-      INFO(form.name << " on " << backend_name<Exec>() << " in " << precision_name<P>() << ", B=" << s.batch
-                     << " H=" << s.heads << " L=" << s.seq << " dk=" << s.dk << " dv=" << s.dv
-                     << " chunk=" << params.chunk << " slots=" << params.slots << ", seed " << seed);
+      INFO(form.name << " on " << backend_name<Exec>() << " in " << precision_name<P>()
+                     << ", B=" << s.batch << " H=" << s.heads << " L=" << s.seq << " dk=" << s.dk
+                     << " dv=" << s.dv << " chunk=" << params.chunk << " slots=" << params.slots
+                     << ", seed " << seed);
       const ref::Outputs got = run_form<Exec, P>(form, p, params);
       check_close<P>(got, form.reference(p, params, {}));
-      const std::string key = form.family + (form.causal() ? "/causal" : "/full") + variant_of(form, params, {});
+      const std::string key =
+          form.family + (form.causal() ? "/causal" : "/full") + variant_of(form, params, {});
       if (auto it = first_output.find(key); it != first_output.end())
         check_close<P>(got.o, it->second);
       else

@@ -50,7 +50,8 @@ std::vector<VectorCase> read_cases() {
   hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
   INFO("test vectors: " << path << " (set ATTN_TESTDATA to point elsewhere)");
   REQUIRE(file >= 0);
-  const std::map<std::string, std::string> declared_name = {{"out", "o"}, {"do", "d_o"}, {"decay_s", "decay_rate"}};
+  const std::map<std::string, std::string> declared_name = {
+      {"out", "o"}, {"do", "d_o"}, {"decay_s", "decay_rate"}};
   std::vector<VectorCase> cases;
   hsize_t count = 0;
   H5Gget_num_objs(file, &count);
@@ -102,7 +103,8 @@ std::vector<FormParams> option_sets(const Form& form, int chunk) {
 // declares with m slots (GSA's log gates).
 FormParams with_slots_of(const Form& form, const VectorCase& c, FormParams params) {
   for (const TensorSpec& t : form.tensors)
-    if (t.role == Role::input && std::find(t.shape.begin(), t.shape.end(), Size::slots) != t.shape.end())
+    if (t.role == Role::input &&
+        std::find(t.shape.begin(), t.shape.end(), Size::slots) != t.shape.end())
       params.slots = c.tensors.at(t.name).dim;
   return params;
 }
@@ -157,8 +159,10 @@ TEST_CASE("the fp64 references reproduce the independent vectors", "[vectors][re
       for (const auto& c : cases) {
         if (!starts_with(c.name, form.test_vectors(params))) continue;
         ++matched;
-        INFO(c.name << " through the reference of " << form.name << " " << variant_of(form, params, {}));
-        const ref::Outputs got = form.reference(inputs_for(form, c), with_slots_of(form, c, params), {});
+        INFO(c.name << " through the reference of " << form.name << " "
+                    << variant_of(form, params, {}));
+        const ref::Outputs got =
+            form.reference(inputs_for(form, c), with_slots_of(form, c, params), {});
         check_close<double>(got, outputs_to_check(form, c, got));
       }
     INFO(form.name);
@@ -166,7 +170,8 @@ TEST_CASE("the fp64 references reproduce the independent vectors", "[vectors][re
   }
 }
 
-TEMPLATE_LIST_TEST_CASE("every form reproduces the independent vectors", "[vectors][forms]", Configs) {
+TEMPLATE_LIST_TEST_CASE("every form reproduces the independent vectors", "[vectors][forms]",
+                        Configs) {
   using Exec = typename TestType::Exec;
   using P = typename TestType::Precision;
   const auto cases = read_cases();
@@ -174,7 +179,8 @@ TEMPLATE_LIST_TEST_CASE("every form reproduces the independent vectors", "[vecto
   for (const Form& form : forms()) {
     if (!form.supports<P>()) continue;
     ++ran;
-    const std::vector<int> chunks = form.takes(Param::chunk) ? std::vector<int>{1, 5, 16, 64, 200} : std::vector<int>{0};
+    const std::vector<int> chunks =
+        form.takes(Param::chunk) ? std::vector<int>{1, 5, 16, 64, 200} : std::vector<int>{0};
     int matched = 0;
     for (int chunk : chunks)
       for (const FormParams& params : option_sets(form, chunk))
@@ -182,8 +188,10 @@ TEMPLATE_LIST_TEST_CASE("every form reproduces the independent vectors", "[vecto
           if (!starts_with(c.name, form.test_vectors(params))) continue;
           ++matched;
           INFO(c.name << " through " << form.name << " " << variant_of(form, params, {}) << " on "
-                      << backend_name<Exec>() << " in " << precision_name<P>() << ", chunk " << chunk);
-          const ref::Outputs got = run_form<Exec, P>(form, inputs_for(form, c), with_slots_of(form, c, params));
+                      << backend_name<Exec>() << " in " << precision_name<P>() << ", chunk "
+                      << chunk);
+          const ref::Outputs got =
+              run_form<Exec, P>(form, inputs_for(form, c), with_slots_of(form, c, params));
           check_close<P>(got, outputs_to_check(form, c, got));
         }
     INFO(form.name);

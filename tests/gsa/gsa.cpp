@@ -16,7 +16,8 @@ namespace {
 // A problem for `form` with m slots whose log gates are redrawn by `gate`
 // from a uniform u in [0, 1).
 template <class Gate>
-HostProblem problem_with_gates(const Shape& s, const Form& form, int slots, std::uint64_t seed, Gate gate) {
+HostProblem problem_with_gates(const Shape& s, const Form& form, int slots, std::uint64_t seed,
+                               Gate gate) {
   FormParams params;
   params.slots = slots;
   HostProblem p = random_problem(s, form, seed, {}, params);
@@ -28,21 +29,27 @@ HostProblem problem_with_gates(const Shape& s, const Form& form, int slots, std:
 
 }  // namespace
 
-TEST_CASE("the GSA references agree: recurrent (Eq. 6) and materialised (§3.3)", "[gsa][reference]") {
+TEST_CASE("the GSA references agree: recurrent (Eq. 6) and materialised (§3.3)",
+          "[gsa][reference]") {
   const std::uint64_t seed = test_seed();
   const Form& form = form_named("gsa/recurrent");
-  struct Case { Shape shape; int slots; };
-  for (const Case& c : {Case{{1, 1, 1, 8, 8}, 5}, Case{{2, 3, 37, 16, 8}, 1}, Case{{1, 2, 100, 12, 20}, 7},
-                        Case{{1, 1, 64, 32, 32}, 64}}) {
+  struct Case {
+    Shape shape;
+    int slots;
+  };
+  for (const Case& c : {Case{{1, 1, 1, 8, 8}, 5}, Case{{2, 3, 37, 16, 8}, 1},
+                        Case{{1, 2, 100, 12, 20}, 7}, Case{{1, 1, 64, 32, 32}, 64}}) {
     INFO("L=" << c.shape.seq << " m=" << c.slots << ", seed " << seed);
     FormParams params;
     params.slots = c.slots;
     const HostProblem p = random_problem(c.shape, form, seed, {}, params);
-    check_close<double>(ref::gsa_recurrent(p.q, p.k, p.v, p.log_gate), ref::gsa_materialised(p.q, p.k, p.v, p.log_gate));
+    check_close<double>(ref::gsa_recurrent(p.q, p.k, p.v, p.log_gate),
+                        ref::gsa_materialised(p.q, p.k, p.v, p.log_gate));
   }
 }
 
-TEST_CASE("the GSA reference gradients match central finite differences", "[gsa][reference][gradients]") {
+TEST_CASE("the GSA reference gradients match central finite differences",
+          "[gsa][reference][gradients]") {
   const std::uint64_t seed = test_seed();
   INFO("seed " << seed);
   const Shape s{1, 2, 9, 3, 4};
@@ -52,17 +59,23 @@ TEST_CASE("the GSA reference gradients match central finite differences", "[gsa]
   check_reference_gradients(form, random_problem(s, form, seed, {}, params), params);
 }
 
-TEMPLATE_LIST_TEST_CASE("GSA forms at the gate extremes and with many slots", "[gsa][forms]", Configs) {
+TEMPLATE_LIST_TEST_CASE("GSA forms at the gate extremes and with many slots", "[gsa][forms]",
+                        Configs) {
   using Exec = typename TestType::Exec;
   using P = typename TestType::Precision;
   const std::uint64_t seed = test_seed();
-  struct Gates { const char* name; double (*draw)(double); };
+  struct Gates {
+    const char* name;
+    double (*draw)(double);
+  };
   const Gates extremes[] = {
       {"strong decay, g in [-100, -20]", [](double u) { return -20 - 80 * u; }},
       {"weak decay, g in [-1e-6, -1e-8]", [](double u) { return -1e-8 - (1e-6 - 1e-8) * u; }},
       // §3.5's overflow test: tau = 1, logits ~ N(0, 30^2); chunk sums reach ~ -1000.
-      {"tau = 1, logits of scale 30", [](double u) {
-         const double z = 30 * std::sqrt(-2 * std::log(1 - u)) * std::cos(6.283185307179586 * u * 7.3);
+      {"tau = 1, logits of scale 30",
+       [](double u) {
+         const double z =
+             30 * std::sqrt(-2 * std::log(1 - u)) * std::cos(6.283185307179586 * u * 7.3);
          return z >= 0 ? -std::log1p(std::exp(-z)) : z - std::log1p(std::exp(z));
        }},
   };
@@ -75,8 +88,9 @@ TEMPLATE_LIST_TEST_CASE("GSA forms at the gate extremes and with many slots", "[
         FormParams params = params_for(form, 64, slots);
         const ref::Outputs want = form.reference(p, params, {});
         for_each_tile_path<Exec>([&](bool tensor_cores) {
-          INFO(form.name << ", " << gates.name << ", m=" << slots << " on " << backend_name<Exec>() << " in "
-                         << precision_name<P>() << (tensor_cores ? "" : ", portable") << ", seed " << seed);
+          INFO(form.name << ", " << gates.name << ", m=" << slots << " on " << backend_name<Exec>()
+                         << " in " << precision_name<P>() << (tensor_cores ? "" : ", portable")
+                         << ", seed " << seed);
           const ref::Outputs got = run_form<Exec, P>(form, p, params);
           // Float gate sums reach |b| ~ 1000 at tau = 1, so weights exp(b_t - b_u)
           // carry ~1000 eps of relative rounding: 4x the usual tolerance.
@@ -86,7 +100,8 @@ TEMPLATE_LIST_TEST_CASE("GSA forms at the gate extremes and with many slots", "[
           // at these gates p is nearly uniform and d o' = p (dp - <p, dp>), like
           // dg = revcumsum(p dp + o' do' - s ds) (§3.6), is a difference of terms
           // that cancel, so dq, dk and dg are tiny and carry those terms' rounding.
-          for (auto member : {&ref::Outputs::dq, &ref::Outputs::dk, &ref::Outputs::dv, &ref::Outputs::dg}) {
+          for (auto member :
+               {&ref::Outputs::dq, &ref::Outputs::dk, &ref::Outputs::dv, &ref::Outputs::dg}) {
             if ((want.*member).data.empty()) continue;
             const ErrorStats e = compare(got.*member, want.*member);
             INFO("gradient max abs error " << e.max_abs << ", largest output " << magnitude(want));
@@ -106,9 +121,15 @@ TEMPLATE_LIST_TEST_CASE("GSA chunk forms on every tile path", "[gsa][forms][tile
   using Exec = typename TestType::Exec;
   using P = typename TestType::Precision;
   const std::uint64_t seed = test_seed();
-  struct Case { Shape shape; int chunk, slots; };
-  const Case cases[] = {{{1, 2, 200, 128, 64}, 64, 64}, {{2, 1, 300, 64, 128}, 128, 64}, {{1, 1, 1, 32, 16}, 64, 8},
-                        {{1, 1, 77, 48, 24}, 64, 100}, {{1, 1, 190, 96, 128}, 64, 128}};
+  struct Case {
+    Shape shape;
+    int chunk, slots;
+  };
+  const Case cases[] = {{{1, 2, 200, 128, 64}, 64, 64},
+                        {{2, 1, 300, 64, 128}, 128, 64},
+                        {{1, 1, 1, 32, 16}, 64, 8},
+                        {{1, 1, 77, 48, 24}, 64, 100},
+                        {{1, 1, 190, 96, 128}, 64, 128}};
   for (const char* name : {"gsa/chunk", "gsa/chunk_fwd_bwd"}) {
     const Form& form = form_named(name);
     if (!form.supports<P>()) continue;
@@ -122,8 +143,9 @@ TEMPLATE_LIST_TEST_CASE("GSA chunk forms on every tile path", "[gsa][forms][tile
         for_each_state_walk<Exec>(tensor_cores, {0, 1, 2, 3}, [&](int segments) {
           INFO(form.name << " on " << backend_name<Exec>() << " in " << precision_name<P>()
                          << (tensor_cores ? "" : ", portable") << ", state walk in " << segments
-                         << " segments (0: chosen), L=" << c.shape.seq << " dk=" << c.shape.dk << " dv="
-                         << c.shape.dv << " chunk=" << c.chunk << " m=" << c.slots << ", seed " << seed);
+                         << " segments (0: chosen), L=" << c.shape.seq << " dk=" << c.shape.dk
+                         << " dv=" << c.shape.dv << " chunk=" << c.chunk << " m=" << c.slots
+                         << ", seed " << seed);
           check_close<P>(run_form<Exec, P>(form, p, params), want);
         });
       });
@@ -131,13 +153,15 @@ TEMPLATE_LIST_TEST_CASE("GSA chunk forms on every tile path", "[gsa][forms][tile
   }
 }
 
-TEMPLATE_LIST_TEST_CASE("GSA with closed gates (alpha = 0) returns v exactly", "[gsa][forms]", Configs) {
+TEMPLATE_LIST_TEST_CASE("GSA with closed gates (alpha = 0) returns v exactly", "[gsa][forms]",
+                        Configs) {
   using Exec = typename TestType::Exec;
   using P = typename TestType::Precision;
   // §7.5: g = -1e4, s = 1: every slot holds the latest token, p is uniform, o_t = v_t.
   for (const Form& form : forms()) {
     if (form.family != "gsa" || form.backward() || !form.supports<P>()) continue;
-    const HostProblem p = problem_with_gates({1, 1, 50, 8, 8}, form, 4, test_seed(), [](double) { return -1e4; });
+    const HostProblem p =
+        problem_with_gates({1, 1, 50, 8, 8}, form, 4, test_seed(), [](double) { return -1e4; });
     for (int chunk : {16, 64})
       for_each_tile_path<Exec>([&](bool tensor_cores) {
         INFO(form.name << " on " << backend_name<Exec>() << " in " << precision_name<P>()

@@ -5,7 +5,8 @@
 using attn::parse_axis;
 
 TEST_CASE("axis specs: ranges, lists and suffixes", "[harness][axes]") {
-  CHECK(parse_axis("seq", "1k..16k").values == std::vector<long long>{1024, 2048, 4096, 8192, 16384});
+  CHECK(parse_axis("seq", "1k..16k").values ==
+        std::vector<long long>{1024, 2048, 4096, 8192, 16384});
   CHECK(parse_axis("seq", "1k..128k").values.size() == 8);
   CHECK(parse_axis("seq", "1k,3k,5000").values == std::vector<long long>{1024, 3072, 5000});
   CHECK(parse_axis("chunk", "16..256").values == std::vector<long long>{16, 32, 64, 128, 256});
@@ -17,7 +18,8 @@ TEST_CASE("axis specs: ranges, lists and suffixes", "[harness][axes]") {
 TEST_CASE("linear ranges step by a given amount", "[harness][axes]") {
   CHECK(parse_axis("seq", "1k..8k:1k").values ==
         std::vector<long long>{1024, 2048, 3072, 4096, 5120, 6144, 7168, 8192});
-  CHECK(parse_axis("seq", "100..350:100").values == std::vector<long long>{100, 200, 300});  // stops at or below b
+  CHECK(parse_axis("seq", "100..350:100").values ==
+        std::vector<long long>{100, 200, 300});  // stops at or below b
   CHECK(parse_axis("chunk", "16..16:8").values == std::vector<long long>{16});
   CHECK(parse_axis("seq", "1k..2k:1k,64").values == std::vector<long long>{1024, 2048, 64});
 }
@@ -28,7 +30,8 @@ TEST_CASE("bad axis specs name the axis and the problem", "[harness][axes][error
   CHECK_THROWS_WITH(parse_axis("seq", "abc"), Catch::Contains("not a positive whole number"));
   CHECK_THROWS_WITH(parse_axis("seq", "16k..1k"), Catch::Contains("runs backwards"));
   CHECK_THROWS_WITH(parse_axis("seq", "1,,2"), Catch::Contains("empty item"));
-  CHECK_THROWS_WITH(parse_axis("chunk", "0"), Catch::Contains("--chunk") && Catch::Contains("at least 1"));
+  CHECK_THROWS_WITH(parse_axis("chunk", "0"),
+                    Catch::Contains("--chunk") && Catch::Contains("at least 1"));
   CHECK_THROWS_WITH(parse_axis("batch", "-1"), Catch::Contains("not a positive whole number"));
   CHECK_THROWS_WITH(parse_axis("seq", "4x"), Catch::Contains("unknown suffix"));
   CHECK_THROWS_WITH(parse_axis("seq", "4096m"), Catch::Contains("too large"));

@@ -2,8 +2,8 @@
 // markdown cells quoted, every column of the HDF5 table in its order.
 #include "export.hpp"
 
-#include <catch2/catch.hpp>
 #include <hdf5.h>
+#include <catch2/catch.hpp>
 
 #include <cmath>
 #include <filesystem>
@@ -14,7 +14,8 @@ namespace {
 
 using namespace attn;
 
-TEST_CASE("json_string escapes quotes, backslashes and control characters, keeps UTF-8", "[harness][export]") {
+TEST_CASE("json_string escapes quotes, backslashes and control characters, keeps UTF-8",
+          "[harness][export]") {
   CHECK(json_string("") == R"("")");
   CHECK(json_string("plain text") == R"("plain text")");
   CHECK(json_string(R"(say "hi")") == R"("say \"hi\"")");
@@ -23,22 +24,38 @@ TEST_CASE("json_string escapes quotes, backslashes and control characters, keeps
   CHECK(json_string(std::string("nul\0end", 7)) == R"("nul\u0000end")");
   CHECK(json_string("\x01\x1f\x7f") == R"("\u0001\u001f\u007f")");
   CHECK(json_string("\xc2\x85") == R"("\u0085")");  // C1 control character NEL
-  CHECK(json_string("L\xc3\xa9vy \xce\xbb \xf0\x9f\x98\x80") == "\"L\xc3\xa9vy \xce\xbb \xf0\x9f\x98\x80\"");
-  // A byte of no UTF-8 character (a note cut mid-character, Latin-1): the text \xNN, as bench prints it.
+  CHECK(json_string("L\xc3\xa9vy \xce\xbb \xf0\x9f\x98\x80") ==
+        "\"L\xc3\xa9vy \xce\xbb \xf0\x9f\x98\x80\"");
+  // A byte of no UTF-8 character (a note cut mid-character, Latin-1): the text \xNN, as bench
+  // prints it.
   CHECK(json_string("caf\xe9") == R"("caf\\xe9")");
   CHECK(json_string("\xe2\x82") == R"("\\xe2\\x82")");
 }
 
 ResultRow tricky_row() {
   ResultRow r;
-  r.form = "softmax/full"; r.family = "softmax"; r.backend = "openmp"; r.precision = "float"; r.status = "error";
+  r.form = "softmax/full";
+  r.family = "softmax";
+  r.backend = "openmp";
+  r.precision = "float";
+  r.status = "error";
   r.note = R"(a "quoted", piped | note)";
-  r.batch = 1; r.heads = 2; r.seq = 64; r.dk = 16; r.dv = 16; r.reps = 3; r.time_median_s = 1.5e-3;
-  r.peak_bytes = 123456789012ull; r.rel_l2_err = std::nan(""); r.max_abs_err = HUGE_VAL; r.revision = "abc-dirty";
+  r.batch = 1;
+  r.heads = 2;
+  r.seq = 64;
+  r.dk = 16;
+  r.dv = 16;
+  r.reps = 3;
+  r.time_median_s = 1.5e-3;
+  r.peak_bytes = 123456789012ull;
+  r.rel_l2_err = std::nan("");
+  r.max_abs_err = HUGE_VAL;
+  r.revision = "abc-dirty";
   return r;
 }
 
-TEST_CASE("export_rows writes a header and every column, cells escaped for the format", "[harness][export]") {
+TEST_CASE("export_rows writes a header and every column, cells escaped for the format",
+          "[harness][export]") {
   const std::vector<ResultRow> rows{tricky_row()};
   const std::string csv = export_rows(rows, ExportFormat::csv);
   CHECK(csv.rfind("form,family,backend,precision,status,note,variant,batch,", 0) == 0);
@@ -52,8 +69,10 @@ TEST_CASE("export_rows writes a header and every column, cells escaped for the f
   const std::string json = export_rows(rows, ExportFormat::json);
   CHECK(json.rfind("[\n  {\"form\": \"softmax/full\", ", 0) == 0);
   CHECK(json.find(R"("note": "a \"quoted\", piped | note")") != std::string::npos);
-  CHECK(json.find(R"("max_abs_err": null, "rel_l2_err": null, "revision": "abc-dirty", "time_stddev_s": 0, )"
-                  R"("iterations": 0})") != std::string::npos);
+  CHECK(
+      json.find(
+          R"("max_abs_err": null, "rel_l2_err": null, "revision": "abc-dirty", "time_stddev_s": 0, )"
+          R"("iterations": 0})") != std::string::npos);
   CHECK(json.find("\"time_median_s\": 0.0015,") != std::string::npos);
   CHECK(export_rows({}, ExportFormat::json) == "[]\n");
   CHECK_THROWS_WITH(export_format("xml"), "--format 'xml': expected csv, json or markdown");

@@ -26,25 +26,32 @@ TEST_CASE("int_overflow names the first count beyond INT_MAX", "[harness][measur
   CHECK(int_overflow(softmax, {32768, 65536, 1, 1, 1}, none) ==
         "B x H = 2147483648 is beyond the kernels' int indices (at most 2147483647)");
   // Each axis fits, their product does not.
-  CHECK(int_overflow(softmax, {1024, 1024, 2048, 1, 1}, none).rfind("B x H x L = 2147483648 ", 0) == 0);
+  CHECK(int_overflow(softmax, {1024, 1024, 2048, 1, 1}, none).rfind("B x H x L = 2147483648 ", 0) ==
+        0);
   CHECK(int_overflow(softmax, {1024, 1024, 2047, 1, 1}, none).empty());
-  CHECK(int_overflow(gsa, {1024, 1024, 1, 1, 1}, many_slots).rfind("B x H x slots = 1099511627776 ", 0) == 0);
+  CHECK(int_overflow(gsa, {1024, 1024, 1, 1, 1}, many_slots)
+            .rfind("B x H x slots = 1099511627776 ", 0) == 0);
   // A materialised form's L x L products in 32 x 32 tiles: (64k/32)^2 x 512 = 2^31.
-  CHECK(int_overflow(materialised, {1, 512, 65536, 1, 1}, none).rfind("B x H x (L/32)^2 = 2147483648 ", 0) == 0);
+  CHECK(int_overflow(materialised, {1, 512, 65536, 1, 1}, none)
+            .rfind("B x H x (L/32)^2 = 2147483648 ", 0) == 0);
   CHECK(int_overflow(softmax, {1, 512, 65536, 1, 1}, none).empty());
   // Products beyond 64 bits are still counted, not wrapped.
-  CHECK(int_overflow(softmax, {int_max, int_max, int_max, int_max, int_max}, none).rfind("B x H = ", 0) == 0);
+  CHECK(int_overflow(softmax, {int_max, int_max, int_max, int_max, int_max}, none)
+            .rfind("B x H = ", 0) == 0);
 }
 
-TEST_CASE("measure_point refuses a point whose sizes overflow int, before its memory check", "[harness][measure]") {
+TEST_CASE("measure_point refuses a point whose sizes overflow int, before its memory check",
+          "[harness][measure]") {
   // 2^32 (batch, head) pairs of one token: 96 GiB of float64 inputs, which a
   // large host would hold; an error row that says why, on any machine.
   const Form& form = *find_form("softmax/full");
   MeasureOptions options;
   options.check_flops = 0;
-  const ResultRow row = measure_point<HostBackend, float>(form, {65536, 65536, 1, 1, 1}, {}, options);
+  const ResultRow row =
+      measure_point<HostBackend, float>(form, {65536, 65536, 1, 1, 1}, {}, options);
   CHECK(row.status == "error");
-  CHECK(row.note == "not run: B x H = 4294967296 is beyond the kernels' int indices (at most 2147483647)");
+  CHECK(row.note ==
+        "not run: B x H = 4294967296 is beyond the kernels' int indices (at most 2147483647)");
   CHECK(row.peak_bytes == 0);
   CHECK(row.reps == 0);
 }

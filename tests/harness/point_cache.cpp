@@ -13,7 +13,8 @@ using namespace attn::test;
 
 bool same_values(const ref::Tensor& a, const ref::Tensor& b) { return a.data == b.data; }
 
-TEST_CASE("the point cache reuses inputs and references across chunk sizes only", "[harness][measure]") {
+TEST_CASE("the point cache reuses inputs and references across chunk sizes only",
+          "[harness][measure]") {
   const Shape s{1, 2, 37, 8, 5};
   const InputOptions options;
   const std::uint64_t seed = test_seed();
@@ -44,9 +45,11 @@ TEST_CASE("the point cache reuses inputs and references across chunk sizes only"
   cache.select(s, gsa, seed, options, p_slots);
   CHECK(cache.reusable_bytes() == 0);
   CHECK(cache.problem().log_gate.dim == 7);
-  CHECK(same_values(cache.problem().log_gate, random_problem(s, gsa, seed, options, p_slots).log_gate));
-  CHECK(same_values(cache.reference(gsa, p_slots, heads).o,
-                    gsa.reference(random_problem(s, gsa, seed, options, p_slots), p_slots, heads).o));
+  CHECK(same_values(cache.problem().log_gate,
+                    random_problem(s, gsa, seed, options, p_slots).log_gate));
+  CHECK(
+      same_values(cache.reference(gsa, p_slots, heads).o,
+                  gsa.reference(random_problem(s, gsa, seed, options, p_slots), p_slots, heads).o));
 
   // Another seed or another form's inputs: drawn anew.
   cache.select(s, gsa, seed + 1, options, p_slots);
@@ -56,7 +59,8 @@ TEST_CASE("the point cache reuses inputs and references across chunk sizes only"
   const FormParams lion_params = params_for(lion, 16, 4);
   cache.select(s, lion, seed, options, lion_params);
   CHECK(cache.reusable_bytes() == 0);
-  CHECK(same_values(cache.problem().log_decay, random_problem(s, lion, seed, options, lion_params).log_decay));
+  CHECK(same_values(cache.problem().log_decay,
+                    random_problem(s, lion, seed, options, lion_params).log_decay));
 }
 
 }  // namespace

@@ -21,8 +21,9 @@ struct Doubling {
     using A = accum_t<P>;
     const S* v = x.v.data();
     S* o = x.o.data();
-    Kokkos::parallel_for("doubling", Kokkos::RangePolicy<Exec>(exec, 0, x.v.size()),
-                         KOKKOS_LAMBDA(std::size_t i) { o[i] = S(A(v[i]) * A(2)); });
+    Kokkos::parallel_for(
+        "doubling", Kokkos::RangePolicy<Exec>(exec, 0, x.v.size()),
+        KOKKOS_LAMBDA(std::size_t i) { o[i] = S(A(v[i]) * A(2)); });
   }
 };
 // The same kernel without a declaration: float and double only.
@@ -48,8 +49,17 @@ std::string no_test_vectors(const FormParams&) { return ""; }
 
 template <class Op>
 Form doubling_form() {
-  return {"test/doubling", "test", "o = 2 v", Direction::bidirectional, {}, attention_tensors(Draw::normal),
-          MemoryKind::io_only, runners_of<Op>(), &doubling_reference, &doubling_cost, &no_test_vectors};
+  return {"test/doubling",
+          "test",
+          "o = 2 v",
+          Direction::bidirectional,
+          {},
+          attention_tensors(Draw::normal),
+          MemoryKind::io_only,
+          runners_of<Op>(),
+          &doubling_reference,
+          &doubling_cost,
+          &no_test_vectors};
 }
 
 }  // namespace attn::test
@@ -74,8 +84,9 @@ float float_of(std::uint32_t u) {
 
 TEST_CASE("bf16 rounds to nearest even and keeps what it can represent", "[harness][precision]") {
   // Exactly representable: 8 significant bits, normal and subnormal, both signs.
-  for (float x : {0.0f, -0.0f, 1.0f, -1.0f, 0.5f, 1.5f, 3.140625f, 255.0f, -1.0e-3f, 65280.0f,
-                  std::numeric_limits<float>::min(), float_of(0x00010000u), float_of(0x7f7f0000u)}) {
+  for (float x :
+       {0.0f, -0.0f, 1.0f, -1.0f, 0.5f, 1.5f, 3.140625f, 255.0f, -1.0e-3f, 65280.0f,
+        std::numeric_limits<float>::min(), float_of(0x00010000u), float_of(0x7f7f0000u)}) {
     const float rounded = float_of(bits_of(x) & 0xffff0000u);
     INFO("x = " << x);
     CHECK(float(bf16(rounded)) == rounded);
@@ -93,14 +104,18 @@ TEST_CASE("bf16 rounds to nearest even and keeps what it can represent", "[harne
   // The largest float rounds up past bf16's largest finite value: inf.
   CHECK(float(bf16(std::numeric_limits<float>::max())) == std::numeric_limits<float>::infinity());
   // Infinities and NaN survive (a NaN stays a NaN, whatever its payload).
-  CHECK(float(bf16(std::numeric_limits<float>::infinity())) == std::numeric_limits<float>::infinity());
-  CHECK(float(bf16(-std::numeric_limits<double>::infinity())) == -std::numeric_limits<float>::infinity());
+  CHECK(float(bf16(std::numeric_limits<float>::infinity())) ==
+        std::numeric_limits<float>::infinity());
+  CHECK(float(bf16(-std::numeric_limits<double>::infinity())) ==
+        -std::numeric_limits<float>::infinity());
   CHECK(std::isnan(float(bf16(std::numeric_limits<float>::quiet_NaN()))));
-  CHECK(std::isnan(float(bf16(float_of(0x7f800001u)))));  // a NaN whose payload lies in the dropped bits
+  CHECK(std::isnan(
+      float(bf16(float_of(0x7f800001u)))));  // a NaN whose payload lies in the dropped bits
   CHECK(std::isnan(float(bf16(std::nan("")))));
 }
 
-TEST_CASE("precision names, storage sizes and the registry's kernels per precision", "[harness][precision]") {
+TEST_CASE("precision names, storage sizes and the registry's kernels per precision",
+          "[harness][precision]") {
   CHECK(precision_names() == std::vector<std::string>{"float", "double", "tf32", "bf16"});
   CHECK(storage_bytes("float") == 4);
   CHECK(storage_bytes("tf32") == 4);
@@ -133,8 +148,8 @@ TEST_CASE("precision names, storage sizes and the registry's kernels per precisi
   CHECK(exact.runner<HostBackend, tf32>() == nullptr);
 }
 
-TEMPLATE_LIST_TEST_CASE("a form declaring every precision runs and is measured in each", "[harness][precision]",
-                        Configs) {
+TEMPLATE_LIST_TEST_CASE("a form declaring every precision runs and is measured in each",
+                        "[harness][precision]", Configs) {
   using Exec = typename TestType::Exec;
   using P = typename TestType::Precision;
   using T = typename TestType::Scalar;
@@ -149,8 +164,10 @@ TEMPLATE_LIST_TEST_CASE("a form declaring every precision runs and is measured i
   for (std::size_t i = 0; i < v.data.size(); ++i)
     REQUIRE(v.data[i] == double(arithmetic_t<T>(T(arithmetic_t<T>(p.v.data[i])))));
   const double rounding = compare(v, p.v).rel_l2;
-  if constexpr (std::is_same_v<T, bf16>) CHECK(rounding > 1e-4);  // 8 significant bits
-  else CHECK(rounding < 1e-7);
+  if constexpr (std::is_same_v<T, bf16>)
+    CHECK(rounding > 1e-4);  // 8 significant bits
+  else
+    CHECK(rounding < 1e-7);
 
   const ref::Outputs got = run_form<Exec, P>(form, p, {});
   check_close<P>(got, form.reference(p, {}, {}));
@@ -165,15 +182,17 @@ TEMPLATE_LIST_TEST_CASE("a form declaring every precision runs and is measured i
   CHECK(row.rel_l2_err <= Tolerance<P>::rel_l2);
 }
 
-TEMPLATE_LIST_TEST_CASE("all_finite sees inf and NaN in every storage type", "[harness][precision]", Configs) {
+TEMPLATE_LIST_TEST_CASE("all_finite sees inf and NaN in every storage type", "[harness][precision]",
+                        Configs) {
   using Exec = typename TestType::Exec;
   using T = typename TestType::Scalar;
   const HostProblem p = random_problem({1, 1, 4, 2, 2}, doubling_form<Doubling>(), 1);
   Inputs<Exec, T> x = upload<Exec, T>(p);
   Kokkos::deep_copy(x.o, T(arithmetic_t<T>(1)));
   CHECK(all_finite(Exec(), x));
-  for (double bad : {std::numeric_limits<double>::infinity(), -std::numeric_limits<double>::infinity(),
-                     std::numeric_limits<double>::quiet_NaN()}) {
+  for (double bad :
+       {std::numeric_limits<double>::infinity(), -std::numeric_limits<double>::infinity(),
+        std::numeric_limits<double>::quiet_NaN()}) {
     auto mirror = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), x.o);
     mirror(0, 0, 3, 1) = T(arithmetic_t<T>(bad));
     Kokkos::deep_copy(x.o, mirror);

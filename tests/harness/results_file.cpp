@@ -1,7 +1,7 @@
 #include "results_file.hpp"
 
-#include <catch2/catch.hpp>
 #include <hdf5.h>
+#include <catch2/catch.hpp>
 
 #include <filesystem>
 #include <fstream>
@@ -10,16 +10,40 @@ using attn::ResultFile;
 using attn::ResultRow;
 
 TEST_CASE("result rows and attributes round-trip through HDF5", "[harness][hdf5]") {
-  const auto path = (std::filesystem::temp_directory_path() / "attn_results_roundtrip/sub/r.h5").string();
+  const auto path =
+      (std::filesystem::temp_directory_path() / "attn_results_roundtrip/sub/r.h5").string();
   std::filesystem::remove_all(std::filesystem::path(path).parent_path().parent_path());
   ResultRow a;
-  a.form = "linear/chunk"; a.family = "linear"; a.backend = "openmp"; a.precision = "float";
-  a.status = "ok"; a.batch = 4; a.heads = 32; a.seq = 32768; a.dk = 128; a.dv = 96; a.chunk = 64;
-  a.reps = 10; a.time_median_s = 1.5e-3; a.time_min_s = 1.2e-3; a.time_max_s = 2e-3; a.time_mean_s = 1.6e-3;
-  a.peak_bytes = 123456789012ull; a.flops = 1e12; a.bytes = 3e9; a.gflops = 666; a.gbps = 2000;
-  a.err_heads = 2; a.max_abs_err = 1e-6; a.rel_l2_err = 3e-7;
+  a.form = "linear/chunk";
+  a.family = "linear";
+  a.backend = "openmp";
+  a.precision = "float";
+  a.status = "ok";
+  a.batch = 4;
+  a.heads = 32;
+  a.seq = 32768;
+  a.dk = 128;
+  a.dv = 96;
+  a.chunk = 64;
+  a.reps = 10;
+  a.time_median_s = 1.5e-3;
+  a.time_min_s = 1.2e-3;
+  a.time_max_s = 2e-3;
+  a.time_mean_s = 1.6e-3;
+  a.peak_bytes = 123456789012ull;
+  a.flops = 1e12;
+  a.bytes = 3e9;
+  a.gflops = 666;
+  a.gbps = 2000;
+  a.err_heads = 2;
+  a.max_abs_err = 1e-6;
+  a.rel_l2_err = 3e-7;
   ResultRow b = a;
-  b.form = "softmax/full"; b.family = "softmax"; b.status = "oom"; b.note = "inputs need 1 bytes, 0 free"; b.chunk = 0;
+  b.form = "softmax/full";
+  b.family = "softmax";
+  b.status = "oom";
+  b.note = "inputs need 1 bytes, 0 free";
+  b.chunk = 0;
   {
     ResultFile file(path, {{"backend", "openmp"}, {"command_line", "bench sweep --seq 1k"}});
     file.append(a);
@@ -65,24 +89,37 @@ std::string fresh_temp_path(const std::string& name) {
 
 ResultRow sample_row(const std::string& form, int seq, const std::string& status) {
   ResultRow r;
-  r.form = form; r.family = form.substr(0, form.find('/')); r.backend = "openmp"; r.precision = "float";
-  r.status = status; r.batch = 1; r.heads = 2; r.seq = seq; r.dk = 16; r.dv = 16; r.reps = 3;
-  r.time_median_s = seq * 1e-6; r.peak_bytes = 1000u * seq;
+  r.form = form;
+  r.family = form.substr(0, form.find('/'));
+  r.backend = "openmp";
+  r.precision = "float";
+  r.status = status;
+  r.batch = 1;
+  r.heads = 2;
+  r.seq = seq;
+  r.dk = 16;
+  r.dv = 16;
+  r.reps = 3;
+  r.time_median_s = seq * 1e-6;
+  r.peak_bytes = 1000u * seq;
   return r;
 }
 
 }  // namespace
 
-TEST_CASE("a result file is resumed: rows kept, appended to, replaced in place", "[harness][hdf5][resume]") {
+TEST_CASE("a result file is resumed: rows kept, appended to, replaced in place",
+          "[harness][hdf5][resume]") {
   const auto path = fresh_temp_path("resume.h5");
   {
-    ResultFile file(path, {{"backend", "openmp"}, {"command_line", "first"}}, ResultFile::Mode::resume);
+    ResultFile file(path, {{"backend", "openmp"}, {"command_line", "first"}},
+                    ResultFile::Mode::resume);
     CHECK_FALSE(file.resumed());  // nothing there: created
     file.append(sample_row("softmax/full", 64, "ok"));
     file.append(sample_row("softmax/full", 128, "error"));
   }
   {
-    ResultFile file(path, {{"backend", "cuda"}, {"command_line", "second"}}, ResultFile::Mode::resume);
+    ResultFile file(path, {{"backend", "cuda"}, {"command_line", "second"}},
+                    ResultFile::Mode::resume);
     REQUIRE(file.resumed());
     REQUIRE(file.rows().size() == 2);
     CHECK(file.rows()[1].status == "error");
@@ -114,7 +151,8 @@ TEST_CASE("a result file is resumed: rows kept, appended to, replaced in place",
 TEST_CASE("text columns are variable-length strings: nothing is cut", "[harness][hdf5]") {
   const auto path = fresh_temp_path("long_text.h5");
   ResultRow row = sample_row("lion-s/chunk", 64, "error");
-  row.note = "not run: " + std::string(300, 'n') + " \xc3\xa9";  // beyond the 160 bytes of fixed-length notes
+  row.note = "not run: " + std::string(300, 'n') +
+             " \xc3\xa9";  // beyond the 160 bytes of fixed-length notes
   row.variant = "mask-convention=B unscaled " + std::string(100, 'v');
   row.revision = std::string(60, 'r') + "-dirty";
   { ResultFile(path, {}).append(row); }
@@ -133,7 +171,8 @@ TEST_CASE("text columns are variable-length strings: nothing is cut", "[harness]
   H5Fclose(file);
 }
 
-TEST_CASE("each row's samples are stored beside it, and replaced with it", "[harness][hdf5][samples]") {
+TEST_CASE("each row's samples are stored beside it, and replaced with it",
+          "[harness][hdf5][samples]") {
   const auto path = fresh_temp_path("samples.h5");
   ResultRow a = sample_row("softmax/full", 64, "ok"), b = sample_row("softmax/full", 128, "oom");
   a.samples = {1e-3, 1.5e-3, 0.9e-3};
@@ -167,7 +206,8 @@ TEST_CASE("each row's samples are stored beside it, and replaced with it", "[har
 }
 
 TEST_CASE("v2 files are read (slots 0) but not appended to", "[harness][hdf5][resume]") {
-  const std::string committed = ATTN_RESULTS_DIR "/lion_fig3.h5";  // written by the v2 harness, no slots column
+  const std::string committed =
+      ATTN_RESULTS_DIR "/lion_fig3.h5";  // written by the v2 harness, no slots column
   REQUIRE(ResultFile::read_attributes(committed).at("format") == "attn-harness points v2");
   const auto rows = ResultFile::read(committed);
   REQUIRE(rows.size() == 27);
@@ -191,7 +231,8 @@ TEST_CASE("v2 files are read (slots 0) but not appended to", "[harness][hdf5][re
 
   const auto copy = fresh_temp_path("v2.h5");
   std::filesystem::copy_file(committed, copy);
-  std::filesystem::permissions(copy, std::filesystem::perms::owner_write, std::filesystem::perm_options::add);
+  std::filesystem::permissions(copy, std::filesystem::perms::owner_write,
+                               std::filesystem::perm_options::add);
   CHECK_THROWS_AS(ResultFile(copy, {}, ResultFile::Mode::resume), attn::IncompatibleResultFile);
   CHECK_THROWS_WITH(ResultFile(copy, {}, ResultFile::Mode::resume),
                     Catch::Contains("older result file") && Catch::Contains("v2"));
@@ -214,33 +255,40 @@ TEST_CASE("every committed result file reads", "[harness][hdf5]") {
 TEST_CASE("a file that is not a result file is not resumed", "[harness][hdf5][resume][errors]") {
   const auto text = fresh_temp_path("text.h5");
   { std::ofstream(text) << "not hdf5\n"; }
-  CHECK_THROWS_WITH(ResultFile(text, {}, ResultFile::Mode::resume), Catch::Contains("not an HDF5 file"));
+  CHECK_THROWS_WITH(ResultFile(text, {}, ResultFile::Mode::resume),
+                    Catch::Contains("not an HDF5 file"));
   CHECK_THROWS_WITH(ResultFile::read(text), Catch::Contains("not an HDF5 file"));
-  CHECK_THROWS_WITH(ResultFile::read(fresh_temp_path("missing.h5")), Catch::Contains("no such file"));
+  CHECK_THROWS_WITH(ResultFile::read(fresh_temp_path("missing.h5")),
+                    Catch::Contains("no such file"));
 
   const auto bare = fresh_temp_path("bare.h5");  // HDF5, but no format attribute
   const hid_t file = H5Fcreate(bare.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
   REQUIRE(file >= 0);
   H5Fclose(file);
-  CHECK_THROWS_WITH(ResultFile(bare, {}, ResultFile::Mode::resume), Catch::Contains("not a bench result file"));
+  CHECK_THROWS_WITH(ResultFile(bare, {}, ResultFile::Mode::resume),
+                    Catch::Contains("not a bench result file"));
 }
 
 TEST_CASE("point keys: identity without the measurement", "[harness][resume]") {
   ResultRow a = sample_row("linear/chunk", 1024, "ok");
   a.chunk = 64;
   ResultRow b = a;
-  b.status = "error"; b.time_median_s = 1; b.note = "x"; b.peak_bytes = 7;
+  b.status = "error";
+  b.time_median_s = 1;
+  b.note = "x";
+  b.peak_bytes = 7;
   CHECK(attn::key_of(a) == attn::key_of(b));
   for (auto change : std::vector<void (*)(ResultRow&)>{
            [](ResultRow& r) { r.chunk = 32; }, [](ResultRow& r) { r.slots = 8; },
-           [](ResultRow& r) { r.variant = "unscaled"; }, [](ResultRow& r) { r.precision = "double"; },
-           [](ResultRow& r) { r.precision = "tf32"; }, [](ResultRow& r) { r.precision = "bf16"; },
-           [](ResultRow& r) { r.backend = "cuda"; }, [](ResultRow& r) { r.seq = 2048; },
-           [](ResultRow& r) { r.dv = 8; }}) {
+           [](ResultRow& r) { r.variant = "unscaled"; },
+           [](ResultRow& r) { r.precision = "double"; }, [](ResultRow& r) { r.precision = "tf32"; },
+           [](ResultRow& r) { r.precision = "bf16"; }, [](ResultRow& r) { r.backend = "cuda"; },
+           [](ResultRow& r) { r.seq = 2048; }, [](ResultRow& r) { r.dv = 8; }}) {
     ResultRow c = a;
     change(c);
     CHECK_FALSE(attn::key_of(a) == attn::key_of(c));
     CHECK((attn::key_of(a) < attn::key_of(c) || attn::key_of(c) < attn::key_of(a)));
   }
-  CHECK(attn::key_of(a).describe() == "linear/chunk float openmp B=1 H=2 L=1024 dk=16 dv=16 chunk=64");
+  CHECK(attn::key_of(a).describe() ==
+        "linear/chunk float openmp B=1 H=2 L=1024 dk=16 dv=16 chunk=64");
 }

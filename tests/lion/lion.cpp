@@ -21,28 +21,33 @@ std::vector<const Form*> lion_family(const std::string& family) {
 }
 
 ref::LionVariant variant_of_family(const std::string& family) {
-  return family == "lion-lit" ? ref::LionVariant::lit : family == "lion-d" ? ref::LionVariant::d : ref::LionVariant::s;
+  return family == "lion-lit" ? ref::LionVariant::lit
+         : family == "lion-d" ? ref::LionVariant::d
+                              : ref::LionVariant::s;
 }
 
 }  // namespace
 
-TEMPLATE_LIST_TEST_CASE("lion: every form equals both fp64 references under every option set", "[lion][forms]",
-                        ExactConfigs) {
+TEMPLATE_LIST_TEST_CASE("lion: every form equals both fp64 references under every option set",
+                        "[lion][forms]", ExactConfigs) {
   using Exec = typename TestType::Exec;
   using P = typename TestType::Precision;
   const std::uint64_t seed = test_seed();
-  // L = 1; chunk 1; chunk not dividing L; chunk >= L; dv != dk; B*H > 1; prime L; a head of 128 over
-  // several 64-row tiles (the tensor-core tiles' value blocks). On CUDA both tile paths.
-  const struct { Shape shape; int chunk; } cases[] = {
-      {{2, 2, 1, 8, 5}, 3},         {{2, 3, 37, 12, 7}, 1},      {{1, 2, 37, 16, 40}, 5}, {{1, 1, 13, 8, 8}, 16},
-      {{1, 2, 101, 32, 16}, 32},    {{1, 1, 200, 128, 96}, 64}};
+  // L = 1; chunk 1; chunk not dividing L; chunk >= L; dv != dk; B*H > 1; prime L; a head of 128
+  // over several 64-row tiles (the tensor-core tiles' value blocks). On CUDA both tile paths.
+  const struct {
+    Shape shape;
+    int chunk;
+  } cases[] = {{{2, 2, 1, 8, 5}, 3},   {{2, 3, 37, 12, 7}, 1},    {{1, 2, 37, 16, 40}, 5},
+               {{1, 1, 13, 8, 8}, 16}, {{1, 2, 101, 32, 16}, 32}, {{1, 1, 200, 128, 96}, 64}};
   for (const std::string family : {"lion-lit", "lion-d", "lion-s"}) {
     for (const auto& c : cases) {
       const HostProblem p = random_problem(c.shape, *lion_family(family)[0], seed);
       for (char convention : {'A', 'B'}) {
         for (bool scaled : {true, false}) {
           const ref::LionSpec spec{variant_of_family(family), convention, scaled};
-          const ref::Tensor want = ref::lion_attention(p.q, p.k, p.v, p.decay_rate, p.log_decay, spec);
+          const ref::Tensor want =
+              ref::lion_attention(p.q, p.k, p.v, p.decay_rate, p.log_decay, spec);
           check_close<double>(ref::lion_rnn(p.q, p.k, p.v, p.decay_rate, p.log_decay, spec), want);
           for (const Form* form : lion_family(family)) {
             FormParams params;
@@ -50,10 +55,11 @@ TEMPLATE_LIST_TEST_CASE("lion: every form equals both fp64 references under ever
             params.mask_convention = convention;
             params.scaled = scaled;
             for_each_tile_path<Exec>([&](bool tensor_cores) {
-              INFO(form->name << " " << variant_of(*form, params, {}) << " on " << backend_name<Exec>() << " in "
-                              << precision_name<P>() << (tensor_cores ? "" : ", portable") << ", L=" << c.shape.seq
-                              << " dk=" << c.shape.dk << " dv=" << c.shape.dv << " chunk=" << c.chunk << ", seed "
-                              << seed);
+              INFO(form->name << " " << variant_of(*form, params, {}) << " on "
+                              << backend_name<Exec>() << " in " << precision_name<P>()
+                              << (tensor_cores ? "" : ", portable") << ", L=" << c.shape.seq
+                              << " dk=" << c.shape.dk << " dv=" << c.shape.dv
+                              << " chunk=" << c.chunk << ", seed " << seed);
               check_close<P>(run_form<Exec, P>(*form, p, params).o, want);
             });
           }
@@ -63,8 +69,9 @@ TEMPLATE_LIST_TEST_CASE("lion: every form equals both fp64 references under ever
   }
 }
 
-TEMPLATE_LIST_TEST_CASE("lion: no NaN at the decay extremes over 16K tokens; chunk and attention equal rnn", "[lion][stability]",
-                        ExactConfigs) {
+TEMPLATE_LIST_TEST_CASE(
+    "lion: no NaN at the decay extremes over 16K tokens; chunk and attention equal rnn",
+    "[lion][stability]", ExactConfigs) {
   using Exec = typename TestType::Exec;
   using P = typename TestType::Precision;
   const std::uint64_t seed = test_seed();
@@ -79,10 +86,18 @@ TEMPLATE_LIST_TEST_CASE("lion: no NaN at the decay extremes over 16K tokens; chu
     for (int t = 0; t < s.seq; ++t) {
       double& a = p.log_decay(0, h, t, 0);
       switch ((t / 1024) % 4) {
-        case 0: a = floor; break;
-        case 1: a = 0; break;
-        case 2: a = -1e-6; break;
-        case 3: a = (t % 97 == 0) ? floor : a; break;
+        case 0:
+          a = floor;
+          break;
+        case 1:
+          a = 0;
+          break;
+        case 2:
+          a = -1e-6;
+          break;
+        case 3:
+          a = (t % 97 == 0) ? floor : a;
+          break;
       }
     }
   for (char convention : {'A', 'B'}) {
@@ -91,8 +106,10 @@ TEMPLATE_LIST_TEST_CASE("lion: no NaN at the decay extremes over 16K tokens; chu
     const ref::Outputs from_rnn = run_form<Exec, P>(rnn, p, params);
     params.chunk = 64;
     const ref::Outputs from_chunk = run_form<Exec, P>(chunk, p, params);
-    const ref::Outputs from_attention = run_form<Exec, P>(*find_form("lion-s/attention"), p, params);
-    INFO("convention " << convention << " on " << backend_name<Exec>() << " in " << precision_name<P>() << ", seed " << seed);
+    const ref::Outputs from_attention =
+        run_form<Exec, P>(*find_form("lion-s/attention"), p, params);
+    INFO("convention " << convention << " on " << backend_name<Exec>() << " in "
+                       << precision_name<P>() << ", seed " << seed);
     CHECK(all_finite(from_rnn.o));
     CHECK(all_finite(from_chunk.o));
     CHECK(all_finite(from_attention.o));
@@ -114,12 +131,14 @@ TEMPLATE_LIST_TEST_CASE("lion: no NaN at the decay extremes over 16K tokens; chu
   }
 }
 
-TEST_CASE("lion: two causal linear attentions summed are not LION (Observation 3.1)", "[lion][reference]") {
+TEST_CASE("lion: two causal linear attentions summed are not LION (Observation 3.1)",
+          "[lion][reference]") {
   const std::uint64_t seed = test_seed();
   const Shape s{1, 2, 50, 8, 8};
   const HostProblem p = random_problem(s, *find_form("lion-lit/attention"), seed);
   const ref::Tensor lion = ref::lion_attention(p.q, p.k, p.v, {}, {}, {ref::LionVariant::lit});
-  // Forward causal linear attention plus the same on the reversed sequence, each normalised by itself.
+  // Forward causal linear attention plus the same on the reversed sequence, each normalised by
+  // itself.
   auto reversed = [](const ref::Tensor& x) {
     ref::Tensor r = x;
     for (int b = 0; b < x.batch; ++b)
@@ -129,7 +148,8 @@ TEST_CASE("lion: two causal linear attentions summed are not LION (Observation 3
     return r;
   };
   const ref::Tensor forward = ref::linear_causal_attention(p.q, p.k, p.v);
-  const ref::Tensor backward = reversed(ref::linear_causal_attention(reversed(p.q), reversed(p.k), reversed(p.v)));
+  const ref::Tensor backward =
+      reversed(ref::linear_causal_attention(reversed(p.q), reversed(p.k), reversed(p.v)));
   ref::Tensor naive = forward;
   for (std::size_t i = 0; i < naive.data.size(); ++i) naive.data[i] += backward.data[i];
   INFO("seed " << seed);

@@ -18,14 +18,15 @@ TEST_CASE("softmax: reference gradients match central finite differences", "[sof
   }
 }
 
-TEMPLATE_LIST_TEST_CASE("softmax: the backward stays finite and exact for very large scores", "[softmax][forms]",
-                        Configs) {
+TEMPLATE_LIST_TEST_CASE("softmax: the backward stays finite and exact for very large scores",
+                        "[softmax][forms]", Configs) {
   using Exec = typename TestType::Exec;
   using P = typename TestType::Precision;
   const std::uint64_t seed = test_seed();
   int ran = 0;
   for (const char* name : {"softmax/full_fwd_bwd", "softmax/causal_fwd_bwd"}) {
-    INFO(name << " on " << backend_name<Exec>() << " in " << precision_name<P>() << ", seed " << seed);
+    INFO(name << " on " << backend_name<Exec>() << " in " << precision_name<P>() << ", seed "
+              << seed);
     const Form& form = form_named(name);
     if (!form.supports<P>()) continue;
     ++ran;
@@ -39,7 +40,8 @@ TEMPLATE_LIST_TEST_CASE("softmax: the backward stays finite and exact for very l
     // whose largest score falls on a pair keep gradients well above it.
     for (int h = 0; h < s.heads; ++h)
       for (int j = 1; j < s.seq; j += 2)
-        for (int c = 0; c < s.dk; ++c) p.k(0, h, j, c) = p.k(0, h, j - 1, c) + p.k(0, h, j, c) / 300;
+        for (int c = 0; c < s.dk; ++c)
+          p.k(0, h, j, c) = p.k(0, h, j - 1, c) + p.k(0, h, j, c) / 300;
     // Rounding of a score s enters exp as |s| eps, so the tolerance grows with
     // it. In tf32 the scores of the stored inputs are exact products summed in
     // fp32, but P and dS are rounded to TF32 (2^-11) before their products
@@ -70,21 +72,25 @@ TEMPLATE_LIST_TEST_CASE("softmax: the backward stays finite and exact for very l
 // switch bench --tiles portable sets), elsewhere the portable ones. Head sizes
 // 16 .. 256 (256: the tensor-core dispatch falls back to the portable path),
 // d_v != d_k both ways, L = 1 and L not a multiple of any tile.
-TEMPLATE_LIST_TEST_CASE("softmax: the tensor-core and the portable paths both match the reference", "[softmax][forms]",
-                        Configs) {
+TEMPLATE_LIST_TEST_CASE("softmax: the tensor-core and the portable paths both match the reference",
+                        "[softmax][forms]", Configs) {
   using Exec = typename TestType::Exec;
   using P = typename TestType::Precision;
   const std::uint64_t seed = test_seed();
-  const Shape shapes[] = {{1, 2, 1, 16, 16}, {2, 3, 70, 16, 8}, {1, 2, 130, 40, 64}, {1, 1, 200, 128, 128},
+  const Shape shapes[] = {{1, 2, 1, 16, 16},
+                          {2, 3, 70, 16, 8},
+                          {1, 2, 130, 40, 64},
+                          {1, 1, 200, 128, 128},
                           {1, 1, 45, 256, 32}};
   int ran = 0;
   for_each_tile_path<Exec>([&](bool tensor_cores) {
     for (const Shape& s : shapes)
-      for (const char* name : {"softmax/full", "softmax/causal", "softmax/full_fwd_bwd", "softmax/causal_fwd_bwd"}) {
+      for (const char* name :
+           {"softmax/full", "softmax/causal", "softmax/full_fwd_bwd", "softmax/causal_fwd_bwd"}) {
         const Form& form = form_named(name);
-        INFO(name << " on " << backend_name<Exec>() << " in " << precision_name<P>() << (tensor_cores ? "" : ", portable")
-                  << ", B=" << s.batch << " H=" << s.heads << " L=" << s.seq << " dk=" << s.dk << " dv=" << s.dv
-                  << ", seed " << seed);
+        INFO(name << " on " << backend_name<Exec>() << " in " << precision_name<P>()
+                  << (tensor_cores ? "" : ", portable") << ", B=" << s.batch << " H=" << s.heads
+                  << " L=" << s.seq << " dk=" << s.dk << " dv=" << s.dv << ", seed " << seed);
         const HostProblem p = random_problem(s, form, seed);
         check_close<P>(run_form<Exec, P>(form, p, {}), form.reference(p, {}, {}));
         ++ran;
