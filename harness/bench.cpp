@@ -83,23 +83,17 @@ running ("skipped: ... calls predicted to take ...").
 
 // A form's declared option as bench sweep and bench run take it: a switch as
 // a flag, a number or a choice as a value with its default.
+template <class T>
+const po::value_semantic* with_default(const OptionValue& value) {
+  return po::value<T>()->default_value(std::get<T>(value));
+}
 void add_declared_option(po::options_description& o, const OptionSpec& option) {
-  switch (option.kind) {
-    case OptionSpec::Kind::switch_:
-      o.add_options()(option.name.c_str(), po::bool_switch(), option.help.c_str());
-      return;
-    case OptionSpec::Kind::number:
-      o.add_options()(option.name.c_str(),
-                      po::value<double>()->default_value(std::get<double>(option.default_value)),
-                      option.help.c_str());
-      return;
-    case OptionSpec::Kind::choice:
-      o.add_options()(
-          option.name.c_str(),
-          po::value<std::string>()->default_value(std::get<std::string>(option.default_value)),
-          option.help.c_str());
-      return;
-  }
+  using Kind = OptionSpec::Kind;
+  const po::value_semantic* value = option.kind == Kind::switch_ ? po::bool_switch()
+                                    : option.kind == Kind::number
+                                        ? with_default<double>(option.default_value)
+                                        : with_default<std::string>(option.default_value);
+  o.add_options()(option.name.c_str(), value, option.help.c_str());
 }
 
 po::options_description sweep_options() {

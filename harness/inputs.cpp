@@ -68,6 +68,7 @@ HostProblem random_problem(const Shape& s, const Form& form, std::uint64_t seed,
     if (t.role != Role::input) continue;
     if (std::find(t.shape.begin(), t.shape.end(), Size::slots) != t.shape.end() && params.slots < 1)
       throw std::invalid_argument(form.name + " needs a slot count of at least 1 (--slots)");
+    if (!t.draw) throw std::logic_error(form.name + ": input '" + t.name + "' declares no draw");
     const bool per_head = t.shape == std::vector<Size>{Size::heads};
     // [B, H, L, last]: a shape of three sizes ([B, H, L]) is [B, H, L, 1].
     if (!per_head && (t.shape.size() < 3 || t.shape.size() > 4 || t.shape[0] != Size::batch ||

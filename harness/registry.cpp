@@ -164,11 +164,6 @@ bool Form::takes(Param p) const {
   return std::find(params.begin(), params.end(), p) != params.end();
 }
 
-bool Form::takes_option(const std::string& name) const {
-  return std::any_of(options.begin(), options.end(),
-                     [&](const OptionSpec& o) { return o.name == name; });
-}
-
 bool Form::backward() const {
   return std::any_of(tensors.begin(), tensors.end(),
                      [](const TensorSpec& t) { return t.role == Role::gradient; });

@@ -208,7 +208,6 @@ struct Form {
   std::string (*test_vectors)(const FormParams&);
 
   bool takes(Param p) const;
-  bool takes_option(const std::string& name) const;
   bool causal() const { return direction == Direction::causal; }
   // Whether it writes gradients (a forward+backward form: it reads d_o too).
   bool backward() const;
