@@ -81,6 +81,21 @@ its time per call scaled by the cost model's flops) is recorded as timeout witho
 running ("skipped: ... calls predicted to take ...").
 )";
 
+// A form's declared option as bench sweep and bench run take it: a switch as
+// a flag, a number or a choice as a value with its default.
+template <class T>
+const po::value_semantic* with_default(const OptionValue& value) {
+  return po::value<T>()->default_value(std::get<T>(value));
+}
+void add_declared_option(po::options_description& o, const OptionSpec& option) {
+  using Kind = OptionSpec::Kind;
+  const po::value_semantic* value = option.kind == Kind::switch_ ? po::bool_switch()
+                                    : option.kind == Kind::number
+                                        ? with_default<double>(option.default_value)
+                                        : with_default<std::string>(option.default_value);
+  o.add_options()(option.name.c_str(), value, option.help.c_str());
+}
+
 po::options_description sweep_options() {
   po::options_description o("sweep options");
   o.add_options()("help,h", "this help")(
@@ -94,17 +109,9 @@ po::options_description sweep_options() {
       "chunk", po::value<std::string>()->default_value("64"),
       "chunk sizes, for chunked forms (a chunk >= L is one chunk)")(
       "slots", po::value<std::string>()->default_value("64"),
-      "GSA memory slots per head m, for slotted forms")(
-      "gate-temperature", po::value<double>()->default_value(8),
-      "GSA: forget gates alpha = sigmoid(z)^(1/tau), z ~ N(0,1); tau (docs/gsa.md §3.7)")(
-      "mask-convention", po::value<std::string>()->default_value("A"),
-      "Lion-s mask convention (docs/lion.md §2.3): A (the paper's Eq. 17) or B (the released "
-      "code)")("unscaled", po::bool_switch(),
-               "LION: the non-scaled form (QK^T . M)V instead of Scale(QK^T . M)V")(
-      "decay-schedule", po::value<std::string>()->default_value("alibi"),
-      "Lightning's per-head decay: alibi (released code, s_h = 2^(-8h/H)) or paper (Eq. 10, s_h = "
-      "8h/H)")("decay-floor", po::bool_switch(),
-               "Lion-s: draw log-decays as ln(sigmoid(z) + 1e-7), the released code's floor")(
+      "GSA memory slots per head m, for slotted forms");
+  for (const OptionSpec& option : declared_options()) add_declared_option(o, option);
+  o.add_options()(
       "precision", po::value<std::string>()->default_value("float"),
       "precisions, comma-separated, or all (= float,double,tf32,bf16): float: fp32 storage, "
       "fp32-accurate "
@@ -236,6 +243,27 @@ double number_option(const po::variables_map& vm, const std::string& name, doubl
   return x;
 }
 
+// The value of a declared option; a number must be finite and above 0, a
+// choice one of its words.
+OptionValue declared_option_value(const po::variables_map& vm, const OptionSpec& option) {
+  switch (option.kind) {
+    case OptionSpec::Kind::switch_:
+      return vm[option.name].as<bool>();
+    case OptionSpec::Kind::number:
+      return number_option(vm, option.name, 0, true);
+    case OptionSpec::Kind::choice:
+      break;
+  }
+  const std::string word = vm[option.name].as<std::string>();
+  const auto& choices = option.choices;
+  if (std::find(choices.begin(), choices.end(), word) == choices.end())
+    throw std::invalid_argument(
+        fmt::format("--{}: '{}' is {}", option.name, word,
+                    choices.size() == 2 ? fmt::format("neither {} nor {}", choices[0], choices[1])
+                                        : fmt::format("not one of {}", fmt::join(choices, ", "))));
+  return word;
+}
+
 // Adds a `bench run` experiment file to vm: `name = value` lines, `#` comments.
 // Options already in vm (the command line's) win. A line that is not an
 // option of bench sweep is an error naming the file and line. Returns the
@@ -305,16 +333,8 @@ Sweep sweep_from(const po::variables_map& vm, const std::string& command_line) {
   sweep.dv = sweep.dv_follows_dk ? Axis{"dv", {0}} : parse_axis("dv", vm["dv"].as<std::string>());
   sweep.chunk = parse_axis("chunk", vm["chunk"].as<std::string>());
   sweep.slots = parse_axis("slots", vm["slots"].as<std::string>());
-  sweep.measure.inputs.gate_temperature = number_option(vm, "gate-temperature", 0, true);
-  const std::string convention = vm["mask-convention"].as<std::string>();
-  if (convention != "A" && convention != "B")
-    throw std::invalid_argument("--mask-convention: '" + convention + "' is neither A nor B");
-  sweep.params.mask_convention = convention[0];
-  sweep.params.scaled = !vm["unscaled"].as<bool>();
-  sweep.measure.inputs.decay_schedule = vm["decay-schedule"].as<std::string>();
-  lightning_decay_rates(
-      1, sweep.measure.inputs.decay_schedule);  // refuses an unknown schedule up front
-  sweep.measure.inputs.decay_floor = vm["decay-floor"].as<bool>();
+  for (const OptionSpec& option : declared_options())
+    sweep.params.options.set(option.name, declared_option_value(vm, option));
   const std::string tiles = vm["tiles"].as<std::string>();
   if (tiles != "auto" && tiles != "portable")
     throw std::invalid_argument("--tiles: '" + tiles + "' is neither auto nor portable");
@@ -408,9 +428,11 @@ int list_command(const std::vector<std::string>& args) {
         "{}\n",
         command_help(
             "bench list [--format text|json]", options,
-            "\nEvery form: its family, whether it is causal, its parameters, the precisions it\n"
-            "has kernels for, and what it computes (json: an array of objects, each also with\n"
-            "the tensors the form declares: name, shape, role and how an input is drawn).\n"));
+            "\nEvery form: its family, whether it is causal, its parameters (the swept ones,\n"
+            "then its options: bench sweep --help), the precisions it has kernels for, and\n"
+            "what it computes (json: an array of objects, each also with the options the\n"
+            "form declares: name, kind, default, choices and help; and the tensors: name,\n"
+            "shape, role and how an input is drawn).\n"));
     return 0;
   }
   const std::string format = vm["format"].as<std::string>();
@@ -423,9 +445,10 @@ int list_command(const std::vector<std::string>& args) {
     for (const TensorSpec& t : f.tensors) {
       std::vector<std::string> sizes;
       for (Size size : t.shape) sizes.push_back(json_string(size_name(size)));
-      objects.push_back(fmt::format(
-          "{{\"name\": {}, \"shape\": [{}], \"role\": {}, \"draw\": {}}}", json_string(t.name),
-          fmt::join(sizes, ", "), json_string(role_name(t.role)), json_string(draw_name(t.draw))));
+      objects.push_back(fmt::format("{{\"name\": {}, \"shape\": [{}], \"role\": {}, \"draw\": {}}}",
+                                    json_string(t.name), fmt::join(sizes, ", "),
+                                    json_string(role_name(t.role)),
+                                    json_string(t.draw ? t.draw->name : "none")));
     }
     return objects;
   };
@@ -434,28 +457,56 @@ int list_command(const std::vector<std::string>& args) {
     for (const auto& w : words) quoted.push_back(json_string(w));
     return fmt::format("[{}]", fmt::join(quoted, ", "));
   };
+  // Its declared options: {"name": "mask-convention", "kind": "choice", "default": "A",
+  // "choices": ["A", "B"], "help": "..."}.
+  auto option_objects = [&](const Form& f) {
+    std::vector<std::string> objects;
+    for (const OptionSpec& o : f.options)
+      objects.push_back(fmt::format(
+          "{{\"name\": {}, \"kind\": {}, \"default\": {}, \"choices\": {}, \"help\": {}}}",
+          json_string(o.name), json_string(kind_name(o.kind)),
+          std::visit(
+              [](const auto& v) {
+                using V = std::decay_t<decltype(v)>;
+                if constexpr (std::is_same_v<V, std::string>)
+                  return json_string(v);
+                else
+                  return fmt::format("{}", v);
+              },
+              o.default_value),
+          json_list(o.choices), json_string(o.help)));
+    return objects;
+  };
+  // The parameters a form takes: its swept ones, then its options.
+  auto params_of = [](const Form& f) {
+    std::vector<std::string> params;
+    for (auto p : f.params) params.push_back(param_name(p));
+    for (const OptionSpec& o : f.options) params.push_back(o.name);
+    return params;
+  };
+  std::size_t params_width = 22;
+  for (const Form& f : forms())
+    params_width = std::max(params_width, fmt::format("{}", fmt::join(params_of(f), ",")).size());
   if (format == "text")
-    fmt::print("{:<26} {:<10} {:<7} {:<22} {:<23} {}\n", "form", "family", "causal", "params",
-               "precisions", "description");
+    fmt::print("{:<26} {:<10} {:<7} {:<{}} {:<23} {}\n", "form", "family", "causal", "params",
+               params_width, "precisions", "description");
   else
     fmt::print("[");
   for (std::size_t i = 0; i < forms().size(); ++i) {
     const Form& f = forms()[i];
-    std::vector<std::string> params;
-    for (auto p : f.params) params.push_back(param_name(p));
+    const std::vector<std::string> params = params_of(f);
     if (format == "text")
-      fmt::print("{:<26} {:<10} {:<7} {:<22} {:<23} {}\n", f.name, f.family,
+      fmt::print("{:<26} {:<10} {:<7} {:<{}} {:<23} {}\n", f.name, f.family,
                  f.causal() ? "yes" : "no",
-                 params.empty() ? "-" : fmt::format("{}", fmt::join(params, ",")),
+                 params.empty() ? "-" : fmt::format("{}", fmt::join(params, ",")), params_width,
                  fmt::format("{}", fmt::join(f.precisions(), ",")), f.description);
     else
       fmt::print(
-          "{}\n  {{\"name\": {}, \"family\": {}, \"causal\": {}, \"params\": {}, \"precisions\": "
-          "{}, "
-          "\"tensors\": [{}], \"description\": {}}}",
+          "{}\n  {{\"name\": {}, \"family\": {}, \"causal\": {}, \"params\": {}, \"options\": "
+          "[{}], \"precisions\": {}, \"tensors\": [{}], \"description\": {}}}",
           i ? "," : "", json_string(f.name), json_string(f.family), f.causal() ? "true" : "false",
-          json_list(params), json_list(f.precisions()), fmt::join(tensor_objects(f), ", "),
-          json_string(f.description));
+          json_list(params), fmt::join(option_objects(f), ", "), json_list(f.precisions()),
+          fmt::join(tensor_objects(f), ", "), json_string(f.description));
   }
   if (format == "json") fmt::print("\n]\n");
   return 0;

@@ -34,47 +34,6 @@ void fill_normal(ref::Tensor& t, std::uint64_t stream) {
   Kokkos::DefaultHostExecutionSpace().fence();
 }
 
-// x <- f(x) for every element, in parallel (gates of 10^9 elements at 128k tokens).
-template <class F>
-void transform(ref::Tensor& t, F f) {
-  double* data = t.data.data();
-  Kokkos::parallel_for("transform_inputs",
-                       Kokkos::RangePolicy<Kokkos::DefaultHostExecutionSpace>(0, t.data.size()),
-                       [=](std::size_t i) { data[i] = f(data[i]); });
-  Kokkos::DefaultHostExecutionSpace().fence();
-}
-
-// The feature map of Draw::positive_features or Draw::normalised_silu, row by
-// row (a row: the last dimension).
-void apply_features(ref::Tensor& t, Draw draw) {
-  const int d = t.dim;
-  double* data = t.data.data();
-  const std::size_t rows = t.data.size() / std::max(d, 1);
-  Kokkos::parallel_for("feature_map",
-                       Kokkos::RangePolicy<Kokkos::DefaultHostExecutionSpace>(0, rows),
-                       [=](std::size_t r) {
-                         double* x = data + r * d;
-                         if (draw == Draw::positive_features) {  // elu(x) + 1
-                           for (int c = 0; c < d; ++c) x[c] = x[c] > 0 ? x[c] + 1 : std::exp(x[c]);
-                           return;
-                         }
-                         // (SiLU(x) + 0.5) / ||SiLU(x) + 0.5||: every entry >= 0.2215 before
-                         // normalising
-                         double norm2 = 0;
-                         for (int c = 0; c < d; ++c) {
-                           x[c] = x[c] / (1 + std::exp(-x[c])) + 0.5;
-                           norm2 += x[c] * x[c];
-                         }
-                         const double inv = 1 / std::sqrt(norm2);
-                         for (int c = 0; c < d; ++c) x[c] *= inv;
-                       });
-  Kokkos::DefaultHostExecutionSpace().fence();
-}
-
-double log_sigmoid(double z) {
-  return z >= 0 ? -std::log1p(std::exp(-z)) : z - std::log1p(std::exp(z));
-}
-
 }  // namespace
 
 ref::Tensor HostProblem::*problem_member(const std::string& name) {
@@ -102,64 +61,34 @@ ref::Tensor ref::Outputs::*outputs_member(const std::string& name) {
   throw std::logic_error("a form declares a result '" + name + "' that ref::Outputs does not hold");
 }
 
-std::vector<double> lightning_decay_rates(int heads, const std::string& schedule) {
-  if (schedule != "alibi" && schedule != "paper")
-    throw std::invalid_argument("--decay-schedule: '" + schedule + "' is neither alibi nor paper");
-  std::vector<double> s(heads);
-  for (int h = 1; h <= heads; ++h)
-    s[h - 1] = schedule == "alibi" ? std::exp2(-8.0 * h / heads) : 8.0 * h / heads;
-  return s;
-}
-
 HostProblem random_problem(const Shape& s, const Form& form, std::uint64_t seed,
-                           const InputOptions& options, const FormParams& params) {
+                           const FormParams& params) {
   HostProblem p;
   for (const TensorSpec& t : form.tensors) {
     if (t.role != Role::input) continue;
     if (std::find(t.shape.begin(), t.shape.end(), Size::slots) != t.shape.end() && params.slots < 1)
       throw std::invalid_argument(form.name + " needs a slot count of at least 1 (--slots)");
-    if (t.draw == Draw::log_gate && !(options.gate_temperature > 0))
-      throw std::invalid_argument("the gate temperature must be positive");
-    if (t.draw == Draw::decay_random) {
-      p.decay_rate.resize(s.heads);
-      for (int h = 0; h < s.heads; ++h)
-        p.decay_rate[h] = -log_sigmoid(normal(mix(seed) ^ t.stream, h));
-      continue;
-    }
-    if (t.draw == Draw::decay_schedule) {
-      p.decay_rate = lightning_decay_rates(s.heads, options.decay_schedule);
-      continue;
-    }
+    if (!t.draw) throw std::logic_error(form.name + ": input '" + t.name + "' declares no draw");
+    const bool per_head = t.shape == std::vector<Size>{Size::heads};
     // [B, H, L, last]: a shape of three sizes ([B, H, L]) is [B, H, L, 1].
-    if (t.shape.size() < 3 || t.shape.size() > 4 || t.shape[0] != Size::batch ||
-        t.shape[1] != Size::heads || t.shape[2] != Size::seq)
+    if (!per_head && (t.shape.size() < 3 || t.shape.size() > 4 || t.shape[0] != Size::batch ||
+                      t.shape[1] != Size::heads || t.shape[2] != Size::seq))
       throw std::logic_error(form.name + ": input '" + t.name +
                              "' is neither [H] nor [B, H, L, ...]");
+    // The one [H] input a problem holds: the per-head decay rates.
+    if (per_head && t.name != "decay_rate")
+      throw std::logic_error(form.name + ": an [H] input '" + t.name +
+                             "' that ref::Problem does not hold");
     TensorSpec last = t;
-    last.shape.erase(last.shape.begin(), last.shape.begin() + 3);
-    ref::Tensor& x = p.*problem_member(t.name);
-    x = ref::Tensor(s.batch, s.heads, s.seq, int(last.elements(s, params)));
+    last.shape.erase(last.shape.begin(), last.shape.begin() + (per_head ? 1 : 3));
+    ref::Tensor x = per_head ? ref::Tensor(1, s.heads, 1, 1)
+                             : ref::Tensor(s.batch, s.heads, s.seq, int(last.elements(s, params)));
     fill_normal(x, mix(seed) ^ t.stream);
-    switch (t.draw) {
-      case Draw::positive_features:
-      case Draw::normalised_silu:
-        apply_features(x, t.draw);
-        break;
-      case Draw::log_decay:
-        transform(x, [floor = options.decay_floor](double a) {
-          return floor ? std::log(std::exp(log_sigmoid(a)) + 1e-7) : log_sigmoid(a);
-        });
-        break;
-      case Draw::log_gate:
-        transform(x, [tau = options.gate_temperature](double g) { return log_sigmoid(g) / tau; });
-        break;
-      case Draw::normal:
-        break;                  // z as drawn
-      case Draw::none:          // no input's
-      case Draw::decay_random:  // drawn above
-      case Draw::decay_schedule:
-        break;
-    }
+    t.draw->fill(x, params.options);
+    if (per_head)
+      p.decay_rate = std::move(x.data);
+    else
+      p.*problem_member(t.name) = std::move(x);
   }
   return p;
 }

@@ -1,6 +1,8 @@
 // Random problem inputs (float64 on the host, for the references) and their
 // copies on a backend, in the storage type of the precision under test.
 #pragma once
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <type_traits>
 
@@ -12,20 +14,43 @@ using HostProblem = ref::Problem;
 
 // Reproducible from the seed (counter-based, filled in parallel): every input
 // the form declares (Form::tensors), each from its own stream and drawn as it
-// declares (Draw). Gated forms draw params.slots gates per token; throws
-// std::invalid_argument without.
+// declares (Draw), with the options of `params`. Gated forms draw params.slots
+// gates per token; throws std::invalid_argument without.
 HostProblem random_problem(const Shape& s, const Form& form, std::uint64_t seed,
-                           const InputOptions& options = {}, const FormParams& params = {});
+                           const FormParams& params = {});
+
+// For the draws of the families (Draw::fill): x <- f(x) for every element of
+// `t`, and f(row, d) for every row of its last size d, in parallel on the host
+// (gates of 10^9 elements at 128k tokens).
+template <class F>
+void for_each_element(ref::Tensor& t, F f) {
+  double* data = t.data.data();
+  Kokkos::parallel_for("transform_inputs",
+                       Kokkos::RangePolicy<Kokkos::DefaultHostExecutionSpace>(0, t.data.size()),
+                       [=](std::size_t i) { data[i] = f(data[i]); });
+  Kokkos::DefaultHostExecutionSpace().fence();
+}
+template <class F>
+void for_each_row(ref::Tensor& t, F f) {
+  const int d = t.dim;
+  double* data = t.data.data();
+  const std::size_t rows = t.data.size() / std::max(d, 1);
+  Kokkos::parallel_for("feature_map",
+                       Kokkos::RangePolicy<Kokkos::DefaultHostExecutionSpace>(0, rows),
+                       [=](std::size_t r) { f(data + r * d, d); });
+  Kokkos::DefaultHostExecutionSpace().fence();
+}
+
+// ln sigma(z), without overflow for large |z|.
+inline double log_sigmoid(double z) {
+  return z >= 0 ? -std::log1p(std::exp(-z)) : z - std::log1p(std::exp(z));
+}
 
 // Where the host copy of a declared [B, H, L, ...] tensor lives, by its name:
 // an input of the problem (q, k, v, log_decay, log_gate, d_o) or a result (o,
 // dq, dk, dv, dlog_gate). Throws std::logic_error for a name it does not hold.
 ref::Tensor HostProblem::*problem_member(const std::string& name);
 ref::Tensor ref::Outputs::*outputs_member(const std::string& name);
-
-// Lightning's per-head decay rates s_h = -ln(lambda_h), layer 0 of docs/lightning.md §1:
-// "alibi" (released code) s_h = 2^(-8h/H); "paper" (Eq. 10) s_h = 8h/H; h = 1..H.
-std::vector<double> lightning_decay_rates(int heads, const std::string& schedule);
 
 // The arithmetic type a stored value converts through: bf16 converts only to
 // and from float (double -> float -> bf16 and back), the others are their own.

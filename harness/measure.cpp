@@ -257,33 +257,40 @@ bool time_point(const Exec& exec, const Form& form, const Inputs<Exec, storage_t
   return true;
 }
 
+// The form's declared options and their values: " mask-convention=A unscaled=false".
+std::string option_words(const Form& form, const FormParams& params) {
+  std::string words;
+  for (const OptionSpec& option : form.options)
+    words += fmt::format(" {}={}", option.name, option_text(params.options.get(option.name)));
+  return words;
+}
+
 // Everything random_problem draws from: the shape, the form's declared inputs
-// (name, draw and stream), the seed, the options, and the slot count of forms
-// with an input of m slots.
+// (name, draw and stream), the seed, the form's options (those no draw reads
+// too: a sweep holds them fixed, so no input is drawn twice for them), and the
+// slot count of forms with an input of m slots.
 std::string problem_key(const Shape& s, const Form& form, std::uint64_t seed,
-                        const InputOptions& options, const FormParams& params) {
+                        const FormParams& params) {
   std::string inputs;
   bool slotted = false;
   for (const TensorSpec& t : form.tensors) {
     if (t.role != Role::input) continue;
-    inputs += fmt::format(" {}:{}:{}", t.name, draw_name(t.draw), t.stream);
+    inputs += fmt::format(" {}:{}:{}", t.name, t.draw->name, t.stream);
     slotted = slotted || std::find(t.shape.begin(), t.shape.end(), Size::slots) != t.shape.end();
   }
-  return fmt::format("{} {} {} {} {} |{} | {} | {} {} {} | {}", s.batch, s.heads, s.seq, s.dk, s.dv,
-                     inputs, seed, options.decay_schedule, options.decay_floor,
-                     options.gate_temperature, slotted ? params.slots : 0);
+  return fmt::format("{} {} {} {} {} |{} | {} |{} | {}", s.batch, s.heads, s.seq, s.dk, s.dv,
+                     inputs, seed, option_words(form, params), slotted ? params.slots : 0);
 }
 
 }  // namespace
 
 void PointCache::select(const Shape& shape, const Form& form, std::uint64_t seed,
-                        const InputOptions& options, const FormParams& params) {
+                        const FormParams& params) {
   shape_ = shape;
   form_ = &form;
   seed_ = seed;
-  options_ = options;
   params_ = params;
-  selected_key_ = problem_key(shape, form, seed, options, params);
+  selected_key_ = problem_key(shape, form, seed, params);
   if (selected_key_ == problem_key_) return;
   problem_ = {};
   reference_ = {};
@@ -303,7 +310,7 @@ double PointCache::reusable_bytes() const {
 const HostProblem& PointCache::problem() {
   if (!form_) throw std::logic_error("PointCache::problem before select");
   if (problem_key_ != selected_key_) {
-    problem_ = random_problem(shape_, *form_, seed_, options_, params_);
+    problem_ = random_problem(shape_, *form_, seed_, params_);
     problem_key_ = selected_key_;
   }
   return problem_;
@@ -313,8 +320,8 @@ const ref::Outputs& PointCache::reference(const Form& form, const FormParams& pa
                                           const ref::HeadList& heads) {
   const HostProblem& inputs = problem();
   // Every parameter but the chunk size, which no reference reads.
-  std::string key = fmt::format("{} {} {} {} {} |", problem_key_, form.name, params.mask_convention,
-                                params.scaled, params.slots);
+  std::string key = fmt::format("{} {}{} {} |", problem_key_, form.name, option_words(form, params),
+                                params.slots);
   for (auto [b, h] : heads) key += fmt::format(" {},{}", b, h);
   if (key != reference_key_) {
     reference_ = {};
@@ -346,8 +353,7 @@ std::string int_overflow(const Form& form, const Shape& s, const FormParams& par
 }
 
 ResultRow point_row(const Form& form, const Shape& shape, const FormParams& params,
-                    const InputOptions& inputs, const std::string& backend,
-                    const std::string& precision) {
+                    const std::string& backend, const std::string& precision) {
   ResultRow row;
   row.form = form.name;
   row.family = form.family;
@@ -360,7 +366,7 @@ ResultRow point_row(const Form& form, const Shape& shape, const FormParams& para
   row.dv = shape.dv;
   row.chunk = params.chunk;
   row.slots = params.slots;
-  row.variant = variant_of(form, params, inputs);
+  row.variant = variant_of(form, params);
   const Cost cost = form.cost(shape, params, storage_bytes(precision));
   row.flops = cost.flops;
   row.bytes = cost.bytes;
@@ -371,8 +377,7 @@ template <class Exec, class P>
 ResultRow measure_point(const Form& form, const Shape& shape, const FormParams& params,
                         const MeasureOptions& options, PointCache* cache) {
   using T = storage_t<P>;
-  ResultRow row =
-      point_row(form, shape, params, options.inputs, backend_name<Exec>(), precision_name<P>());
+  ResultRow row = point_row(form, shape, params, backend_name<Exec>(), precision_name<P>());
   const auto run = form.runner<Exec, P>();
   if (!run) {
     row.status = "error";
@@ -388,7 +393,7 @@ ResultRow measure_point(const Form& form, const Shape& shape, const FormParams& 
   }
   PointCache uncached;
   PointCache& kept = cache ? *cache : uncached;
-  kept.select(shape, form, options.seed, options.inputs, params);
+  kept.select(shape, form, options.seed, params);
   const Cost cost = form.cost(shape, params, sizeof(T));
   const std::string space = Exec::memory_space::name();
 

@@ -40,7 +40,6 @@ struct MeasureOptions {
   double calls_per_point(double call_s) const;
   double check_flops = 2e10;  // reference work allowed for the error check of one point
   std::uint64_t seed = 2024;
-  InputOptions inputs;         // decay schedule and floor
   double point_timeout_s = 0;  // limit on a point's warm-up and timed calls together; 0: none
 };
 
@@ -53,8 +52,7 @@ class PointCache {
   // Makes these the current point's arguments: what the previous point drew
   // for the same arguments is kept, anything else freed (so that free memory
   // can be measured before drawing).
-  void select(const Shape& shape, const Form& form, std::uint64_t seed, const InputOptions& options,
-              const FormParams& params);
+  void select(const Shape& shape, const Form& form, std::uint64_t seed, const FormParams& params);
   // Host bytes already held for the current point (0 when it draws anew).
   double reusable_bytes() const;
   // The current point's inputs, as random_problem draws them.
@@ -67,7 +65,6 @@ class PointCache {
   Shape shape_{};
   const Form* form_ = nullptr;
   std::uint64_t seed_ = 0;
-  InputOptions options_;
   FormParams params_;
   std::string selected_key_, problem_key_, reference_key_;
   HostProblem problem_;
@@ -78,8 +75,7 @@ class PointCache {
 // backend, precision, shape; its PointKey) and its cost model (bytes of the
 // precision's storage type).
 ResultRow point_row(const Form& form, const Shape& shape, const FormParams& params,
-                    const InputOptions& inputs, const std::string& backend,
-                    const std::string& precision);
+                    const std::string& backend, const std::string& precision);
 
 // Why a point cannot run at all: a count that the kernels hold in an int is
 // beyond INT_MAX, so that their indices would wrap: the (batch, head) pair

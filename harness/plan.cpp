@@ -36,8 +36,7 @@ std::vector<Point> plan_points(const Sweep& sweep, const std::string& backend) {
           axes[i].set(shape, params, taken ? int(axes[i].axis.values[at[i]]) : 0);
         }
         if (sweep.dv_follows_dk) shape.dv = shape.dk;
-        ResultRow planned =
-            point_row(*form, shape, params, sweep.measure.inputs, backend, precision);
+        ResultRow planned = point_row(*form, shape, params, backend, precision);
         if (seen.insert(key_of(planned)).second)
           points.push_back({form, precision, shape, params, std::move(planned)});
         more = false;

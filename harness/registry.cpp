@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <stdexcept>
 
 namespace attn {
 
@@ -12,14 +13,58 @@ const char* param_name(Param p) {
   switch (p) {
     case Param::chunk:
       return "chunk";
-    case Param::mask_convention:
-      return "mask-convention";
-    case Param::scaled:
-      return "scaled";
     case Param::slots:
       return "slots";
   }
   return "?";
+}
+
+bool operator==(const OptionSpec& a, const OptionSpec& b) {
+  return a.name == b.name && a.kind == b.kind && a.default_value == b.default_value &&
+         a.choices == b.choices && a.help == b.help && a.shown == b.shown;
+}
+
+OptionSpec switch_option(std::string name, std::string help) {
+  return {std::move(name), OptionSpec::Kind::switch_,        false, {},
+          std::move(help), OptionSpec::Shown::unless_default};
+}
+
+OptionSpec choice_option(std::string name, std::vector<std::string> choices, std::string help) {
+  const std::string first = choices.at(0);
+  return {std::move(name),    OptionSpec::Kind::choice, first,
+          std::move(choices), std::move(help),          OptionSpec::Shown::always};
+}
+
+OptionSpec number_option(std::string name, double default_value, std::string help) {
+  return {std::move(name), OptionSpec::Kind::number,         default_value, {},
+          std::move(help), OptionSpec::Shown::unless_default};
+}
+
+const char* kind_name(OptionSpec::Kind k) {
+  switch (k) {
+    case OptionSpec::Kind::switch_:
+      return "switch";
+    case OptionSpec::Kind::choice:
+      return "choice";
+    case OptionSpec::Kind::number:
+      return "number";
+  }
+  return "?";
+}
+
+std::string option_text(const OptionValue& v) {
+  return std::visit([](const auto& x) { return fmt::format("{}", x); }, v);
+}
+
+void OptionValues::set(const std::string& name, OptionValue value) {
+  values_[name] = std::move(value);
+}
+
+const OptionValue& OptionValues::get(const std::string& name) const {
+  const auto it = values_.find(name);
+  if (it != values_.end()) return it->second;
+  if (const OptionSpec* declared = find_option(name)) return declared->default_value;
+  throw std::logic_error("no form declares an option '" + name + "'");
 }
 
 const char* size_name(Size s) {
@@ -52,27 +97,7 @@ const char* role_name(Role r) {
   return "?";
 }
 
-const char* draw_name(Draw d) {
-  switch (d) {
-    case Draw::none:
-      return "none";
-    case Draw::normal:
-      return "normal";
-    case Draw::positive_features:
-      return "positive-features";
-    case Draw::normalised_silu:
-      return "normalised-silu";
-    case Draw::decay_random:
-      return "decay-random";
-    case Draw::decay_schedule:
-      return "decay-schedule";
-    case Draw::log_decay:
-      return "log-decay";
-    case Draw::log_gate:
-      return "log-gate";
-  }
-  return "?";
-}
+const Draw normal_draw{"normal", [](ref::Tensor&, const OptionValues&) {}};
 
 double TensorSpec::elements(const Shape& s, const FormParams& params) const {
   double n = 1;
@@ -104,12 +129,12 @@ double TensorSpec::elements(const Shape& s, const FormParams& params) const {
 // The random streams of q, k, v and d_o (inputs.cpp draws stream i of the seed).
 constexpr int q_stream = 1, k_stream = 2, v_stream = 3, d_o_stream = 6;
 
-std::vector<TensorSpec> attention_tensors(Draw features, std::vector<TensorSpec> more) {
+std::vector<TensorSpec> attention_tensors(const Draw& features, std::vector<TensorSpec> more) {
   using S = Size;
   std::vector<TensorSpec> all{
-      {"q", {S::batch, S::heads, S::seq, S::dk}, Role::input, features, q_stream},
-      {"k", {S::batch, S::heads, S::seq, S::dk}, Role::input, features, k_stream},
-      {"v", {S::batch, S::heads, S::seq, S::dv}, Role::input, Draw::normal, v_stream}};
+      {"q", {S::batch, S::heads, S::seq, S::dk}, Role::input, &features, q_stream},
+      {"k", {S::batch, S::heads, S::seq, S::dk}, Role::input, &features, k_stream},
+      {"v", {S::batch, S::heads, S::seq, S::dv}, Role::input, &normal_draw, v_stream}};
   all.insert(all.end(), more.begin(), more.end());
   all.push_back({"o", {S::batch, S::heads, S::seq, S::dv}, Role::output});
   return all;
@@ -123,7 +148,7 @@ std::vector<TensorSpec> with_gradients(std::vector<TensorSpec> forward,
   all.push_back({"d_o",
                  {Size::batch, Size::heads, Size::seq, Size::dv},
                  Role::input,
-                 Draw::normal,
+                 &normal_draw,
                  d_o_stream});
   for (const TensorSpec& t : forward) {
     const bool differentiated = t.name == "q" || t.name == "k" || t.name == "v" ||
@@ -142,11 +167,6 @@ bool Form::takes(Param p) const {
 bool Form::backward() const {
   return std::any_of(tensors.begin(), tensors.end(),
                      [](const TensorSpec& t) { return t.role == Role::gradient; });
-}
-
-bool Form::draws(Draw d) const {
-  return std::any_of(tensors.begin(), tensors.end(),
-                     [d](const TensorSpec& t) { return t.draw == d; });
 }
 
 bool Form::supports(std::string_view precision) const {
@@ -169,16 +189,16 @@ std::vector<std::string> Form::precisions() const {
   return names;
 }
 
-std::string variant_of(const Form& form, const FormParams& params, const InputOptions& inputs) {
+std::string variant_of(const Form& form, const FormParams& params) {
   std::string words;
   auto add = [&](const std::string& word) { words += (words.empty() ? "" : " ") + word; };
-  if (form.takes(Param::mask_convention))
-    add(std::string("mask-convention=") + params.mask_convention);
-  if (form.takes(Param::scaled) && !params.scaled) add("unscaled");
-  if (form.draws(Draw::decay_schedule)) add("decay-schedule=" + inputs.decay_schedule);
-  if (form.draws(Draw::log_decay) && inputs.decay_floor) add("decay-floor");
-  if (form.draws(Draw::log_gate) && inputs.gate_temperature != 8)
-    add(fmt::format("gate-temperature={}", inputs.gate_temperature));
+  for (const OptionSpec& option : form.options) {
+    const OptionValue& value = params.options.get(option.name);
+    if (option.shown == OptionSpec::Shown::unless_default && value == option.default_value)
+      continue;
+    add(option.kind == OptionSpec::Kind::switch_ ? option.name
+                                                 : option.name + "=" + option_text(value));
+  }
   if (!tensor_cores_enabled()) add("tiles=portable");  // bench --tiles portable
   return words;
 }
@@ -207,6 +227,30 @@ const std::vector<Form>& forms() {
 const Form* find_form(std::string_view name) {
   for (const auto& f : forms())
     if (f.name == name) return &f;
+  return nullptr;
+}
+
+const std::vector<OptionSpec>& declared_options() {
+  static const std::vector<OptionSpec> all = [] {
+    std::vector<OptionSpec> list;
+    for (const Form& form : forms())
+      for (const OptionSpec& option : form.options) {
+        const auto same_name = std::find_if(
+            list.begin(), list.end(), [&](const OptionSpec& o) { return o.name == option.name; });
+        if (same_name == list.end())
+          list.push_back(option);
+        else if (!(*same_name == option))
+          throw std::logic_error(form.name + " declares an option '" + option.name +
+                                 "' unlike another form's of that name");
+      }
+    return list;
+  }();
+  return all;
+}
+
+const OptionSpec* find_option(std::string_view name) {
+  for (const OptionSpec& option : declared_options())
+    if (option.name == name) return &option;
   return nullptr;
 }
 

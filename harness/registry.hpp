@@ -1,13 +1,15 @@
 // The one registry of attention forms. The harness (bench list / sweep), the
 // tests and the docs all read it; adding a form is one entry in its family's
-// file under harness/forms/, adding a family its file there and its name in
-// ATTN_FAMILIES (CMakeLists.txt).
+// file under harness/forms/ (with its options and the draws of its inputs),
+// adding a family its file there and its name in ATTN_FAMILIES (CMakeLists.txt).
 #pragma once
 #include <cstddef>
+#include <map>
 #include <string>
 #include <string_view>
 #include <tuple>
 #include <type_traits>
+#include <variant>
 #include <vector>
 
 #include "backends.hpp"
@@ -16,17 +18,65 @@
 
 namespace attn {
 
-// Values of the parameters that only some forms take; 0 = does not apply.
-struct FormParams {
-  int chunk = 0;  // chunk (block) size, swept
-  char mask_convention =
-      'A';             // Lion-s mask convention, docs/lion.md §2.3: 'A' (Eq. 17) or 'B' (code)
-  bool scaled = true;  // LION: Scale(QK^T . M) V, or the non-scaled (QK^T . M) V (§2.4)
-  int slots = 0;       // GSA memory slots m per head, swept (docs/gsa.md §1)
+// A form's options beyond the shape and the swept parameters (--mask-convention,
+// --gate-temperature), declared by the form (Form::options) where its family
+// lives: bench sweep and bench run take each as --<name> with its help, bench
+// list shows it, and the row's variant and the point cache's keys read its value.
+// A switch's value is a bool, a number's a double, a choice's one of its words.
+using OptionValue = std::variant<bool, double, std::string>;
+
+struct OptionSpec {
+  enum class Kind {
+    switch_,  // off unless given: --unscaled
+    choice,   // one of `choices`, the first by default: --mask-convention A|B
+    number,   // finite and above 0: --gate-temperature 8
+  };
+  // How a value shows in the row's variant: as name=value always, or only when
+  // it is not the default (a switch then as its name alone).
+  enum class Shown { always, unless_default };
+  std::string name;  // the flag without its dashes, and the word in the variant
+  Kind kind;
+  OptionValue default_value;
+  std::vector<std::string> choices;  // a choice's words
+  std::string help;
+  Shown shown;
+};
+bool operator==(const OptionSpec& a, const OptionSpec& b);
+OptionSpec switch_option(std::string name, std::string help);  // shown when on
+OptionSpec choice_option(std::string name, std::vector<std::string> choices,
+                         std::string help);  // shown always
+OptionSpec number_option(std::string name, double default_value,
+                         std::string help);     // shown unless the default
+const char* kind_name(OptionSpec::Kind k);      // "switch", "choice", "number"
+std::string option_text(const OptionValue& v);  // "B", "true", "8", "2.5"
+
+// Values of declared options by name; an option never set has its declared
+// default (throws std::logic_error for a name no form declares).
+class OptionValues {
+ public:
+  void set(const std::string& name, OptionValue value);
+  // A word as a choice's value, not as a switch (a pointer converts to bool).
+  void set(const std::string& name, const char* word) { set(name, std::string(word)); }
+  const OptionValue& get(const std::string& name) const;
+  bool switch_on(const std::string& name) const { return std::get<bool>(get(name)); }
+  double number(const std::string& name) const { return std::get<double>(get(name)); }
+  const std::string& word(const std::string& name) const {
+    return std::get<std::string>(get(name));
+  }
+
+ private:
+  std::map<std::string, OptionValue> values_;
 };
 
-// Parameters a form may declare, in the order bench list prints them.
-enum class Param { chunk, mask_convention, scaled, slots };
+// Values of the parameters that only some forms take; 0 = does not apply.
+struct FormParams {
+  int chunk = 0;         // chunk (block) size, swept
+  int slots = 0;         // GSA memory slots m per head, swept (docs/gsa.md §1)
+  OptionValues options;  // the declared options, the same for every point of a sweep
+};
+
+// The swept parameters a form may take, in the order bench list prints them.
+enum class Param { chunk, slots };
 const char* param_name(Param p);
 
 // A form's tensors, declared by the form (below, Form::tensors): input
@@ -43,26 +93,22 @@ const char* size_name(Size s);  // "B", "H", "L", "dk", "dv", "m"
 enum class Role { input, output, gradient };
 const char* role_name(Role r);
 
-// How the harness draws an input from z ~ N(0, 1), each from the random stream
-// its declaration names (inputs.cpp).
-enum class Draw {
-  none,               // not drawn: an output or a gradient
-  normal,             // z: v, d_o, and raw q and k
-  positive_features,  // elu(z) + 1 per row: linear attention's q and k (Katharopoulos et al.)
-  normalised_silu,    // (SiLU(z) + 0.5) / ||SiLU(z) + 0.5|| per row: LION's q and k, docs/lion.md
-                      // §2.1
-  decay_random,       // per head s_h = -ln sigma(z_h): Lion-d's decay_rate, docs/lion.md §2.2
-  decay_schedule,  // per head, Lightning's schedule (docs/lightning.md §1, --decay-schedule); no z
-  log_decay,       // a_t = ln sigma(z_t) per token: Lion-s, docs/lion.md §2.2 (--decay-floor)
-  log_gate,  // g = ln sigma(z) / tau per token and slot: GSA, docs/gsa.md §3.7 (--gate-temperature)
+// How the harness draws an input: the host tensor, in its declared shape
+// ([B, H, L, last]; an [H] tensor as [1, H, 1, 1]), holds z ~ N(0, 1) drawn
+// element by element from the input's stream, and `fill` turns it into the
+// input's values, reading the form's options. A family declares its own draws
+// in its file (inputs.hpp has helpers to run over elements or rows in parallel).
+struct Draw {
+  const char* name;  // as bench list shows it: "log-gate"
+  void (*fill)(ref::Tensor& z, const OptionValues& options);
 };
-const char* draw_name(Draw d);
+extern const Draw normal_draw;  // z as drawn: v, d_o, and raw q and k
 
 struct TensorSpec {
   std::string name;         // as in Inputs and ref::Problem: "q", "log_gate", "dq"
   std::vector<Size> shape;  // decay_rate: [H]; log_decay: [B, H, L]; q: [B, H, L, dk]
   Role role;
-  Draw draw = Draw::none;
+  const Draw* draw = nullptr;  // how an input is drawn; null for outputs and gradients
   // The random stream of an input, one of its own per input of a form (q, k, v
   // and d_o have 1, 2, 3 and 6): siblings draw the same inputs from the same
   // seed, so that their outputs compare directly, by declaring the same streams.
@@ -74,7 +120,7 @@ struct TensorSpec {
 // The tensors that attention forms share: q and k ([B, H, L, dk], drawn
 // through `features`), v, and the output o ([B, H, L, dv]); `more` are the
 // form's further inputs (a decay, a gate), declared in its family's file.
-std::vector<TensorSpec> attention_tensors(Draw features, std::vector<TensorSpec> more = {});
+std::vector<TensorSpec> attention_tensors(const Draw& features, std::vector<TensorSpec> more = {});
 // The name of an input's gradient: "dq" for q, "dlog_gate" for log_gate.
 std::string gradient_name(const std::string& input);
 // A forward's tensors with those of its backward: the upstream gradient d_o
@@ -85,13 +131,6 @@ std::vector<TensorSpec> with_gradients(std::vector<TensorSpec> forward,
 
 // Whether the causal mask applies (each query sees the keys up to its own position).
 enum class Direction { causal, bidirectional };
-
-// How the harness draws inputs beyond the shape and seed.
-struct InputOptions {
-  std::string decay_schedule = "alibi";  // "alibi" (released code) or "paper" (Eq. 10), layer 0
-  bool decay_floor = false;              // Lion-s: a_t = ln(sigma(z_t) + 1e-7), docs/lion.md §2.2
-  double gate_temperature = 8;  // GSA's damping tau: alpha = sigma(z)^(1/tau), docs/gsa.md §3.7
-};
 
 // What a call allocates beyond its inputs and outputs.
 enum class MemoryKind {
@@ -155,6 +194,7 @@ struct Form {
   std::string description;
   Direction direction;
   std::vector<Param> params;
+  std::vector<OptionSpec> options;  // in the order the row's variant shows them
   std::vector<TensorSpec>
       tensors;  // read and written by a call, in the order bench list shows them
   MemoryKind memory;
@@ -171,8 +211,6 @@ struct Form {
   bool causal() const { return direction == Direction::causal; }
   // Whether it writes gradients (a forward+backward form: it reads d_o too).
   bool backward() const;
-  // Whether one of its inputs is drawn so (variant_of shows the draw's options).
-  bool draws(Draw d) const;
   // The kernel on Exec in precision P; null when the form does not run in P.
   template <class Exec, class P>
   RunFn<Exec, P> runner() const {
@@ -227,10 +265,16 @@ RunnerTable runners_of() {
 
 // The form's options beyond the shape, for result rows: e.g. "mask-convention=B unscaled",
 // "decay-schedule=paper"; empty when the form has none.
-std::string variant_of(const Form& form, const FormParams& params, const InputOptions& inputs);
+std::string variant_of(const Form& form, const FormParams& params);
 
 // Every family's forms (ATTN_FAMILIES in CMakeLists.txt: one file each under harness/forms/).
 const std::vector<Form>& forms();
 const Form* find_form(std::string_view name);
+
+// Every option the forms declare, once, in the order of forms(): one flag
+// each, so two forms declaring an option of the same name declare the same
+// option (throws std::logic_error otherwise).
+const std::vector<OptionSpec>& declared_options();
+const OptionSpec* find_option(std::string_view name);
 
 }  // namespace attn

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
+#include <string>
 
 #include "heads.hpp"
 
@@ -18,6 +20,15 @@ double dot(const Tensor& x, int b, int h, int i, const Tensor& y, int j) {
 double decay_mask(double rate, int t, int u) { return t >= u ? std::exp(-rate * (t - u)) : 0.0; }
 
 }  // namespace
+
+std::vector<double> lightning_decay_rates(int heads, const std::string& schedule) {
+  if (schedule != "alibi" && schedule != "paper")
+    throw std::invalid_argument("--decay-schedule: '" + schedule + "' is neither alibi nor paper");
+  std::vector<double> s(heads);
+  for (int h = 1; h <= heads; ++h)
+    s[h - 1] = schedule == "alibi" ? std::exp2(-8.0 * h / heads) : 8.0 * h / heads;
+  return s;
+}
 
 Tensor lightning_quadratic(const Tensor& q, const Tensor& k, const Tensor& v,
                            const std::vector<double>& decay_rate, const HeadList& heads) {

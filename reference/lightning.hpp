@@ -2,9 +2,16 @@
 // causal linear attention with a per-head decay lambda_h = exp(-s_h), no
 // normalisation: o_t = sum_{u<=t} lambda^(t-u) (q_t . k_u) v_u.
 #pragma once
+#include <string>
+
 #include "reference.hpp"
 
 namespace attn::ref {
+
+// The per-head decay rates s_h = -ln(lambda_h) of layer 0 (docs/lightning.md §1):
+// "alibi" (released code) s_h = 2^(-8h/H); "paper" (Eq. 10) s_h = 8h/H; h = 1..H.
+// Throws std::invalid_argument for another schedule.
+std::vector<double> lightning_decay_rates(int heads, const std::string& schedule);
 
 // R1: the dense masked form O = [(Q K^T) . D] V, D_tu = lambda^(t-u) (t >= u).
 Tensor lightning_quadratic(const Tensor& q, const Tensor& k, const Tensor& v,

@@ -4,6 +4,7 @@
 #include "gsa.hpp"
 #include "gsa/chunk.hpp"
 #include "gsa/recurrent.hpp"
+#include "inputs.hpp"
 #include "registry.hpp"
 
 namespace attn {
@@ -83,27 +84,40 @@ Cost chunk_cost(const Shape& s, const FormParams& p, std::size_t scalar_bytes) {
 
 std::string test_vectors(const FormParams&) { return "gsa_"; }
 
+const OptionSpec gate_temperature = number_option(
+    "gate-temperature", 8,
+    "GSA: forget gates alpha = sigmoid(z)^(1/tau), z ~ N(0,1); tau (docs/gsa.md §3.7)");
+
+// g = ln sigma(z) / tau per token and slot (§3.7).
+const Draw log_gate_draw{"log-gate", [](ref::Tensor& x, const OptionValues& options) {
+                           const double tau = options.number("gate-temperature");
+                           if (!(tau > 0))
+                             throw std::invalid_argument("the gate temperature must be positive");
+                           for_each_element(x, [tau](double g) { return log_sigmoid(g) / tau; });
+                         }};
+
 }  // namespace
 
 std::vector<Form> gsa_forms() {
   const std::vector<Param> slots{Param::slots}, chunked{Param::chunk, Param::slots};
+  const std::vector<OptionSpec> options{gate_temperature};
   // The per-slot log forget gates g, [B, H, L, m] (§3.7), differentiated by the backward (dg).
   const std::vector<TensorSpec> forward =
-      attention_tensors(Draw::normal, {{"log_gate",
-                                        {Size::batch, Size::heads, Size::seq, Size::slots},
-                                        Role::input,
-                                        Draw::log_gate,
-                                        7}});
+      attention_tensors(normal_draw, {{"log_gate",
+                                       {Size::batch, Size::heads, Size::seq, Size::slots},
+                                       Role::input,
+                                       &log_gate_draw,
+                                       7}});
   return {
       {"gsa/recurrent", "gsa", "token-by-token slot memories (Eq. 6), query scale 1, --slots = m",
-       Direction::causal, slots, forward, MemoryKind::linear, runners_of<GsaRecurrent>(),
+       Direction::causal, slots, options, forward, MemoryKind::linear, runners_of<GsaRecurrent>(),
        &forward_reference, &recurrent_cost, &test_vectors},
       {"gsa/chunk", "gsa", "two gated chunkwise passes with sub-chunks of 16 (Alg. 1, §3.4-3.5)",
-       Direction::causal, chunked, forward, MemoryKind::linear, runners_of<GsaChunk>(),
+       Direction::causal, chunked, options, forward, MemoryKind::linear, runners_of<GsaChunk>(),
        &forward_reference, &chunk_cost<false>, &test_vectors},
       {"gsa/chunk_fwd_bwd", "gsa",
        "chunk forward, then dq, dk, dv and the log-gate gradient (§3.6)", Direction::causal,
-       chunked, with_gradients(forward, {"log_gate"}), MemoryKind::linear,
+       chunked, options, with_gradients(forward, {"log_gate"}), MemoryKind::linear,
        runners_of<GsaChunkForwardBackward>(), &forward_backward_reference, &chunk_cost<true>,
        &test_vectors},
   };

@@ -2,6 +2,7 @@
 // with a per-head decay, forward and forward+backward, and the materialised
 // "vanilla" form it is measured against (the paper's Fig. 4).
 #include "lightning.hpp"
+#include "inputs.hpp"
 #include "lightning/block.hpp"
 #include "lightning/vanilla.hpp"
 #include "registry.hpp"
@@ -83,28 +84,41 @@ Cost vanilla_cost(const Shape& s, const FormParams&, std::size_t scalar_bytes) {
 
 std::string test_vectors(const FormParams&) { return "lightning_"; }
 
+const OptionSpec decay_schedule = choice_option(
+    "decay-schedule", {"alibi", "paper"},
+    "Lightning's per-head decay: alibi (released code, s_h = 2^(-8h/H)) or paper (Eq. 10, s_h = "
+    "8h/H)");
+
+// Per head, the schedule's rates (docs/lightning.md §1); z is not read.
+const Draw schedule_draw{"decay-schedule", [](ref::Tensor& x, const OptionValues& options) {
+                           x.data =
+                               ref::lightning_decay_rates(x.heads, options.word("decay-schedule"));
+                         }};
+
 }  // namespace
 
 std::vector<Form> lightning_forms() {
   const std::vector<Param> block{Param::chunk};
+  const std::vector<OptionSpec> options{decay_schedule};
   // Per-head decay rates s_h, [H], from the schedule (--decay-schedule); not differentiated.
-  const std::vector<TensorSpec> forward = attention_tensors(
-      Draw::normal, {{"decay_rate", {Size::heads}, Role::input, Draw::decay_schedule}});
+  const std::vector<TensorSpec> forward =
+      attention_tensors(normal_draw, {{"decay_rate", {Size::heads}, Role::input, &schedule_draw}});
   const std::vector<TensorSpec> forward_backward = with_gradients(forward);
   return {
       {"lightning/fwd", "lightning",
        "block-tiled causal linear attention with decay (Alg 5), --chunk = block", Direction::causal,
-       block, forward, MemoryKind::chunk_states, runners_of<LightningForward>(), &forward_reference,
-       &block_cost<false>, &test_vectors},
+       block, options, forward, MemoryKind::chunk_states, runners_of<LightningForward>(),
+       &forward_reference, &block_cost<false>, &test_vectors},
       {"lightning/fwd_bwd", "lightning",
        "forward, then dq, dk, dv in three block-tiled sweeps (Alg 6)", Direction::causal, block,
-       forward_backward, MemoryKind::chunk_states, runners_of<LightningForwardBackward>(),
+       options, forward_backward, MemoryKind::chunk_states, runners_of<LightningForwardBackward>(),
        &forward_backward_reference, &block_cost<true>, &test_vectors},
       {"lightning/vanilla_fwd",
        "lightning",
        "materialised [(QK^T) . D] V, O(L^2) memory (Fig. 4's Vanilla)",
        Direction::causal,
        {},
+       options,
        forward,
        MemoryKind::quadratic,
        runners_of<VanillaForward>(),
@@ -116,6 +130,7 @@ std::vector<Form> lightning_forms() {
        "materialised forward and backward, O(L^2) memory",
        Direction::causal,
        {},
+       options,
        forward_backward,
        MemoryKind::quadratic,
        runners_of<VanillaForwardBackward>(),

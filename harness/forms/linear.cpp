@@ -1,4 +1,5 @@
 // Causal linear attention (Katharopoulos et al. 2020) in its three forms.
+#include "inputs.hpp"
 #include "linear/chunk.hpp"
 #include "linear/parallel.hpp"
 #include "linear/recurrent.hpp"
@@ -60,15 +61,24 @@ Cost chunk_cost(const Shape& s, const FormParams& p, std::size_t scalar_bytes) {
 
 std::string test_vectors(const FormParams&) { return "linear_causal_"; }
 
+// elu(z) + 1 per row: positive features (Katharopoulos et al.).
+const Draw positive_features{"positive-features", [](ref::Tensor& x, const OptionValues&) {
+                               for_each_row(x, [](double* row, int d) {
+                                 for (int c = 0; c < d; ++c)
+                                   row[c] = row[c] > 0 ? row[c] + 1 : std::exp(row[c]);
+                               });
+                             }};
+
 }  // namespace
 
 std::vector<Form> linear_forms() {
-  const std::vector<TensorSpec> tensors = attention_tensors(Draw::positive_features);
+  const std::vector<TensorSpec> tensors = attention_tensors(positive_features);
   return {
       {"linear/parallel",
        "linear",
        "masked quadratic form (QK^T . M)V / rowsum, tiled, O(Ld) memory",
        Direction::causal,
+       {},
        {},
        tensors,
        MemoryKind::io_only,
@@ -81,6 +91,7 @@ std::vector<Form> linear_forms() {
        "token-by-token state recurrence S_t = S_{t-1} + k_t v_t^T",
        Direction::causal,
        {},
+       {},
        tensors,
        MemoryKind::io_only,
        runners_of<LinearRecurrent>(),
@@ -92,6 +103,7 @@ std::vector<Form> linear_forms() {
        "chunkwise: state between chunks, masked quadratic inside",
        Direction::causal,
        {Param::chunk},
+       {},
        tensors,
        MemoryKind::chunk_states,
        runners_of<LinearChunk>(),

@@ -3,6 +3,7 @@
 // measured form, O(L^2) memory), tiled attention (ours, O(L d)), the
 // bidirectional RNN of Theorem 3.3 and Lion Chunk (§3.3).
 #include "lion.hpp"
+#include "inputs.hpp"
 #include "lion/attention.hpp"
 #include "lion/chunk.hpp"
 #include "lion/materialised.hpp"
@@ -12,10 +13,46 @@
 namespace attn {
 namespace {
 
+const OptionSpec mask_convention = choice_option(
+    "mask-convention", {"A", "B"},
+    "Lion-s mask convention (docs/lion.md §2.3): A (the paper's Eq. 17) or B (the released code)");
+const OptionSpec unscaled =
+    switch_option("unscaled", "LION: the non-scaled form (QK^T . M)V instead of Scale(QK^T . M)V");
+const OptionSpec decay_floor = switch_option(
+    "decay-floor", "Lion-s: draw log-decays as ln(sigmoid(z) + 1e-7), the released code's floor");
+
+// Read by every variant (Lion-lit and Lion-d ignore the convention, as their kernels do).
+char mask_convention_of(const FormParams& p) { return p.options.word(mask_convention.name)[0]; }
+bool scaled(const FormParams& p) { return !p.options.switch_on(unscaled.name); }
+
 template <LionVariant V>
 LionOptions options_of(const FormParams& p) {
-  return {V, p.mask_convention, p.scaled};
+  return {V, mask_convention_of(p), scaled(p)};
 }
+
+// (SiLU(z) + 0.5) / ||SiLU(z) + 0.5|| per row: LION's q and k (§2.1); every
+// entry >= 0.2215 before normalising.
+const Draw normalised_silu{"normalised-silu", [](ref::Tensor& x, const OptionValues&) {
+                             for_each_row(x, [](double* row, int d) {
+                               double norm2 = 0;
+                               for (int c = 0; c < d; ++c) {
+                                 row[c] = row[c] / (1 + std::exp(-row[c])) + 0.5;
+                                 norm2 += row[c] * row[c];
+                               }
+                               const double inv = 1 / std::sqrt(norm2);
+                               for (int c = 0; c < d; ++c) row[c] *= inv;
+                             });
+                           }};
+// Lion-d's per-head s_h = -ln sigma(z_h) (§2.2).
+const Draw decay_random{"decay-random", [](ref::Tensor& x, const OptionValues&) {
+                          for_each_element(x, [](double z) { return -log_sigmoid(z); });
+                        }};
+// Lion-s's per-token a_t = ln sigma(z_t) (§2.2), or with --decay-floor ln(sigma(z_t) + 1e-7).
+const Draw log_decay{"log-decay", [](ref::Tensor& x, const OptionValues& options) {
+                       for_each_element(x, [floor = options.switch_on(decay_floor.name)](double a) {
+                         return floor ? std::log(std::exp(log_sigmoid(a)) + 1e-7) : log_sigmoid(a);
+                       });
+                     }};
 
 template <LionVariant V>
 struct Materialised {
@@ -54,7 +91,7 @@ struct Chunk {
 template <ref::LionVariant V>
 ref::Outputs lion_reference(const ref::Problem& p, const FormParams& params,
                             const ref::HeadList& heads) {
-  const ref::LionSpec spec{V, params.mask_convention, params.scaled};
+  const ref::LionSpec spec{V, mask_convention_of(params), scaled(params)};
   return ref::output_only(
       ref::lion_attention(p.q, p.k, p.v, p.decay_rate, p.log_decay, spec, heads));
 }
@@ -92,11 +129,11 @@ template <LionVariant V>
 std::string test_vectors(const FormParams& p) {
   switch (V) {
     case LionVariant::lit:
-      return p.scaled ? "lion_lit_" : "";
+      return scaled(p) ? "lion_lit_" : "";
     case LionVariant::d:
-      return p.scaled ? "lion_d_scaled_" : "lion_d_unscaled_";
+      return scaled(p) ? "lion_d_scaled_" : "lion_d_unscaled_";
     case LionVariant::s:
-      return p.scaled ? std::string("lion_s_") + p.mask_convention + "_" : "";
+      return scaled(p) ? std::string("lion_s_") + mask_convention_of(p) + "_" : "";
   }
   return "";
 }
@@ -104,10 +141,10 @@ std::string test_vectors(const FormParams& p) {
 template <LionVariant V, ref::LionVariant R>
 std::vector<Form> variant_forms(const std::string& family, std::vector<TensorSpec> decay,
                                 const char* what) {
-  std::vector<Param> params{Param::scaled};
-  if (V == LionVariant::s) params.push_back(Param::mask_convention);
-  std::vector<Param> chunked = params;
-  chunked.insert(chunked.begin(), Param::chunk);
+  // The variant shows them in this order: "mask-convention=B unscaled decay-floor".
+  const std::vector<OptionSpec> options = V == LionVariant::s
+                                              ? std::vector{mask_convention, unscaled, decay_floor}
+                                              : std::vector{unscaled};
   // Lion-s forms keep fp64 prefix sums of the log-decays: O(L) temporaries.
   const MemoryKind tiled_memory = V == LionVariant::s ? MemoryKind::linear : MemoryKind::io_only;
   const auto form = [&](const char* name, const std::string& description, std::vector<Param> p,
@@ -118,7 +155,8 @@ std::vector<Form> variant_forms(const std::string& family, std::vector<TensorSpe
                 description,
                 Direction::bidirectional,
                 std::move(p),
-                attention_tensors(Draw::normalised_silu, decay),
+                options,
+                attention_tensors(normalised_silu, decay),
                 memory,
                 runners,
                 &lion_reference<R>,
@@ -127,19 +165,19 @@ std::vector<Form> variant_forms(const std::string& family, std::vector<TensorSpe
   };
   return {
       form("materialised",
-           std::string(what) + ": Scale(QK^T . M) V with the L x L scores in memory (Eq. 16)",
-           params, MemoryKind::quadratic, runners_of<Materialised<V>>(), &materialised_cost),
+           std::string(what) + ": Scale(QK^T . M) V with the L x L scores in memory (Eq. 16)", {},
+           MemoryKind::quadratic, runners_of<Materialised<V>>(), &materialised_cost),
       form("attention",
-           std::string(what) + ": the same, tiled: never materialises L x L, O(Ld) memory", params,
+           std::string(what) + ": the same, tiled: never materialises L x L, O(Ld) memory", {},
            tiled_memory, runners_of<Tiled<V>>(), &attention_cost),
       form("rnn",
            std::string(what) +
                ": bidirectional RNN, concurrent forward/backward sweeps (Theorem 3.3)",
-           params, MemoryKind::linear, runners_of<Rnn<V>>(), &rnn_cost),
+           {}, MemoryKind::linear, runners_of<Rnn<V>>(), &rnn_cost),
       form("chunk",
            std::string(what) +
                ": Lion Chunk, parallel over query chunks, loop over key chunks (3.3)",
-           chunked, tiled_memory, runners_of<Chunk<V>>(), &attention_cost),
+           {Param::chunk}, tiled_memory, runners_of<Chunk<V>>(), &attention_cost),
   };
 }
 
@@ -148,9 +186,9 @@ std::vector<Form> variant_forms(const std::string& family, std::vector<TensorSpe
 std::vector<Form> lion_forms() {
   std::vector<Form> all;
   // Lion-d's decay rates s_h, [H], and Lion-s's log-decays a_t, [B, H, L] (docs/lion.md §2.2).
-  const TensorSpec per_head{"decay_rate", {Size::heads}, Role::input, Draw::decay_random, 4};
+  const TensorSpec per_head{"decay_rate", {Size::heads}, Role::input, &decay_random, 4};
   const TensorSpec per_token{
-      "log_decay", {Size::batch, Size::heads, Size::seq}, Role::input, Draw::log_decay, 5};
+      "log_decay", {Size::batch, Size::heads, Size::seq}, Role::input, &log_decay, 5};
   for (auto family :
        {variant_forms<LionVariant::lit, ref::LionVariant::lit>("lion-lit", {}, "Lion-lit"),
         variant_forms<LionVariant::d, ref::LionVariant::d>("lion-d", {per_head},

@@ -49,7 +49,7 @@ TEMPLATE_LIST_TEST_CASE(
                     << (tensor_cores ? "" : ", portable") << ", B=" << s.batch << " H=" << s.heads
                     << " L=" << s.seq << " dk=" << s.dk << " dv=" << s.dv << " chunk=" << c.chunk
                     << ", state segments " << segments << ", seed " << seed);
-          const HostProblem p = random_problem(s, form, seed, {}, params);
+          const HostProblem p = random_problem(s, form, seed, params);
           check_close<P>(run_form<Exec, P>(form, p, params), form.reference(p, params, {}));
           ++ran;
         }

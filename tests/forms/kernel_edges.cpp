@@ -23,7 +23,7 @@ TEMPLATE_LIST_TEST_CASE("bad arguments are refused with a clear error", "[forms]
     ++ran;
     INFO(form.name);
     FormParams params = params_for(form, 4, 3);
-    const HostProblem p = random_problem({1, 1, 8, 4, 4}, form, test_seed(), {}, params);
+    const HostProblem p = random_problem({1, 1, 8, 4, 4}, form, test_seed(), params);
     Inputs<Exec, T> x = upload<Exec, T>(p);
     const auto run = form.runner<Exec, P>();
     if (form.takes(Param::chunk)) {
@@ -71,7 +71,7 @@ TEMPLATE_LIST_TEST_CASE("every form allocates what its memory kind says, no more
     ++ran;
     INFO(form.name);
     const FormParams params = params_for(form, 64, 4);
-    const HostProblem p = random_problem(s, form, test_seed(), {}, params);
+    const HostProblem p = random_problem(s, form, test_seed(), params);
     const Inputs<Exec, T> x = upload<Exec, T>(p);
     const std::size_t io = (form.backward() ? 2 : 1) * sizeof(T) * 2 * 300 * 2 * (32 + 16);
     CHECK(memory::live(space) >= io);  // the hooks see the inputs and outputs

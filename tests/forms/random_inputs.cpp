@@ -41,7 +41,7 @@ TEMPLATE_LIST_TEST_CASE("every form matches its fp64 reference and its siblings"
       FormParams params;
       params.chunk = form.takes(Param::chunk) ? c.chunk : 0;
       params.slots = form.takes(Param::slots) ? c.slots : 0;
-      const HostProblem p = random_problem(s, form, seed, {}, params);
+      const HostProblem p = random_problem(s, form, seed, params);
       INFO(form.name << " on " << backend_name<Exec>() << " in " << precision_name<P>()
                      << ", B=" << s.batch << " H=" << s.heads << " L=" << s.seq << " dk=" << s.dk
                      << " dv=" << s.dv << " chunk=" << params.chunk << " slots=" << params.slots
@@ -49,7 +49,7 @@ TEMPLATE_LIST_TEST_CASE("every form matches its fp64 reference and its siblings"
       const ref::Outputs got = run_form<Exec, P>(form, p, params);
       check_close<P>(got, form.reference(p, params, {}));
       const std::string key =
-          form.family + (form.causal() ? "/causal" : "/full") + variant_of(form, params, {});
+          form.family + (form.causal() ? "/causal" : "/full") + variant_of(form, params);
       if (auto it = first_output.find(key); it != first_output.end())
         check_close<P>(got.o, it->second);
       else

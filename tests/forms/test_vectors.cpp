@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <map>
+#include <set>
 
 #include "forms/check.hpp"
 
@@ -82,21 +83,29 @@ std::vector<VectorCase> read_cases() {
   return cases;
 }
 
-// The parameter sets a form is tried with: its option values, crossed.
+// The parameter sets a form is tried with: every value of its switches and
+// choices, crossed, each set whose vectors (Form::test_vectors) another set
+// has not already named.
 std::vector<FormParams> option_sets(const Form& form, int chunk) {
   std::vector<FormParams> sets(1);
   sets[0].chunk = chunk;
-  if (form.takes(Param::scaled)) {
-    sets.push_back(sets[0]);
-    sets.back().scaled = false;
+  for (const OptionSpec& option : form.options) {
+    std::vector<OptionValue> values;
+    if (option.kind == OptionSpec::Kind::switch_) values = {false, true};
+    for (const std::string& word : option.choices) values.push_back(word);
+    std::vector<FormParams> crossed;
+    for (const FormParams& set : sets)
+      for (const OptionValue& value : values) {
+        crossed.push_back(set);
+        crossed.back().options.set(option.name, value);
+      }
+    if (!values.empty()) sets = crossed;
   }
-  if (form.takes(Param::mask_convention)) {
-    for (std::size_t i = 0, n = sets.size(); i < n; ++i) {
-      sets.push_back(sets[i]);
-      sets.back().mask_convention = 'B';
-    }
-  }
-  return sets;
+  std::vector<FormParams> distinct;
+  std::set<std::string> prefixes;
+  for (const FormParams& set : sets)
+    if (prefixes.insert(form.test_vectors(set)).second) distinct.push_back(set);
+  return distinct;
 }
 
 // The slot count is the vectors' own: the last axis of the input the form
@@ -160,7 +169,7 @@ TEST_CASE("the fp64 references reproduce the independent vectors", "[vectors][re
         if (!starts_with(c.name, form.test_vectors(params))) continue;
         ++matched;
         INFO(c.name << " through the reference of " << form.name << " "
-                    << variant_of(form, params, {}));
+                    << variant_of(form, params));
         const ref::Outputs got =
             form.reference(inputs_for(form, c), with_slots_of(form, c, params), {});
         check_close<double>(got, outputs_to_check(form, c, got));
@@ -187,7 +196,7 @@ TEMPLATE_LIST_TEST_CASE("every form reproduces the independent vectors", "[vecto
         for (const auto& c : cases) {
           if (!starts_with(c.name, form.test_vectors(params))) continue;
           ++matched;
-          INFO(c.name << " through " << form.name << " " << variant_of(form, params, {}) << " on "
+          INFO(c.name << " through " << form.name << " " << variant_of(form, params) << " on "
                       << backend_name<Exec>() << " in " << precision_name<P>() << ", chunk "
                       << chunk);
           const ref::Outputs got =

@@ -20,7 +20,7 @@ HostProblem problem_with_gates(const Shape& s, const Form& form, int slots, std:
                                Gate gate) {
   FormParams params;
   params.slots = slots;
-  HostProblem p = random_problem(s, form, seed, {}, params);
+  HostProblem p = random_problem(s, form, seed, params);
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<double> uniform(0, 1);
   for (double& g : p.log_gate.data) g = gate(uniform(rng));
@@ -42,7 +42,7 @@ TEST_CASE("the GSA references agree: recurrent (Eq. 6) and materialised (§3.3)"
     INFO("L=" << c.shape.seq << " m=" << c.slots << ", seed " << seed);
     FormParams params;
     params.slots = c.slots;
-    const HostProblem p = random_problem(c.shape, form, seed, {}, params);
+    const HostProblem p = random_problem(c.shape, form, seed, params);
     check_close<double>(ref::gsa_recurrent(p.q, p.k, p.v, p.log_gate),
                         ref::gsa_materialised(p.q, p.k, p.v, p.log_gate));
   }
@@ -56,7 +56,7 @@ TEST_CASE("the GSA reference gradients match central finite differences",
   FormParams params;
   params.slots = 3;
   const Form& form = form_named("gsa/chunk_fwd_bwd");
-  check_reference_gradients(form, random_problem(s, form, seed, {}, params), params);
+  check_reference_gradients(form, random_problem(s, form, seed, params), params);
 }
 
 TEMPLATE_LIST_TEST_CASE("GSA forms at the gate extremes and with many slots", "[gsa][forms]",
@@ -135,7 +135,7 @@ TEMPLATE_LIST_TEST_CASE("GSA chunk forms on every tile path", "[gsa][forms][tile
     if (!form.supports<P>()) continue;
     for (const Case& c : cases) {
       const FormParams params = params_for(form, c.chunk, c.slots);
-      const HostProblem p = random_problem(c.shape, form, seed, {}, params);
+      const HostProblem p = random_problem(c.shape, form, seed, params);
       const ref::Outputs want = form.reference(p, params, {});
       for_each_tile_path<Exec>([&](bool tensor_cores) {
         // The tensor-core state walk: as the device's size chooses, one walk

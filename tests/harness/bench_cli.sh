@@ -241,8 +241,13 @@ forms_text=$("$bench" list 2>/dev/null | tail -n +2 | awk '{print $1}' | tr '\n'
 forms_json=$("$bench" list --format json | /usr/bin/python3 -c '
 import json, sys
 forms = json.load(sys.stdin)
-assert all(set(f) == {"name", "family", "causal", "params", "precisions", "tensors", "description"} for f in forms)
+assert all(set(f) == {"name", "family", "causal", "params", "options", "precisions", "tensors", "description"} for f in forms)
 assert all(isinstance(f["causal"], bool) and isinstance(f["params"], list) for f in forms)
+# Every declared option: its help, its kind, and its name among the params (and in the table).
+for f in forms:
+    for o in f["options"]:
+        assert set(o) == {"name", "kind", "default", "choices", "help"} and o["help"], (f["name"], o)
+        assert o["kind"] in ("switch", "choice", "number") and o["name"] in f["params"], (f["name"], o)
 # Every form declares q, k, v and o; an input has a draw, an output or a gradient none.
 for f in forms:
     names = [t["name"] for t in f["tensors"]]
@@ -253,6 +258,17 @@ print(" ".join(f["name"] for f in forms), end=" ")' 2>&1)
 if [ "$forms_json" != "$forms_text" ]; then echo "FAIL: list --format json: '$forms_json', the table: '$forms_text'"; failures=$((failures + 1))
 else echo "ok: bench list --format json: $(wc -w <<<"$forms_json") forms, as the table"
 fi
+# Every option a form declares is a flag of bench sweep with its help, and a word of bench list's table.
+sweep_help=$("$bench" sweep --help)
+list_text=$("$bench" list)
+for option in $("$bench" list --format json | /usr/bin/python3 -c '
+import json, sys
+print(" ".join(sorted({o["name"] for f in json.load(sys.stdin) for o in f["options"]})))'); do
+  if ! grep -q -- "--$option " <<<"$sweep_help" || ! grep -q -- "$option" <<<"$list_text"; then
+    echo "FAIL: the declared option $option is missing from bench sweep --help or bench list"; failures=$((failures + 1))
+  else echo "ok: the declared option --$option in bench sweep --help and bench list"
+  fi
+done
 expect_error "--format 'yaml': expected text or json" list --format yaml
 expect_error "unrecognised option '--bogus'" list --bogus
 # bench export: tiny.h5's rows, every column of its table with a header, read back by Python's parsers.

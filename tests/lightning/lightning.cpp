@@ -69,7 +69,7 @@ TEST_CASE("lightning: the quadratic and recurrent fp64 references agree",
     for (const char* schedule : {"alibi", "paper"}) {
       INFO("L=" << s.seq << " H=" << s.heads << " schedule " << schedule << ", seed " << seed);
       const HostProblem p =
-          problem_with_rates(s, lightning_decay_rates(s.heads, schedule), false, seed);
+          problem_with_rates(s, ref::lightning_decay_rates(s.heads, schedule), false, seed);
       check_close<double>(ref::lightning_recurrent(p.q, p.k, p.v, p.decay_rate),
                           ref::lightning_quadratic(p.q, p.k, p.v, p.decay_rate));
     }
@@ -86,8 +86,8 @@ TEMPLATE_LIST_TEST_CASE(
   // lambda = 1 (no decay); the released code's slopes; the paper's fast decays
   // (s up to 8: lambda^256 = e^-2048 underflows); s = 50 (only the diagonal survives).
   const std::vector<std::vector<double>> rate_sets = {{0, 0, 0, 0},
-                                                      lightning_decay_rates(4, "alibi"),
-                                                      lightning_decay_rates(4, "paper"),
+                                                      ref::lightning_decay_rates(4, "alibi"),
+                                                      ref::lightning_decay_rates(4, "paper"),
                                                       {50, 8, 1e-7, 0}};
   for (const auto& rates : rate_sets) {
     const HostProblem p = problem_with_rates(s, rates, true, seed);
@@ -113,7 +113,7 @@ TEMPLATE_LIST_TEST_CASE("lightning: the accumulation probes of docs/lightning.md
   // dO zero but for one row: the last (reverse accumulation across every block
   // boundary), the first and last rows of a late block (boundary slips).
   for (int row : {69, 48, 63}) {
-    HostProblem p = problem_with_rates(s, lightning_decay_rates(2, "alibi"), true, seed);
+    HostProblem p = problem_with_rates(s, ref::lightning_decay_rates(2, "alibi"), true, seed);
     for (int t = 0; t < s.seq; ++t)
       if (t != row)
         for (int h = 0; h < s.heads; ++h)
@@ -143,7 +143,7 @@ TEST_CASE("lightning: mixing the two Lambda conventions (docs/lightning.md §4.6
           "[lightning][reference]") {
   const std::uint64_t seed = test_seed();
   const Shape s{2, 3, 37, 5, 4};
-  const HostProblem p = problem_with_rates(s, lightning_decay_rates(3, "alibi"), false, seed);
+  const HostProblem p = problem_with_rates(s, ref::lightning_decay_rates(3, "alibi"), false, seed);
   const ref::Tensor want = ref::lightning_quadratic(p.q, p.k, p.v, p.decay_rate);
   INFO("seed " << seed);
   for (int block : {4, 8, 16}) {

@@ -52,14 +52,13 @@ TEMPLATE_LIST_TEST_CASE("lion: every form equals both fp64 references under ever
           for (const Form* form : lion_family(family)) {
             FormParams params;
             params.chunk = form->takes(Param::chunk) ? c.chunk : 0;
-            params.mask_convention = convention;
-            params.scaled = scaled;
+            params.options.set("mask-convention", std::string(1, convention));
+            params.options.set("unscaled", !scaled);
             for_each_tile_path<Exec>([&](bool tensor_cores) {
-              INFO(form->name << " " << variant_of(*form, params, {}) << " on "
-                              << backend_name<Exec>() << " in " << precision_name<P>()
-                              << (tensor_cores ? "" : ", portable") << ", L=" << c.shape.seq
-                              << " dk=" << c.shape.dk << " dv=" << c.shape.dv
-                              << " chunk=" << c.chunk << ", seed " << seed);
+              INFO(form->name << " " << variant_of(*form, params) << " on " << backend_name<Exec>()
+                              << " in " << precision_name<P>() << (tensor_cores ? "" : ", portable")
+                              << ", L=" << c.shape.seq << " dk=" << c.shape.dk
+                              << " dv=" << c.shape.dv << " chunk=" << c.chunk << ", seed " << seed);
               check_close<P>(run_form<Exec, P>(*form, p, params).o, want);
             });
           }
@@ -102,7 +101,7 @@ TEMPLATE_LIST_TEST_CASE(
     }
   for (char convention : {'A', 'B'}) {
     FormParams params;
-    params.mask_convention = convention;
+    params.options.set("mask-convention", std::string(1, convention));
     const ref::Outputs from_rnn = run_form<Exec, P>(rnn, p, params);
     params.chunk = 64;
     const ref::Outputs from_chunk = run_form<Exec, P>(chunk, p, params);
