@@ -61,7 +61,7 @@ IndexedRows index_on(std::vector<ResultRow> rows, const std::vector<std::string>
   IndexedRows out;
   out.rows = std::move(rows);
   for (std::size_t i = 0; i < out.rows.size(); ++i) {
-    const PointKey key = key_of(out.rows[i], axes);
+    const PointKey key = key_on(out.rows[i], axes);
     if (out.index.insert_or_assign(key, i).second) out.order.push_back(key);
   }
   return out;

@@ -443,10 +443,17 @@ std::string PointKey::describe() const {
 }
 
 PointKey key_of(const ResultRow& r) {
-  return PointKey{r.form, r.variant, r.backend, r.precision, r.axes};
+  const std::vector<std::string> declared = axis_columns();
+  PointKey key{r.form, r.variant, r.backend, r.precision, {}};
+  for (const auto& name : declared)
+    if (const int value = r.axis(name)) key.axes.emplace_back(name, value);
+  for (const auto& [name, value] : r.axes)
+    if (value && std::find(declared.begin(), declared.end(), name) == declared.end())
+      key.axes.emplace_back(name, value);
+  return key;
 }
 
-PointKey key_of(const ResultRow& r, const std::vector<std::string>& axes) {
+PointKey key_on(const ResultRow& r, const std::vector<std::string>& axes) {
   PointKey key{r.form, r.variant, r.backend, r.precision, {}};
   for (const auto& name : axes) key.axes.emplace_back(name, r.axis(name));
   return key;

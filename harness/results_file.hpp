@@ -65,10 +65,15 @@ struct PointKey {
   // (an axis at 0, not a parameter of the form, left out)
   std::string describe() const;
 };
-// The row's key on all its axes, or on the named ones, in their order (`bench
-// compare` of two files matches on the axes both have).
+// The row's key: its axes in the declared order (swept_axes), then any other
+// of its axes in its order, an axis at 0 left out. So a row of an older file,
+// whose columns are in another order, or which has no column for an axis that
+// is 0 (not a parameter of the form, as `slots` before v3), has the key of the
+// same point planned now.
 PointKey key_of(const ResultRow& row);
-PointKey key_of(const ResultRow& row, const std::vector<std::string>& axes);
+// The row's key on the named axes only, in their order, 0 included: `bench
+// compare` matches two files on the axes both have.
+PointKey key_on(const ResultRow& row, const std::vector<std::string>& axes);
 
 // The axis columns of rows read from one file, whose rows all have its
 // columns: the first row's; none when there are no rows.

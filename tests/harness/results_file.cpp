@@ -304,9 +304,14 @@ TEST_CASE("point keys: identity without the measurement", "[harness][resume]") {
   ResultRow longer = a;
   longer.set_axis("seq", 4096);
   CHECK(attn::key_of(a).without("seq") == attn::key_of(longer).without("seq"));
-  CHECK(attn::key_of(a, {"seq", "chunk"}).describe() ==
+  CHECK(attn::key_on(a, {"seq", "chunk"}).describe() ==
         "linear/chunk float openmp seq=1024 chunk=64");
-  CHECK(attn::key_of(a, {"chunk"}) == attn::key_of(longer, {"chunk"}));
+  CHECK(attn::key_on(a, {"chunk"}) == attn::key_on(longer, {"chunk"}));
+  // A row of an older file: its axes in the order of its columns, and no slots column (0: the
+  // form has no slots) is the same point.
+  ResultRow older = a;
+  older.axes = {{"batch", 1}, {"heads", 2}, {"seq", 1024}, {"dk", 16}, {"dv", 16}, {"chunk", 64}};
+  CHECK(attn::key_of(older) == attn::key_of(a));
 }
 
 TEST_CASE("a row's axis columns are the declared axes, in order", "[harness][hdf5][axes]") {
