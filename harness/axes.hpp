@@ -41,7 +41,9 @@ struct SweptAxis {
 // The sweep's axes in the grid's order, the last varying fastest: batch,
 // heads, dk, dv, seq, slots, chunk (innermost: its points share inputs and
 // reference). Result rows have one column per axis, in this order: an axis
-// added here is swept, written, read, compared, exported and plotted.
+// added here (its values in Sweep, its bench option) is swept, written, read,
+// resumed, compared, exported and plotted. The console's table and --dry-run
+// plan name their columns themselves (their output stays as it was).
 const std::vector<SweptAxis>& swept_axes();
 
 // The axis columns of the rows this build writes: swept_axes' names.
