@@ -4,6 +4,8 @@
 #include <limits>
 #include <stdexcept>
 
+#include "sweep.hpp"
+
 namespace attn {
 namespace {
 
@@ -82,6 +84,38 @@ Axis parse_axis(const std::string& name, const std::string& spec, long long mini
       bad(name, spec, "value " + std::to_string(x) + " is too large");
   }
   return axis;
+}
+
+const std::vector<SweptAxis>& swept_axes() {
+  static const std::vector<SweptAxis> axes{
+      {"batch", [](const Sweep& s) -> const Axis& { return s.batch; }, std::nullopt, "",
+       [](Shape& s, FormParams&, int v) { s.batch = v; },
+       [](const Shape& s, const FormParams&) { return s.batch; }},
+      {"heads", [](const Sweep& s) -> const Axis& { return s.heads; }, std::nullopt, "",
+       [](Shape& s, FormParams&, int v) { s.heads = v; },
+       [](const Shape& s, const FormParams&) { return s.heads; }},
+      {"dk", [](const Sweep& s) -> const Axis& { return s.dk; }, std::nullopt, "",
+       [](Shape& s, FormParams&, int v) { s.dk = v; },
+       [](const Shape& s, const FormParams&) { return s.dk; }},
+      {"dv", [](const Sweep& s) -> const Axis& { return s.dv; }, std::nullopt, "",
+       [](Shape& s, FormParams&, int v) { s.dv = v; },
+       [](const Shape& s, const FormParams&) { return s.dv; }},
+      {"seq", [](const Sweep& s) -> const Axis& { return s.seq; }, std::nullopt, "",
+       [](Shape& s, FormParams&, int v) { s.seq = v; },
+       [](const Shape& s, const FormParams&) { return s.seq; }},
+      {"slots", [](const Sweep& s) -> const Axis& { return s.slots; }, Param::slots, "has no slots",
+       [](Shape&, FormParams& p, int v) { p.slots = v; },
+       [](const Shape&, const FormParams& p) { return p.slots; }},
+      {"chunk", [](const Sweep& s) -> const Axis& { return s.chunk; }, Param::chunk,
+       "takes no chunk size", [](Shape&, FormParams& p, int v) { p.chunk = v; },
+       [](const Shape&, const FormParams& p) { return p.chunk; }}};
+  return axes;
+}
+
+std::vector<std::string> axis_columns() {
+  std::vector<std::string> names;
+  for (const auto& axis : swept_axes()) names.push_back(axis.name);
+  return names;
 }
 
 }  // namespace attn

@@ -1,14 +1,20 @@
 // Sweep axes as data: each axis is a name and its values, parsed from a
-// compact spec; the sweep is the product of the axes that apply to a form.
+// compact spec; the sweep is the product of the axes that apply to a form,
+// and each axis is a column of the result rows (swept_axes).
 //   "1k..128k"   powers-of-two steps: 1024, 2048, ..., 131072 (a..b: a, 2a, 4a, ... <= b)
 //   "1k..8k:1k"  linear steps: 1024, 2048, 3072, ..., 8192 (a..b:s: a, a + s, a + 2s, ... <= b)
 //   "1k,3k,5000" a list; k = 1024, m = 1024^2
 //   "64"         one value
 #pragma once
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "registry.hpp"
+
 namespace attn {
+
+struct Sweep;
 
 struct Axis {
   std::string name;
@@ -18,6 +24,30 @@ struct Axis {
 // Throws std::invalid_argument naming the axis and the offending text when a
 // spec is empty, malformed, reversed, or holds a value below `minimum`.
 Axis parse_axis(const std::string& name, const std::string& spec, long long minimum = 1);
+
+// A swept axis: its name (its bench option and its result column), the
+// sweep's values of it, the form parameter it is (none for the sizes every
+// form has), and where its value is in a point.
+struct SweptAxis {
+  const char* name;
+  const Axis& (*values)(const Sweep& sweep);
+  std::optional<Param> param;
+  const char*
+      not_taken;  // why a form without the parameter does not sweep it: "takes no chunk size"
+  void (*set)(Shape& shape, FormParams& params, int value);
+  int (*get)(const Shape& shape, const FormParams& params);
+};
+
+// The sweep's axes in the grid's order, the last varying fastest: batch,
+// heads, dk, dv, seq, slots, chunk (innermost: its points share inputs and
+// reference). Result rows have one column per axis, in this order: an axis
+// added here (its values in Sweep, its bench option) is swept, written, read,
+// resumed, compared, exported and plotted. The console's table and --dry-run
+// plan name their columns themselves (their output stays as it was).
+const std::vector<SweptAxis>& swept_axes();
+
+// The axis columns of the rows this build writes: swept_axes' names.
+std::vector<std::string> axis_columns();
 
 // Comma-separated words, trimmed; throws on an empty list or empty word.
 std::vector<std::string> split_list(const std::string& name, const std::string& spec);

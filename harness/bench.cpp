@@ -182,7 +182,8 @@ po::options_description compare_options() {
 }
 
 constexpr const char* compare_notes = R"(
-Points are matched by form, variant, backend, precision and shape. Each
+Points are matched by form, variant, backend, precision and the axis columns
+(batch, heads, seq, ...) both files have. Each
 difference of two points ok in both files is judged by the two-sided
 Mann-Whitney U test on their samples (as Google Benchmark's compare.py does):
 p < 0.05 is a significant change (slower or faster), otherwise "no significant

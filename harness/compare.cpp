@@ -15,7 +15,8 @@
 namespace attn {
 namespace {
 
-// A file's rows by point key, in file order; a key given twice keeps its last row.
+// A file's rows by point key (on the axes both files have), in file order; a
+// key given twice keeps its last row.
 struct IndexedRows {
   std::vector<ResultRow> rows;
   std::vector<PointKey> order;
@@ -35,15 +36,32 @@ std::string measured_by(const std::string& path) {
                      value("git_revision"));
 }
 
-IndexedRows read_indexed(const std::string& path) {
-  IndexedRows out;
+std::vector<ResultRow> read_rows(const std::string& path) {
   try {
-    out.rows = ResultFile::read(path);
+    return ResultFile::read(path);
   } catch (const std::exception& e) {
     throw std::invalid_argument(fmt::format("compare: {}", e.what()));
   }
+}
+
+// The axes points are matched on: A's that B has too (an axis one file lacks,
+// as `slots` in a v2 file, is not told apart), in A's order; all of one
+// file's when the other has no rows.
+std::vector<std::string> shared_axes(const std::vector<ResultRow>& a,
+                                     const std::vector<ResultRow>& b) {
+  const std::vector<std::string> in_a = axes_of(a), in_b = axes_of(b);
+  if (a.empty() || b.empty()) return a.empty() ? in_b : in_a;
+  std::vector<std::string> both;
+  for (const auto& name : in_a)
+    if (std::find(in_b.begin(), in_b.end(), name) != in_b.end()) both.push_back(name);
+  return both;
+}
+
+IndexedRows index_on(std::vector<ResultRow> rows, const std::vector<std::string>& axes) {
+  IndexedRows out;
+  out.rows = std::move(rows);
   for (std::size_t i = 0; i < out.rows.size(); ++i) {
-    const PointKey key = key_of(out.rows[i]);
+    const PointKey key = key_on(out.rows[i], axes);
     if (out.index.insert_or_assign(key, i).second) out.order.push_back(key);
   }
   return out;
@@ -129,8 +147,17 @@ void print_only_in(const std::string& path, const IndexedRows& rows, const Index
 
 int compare_result_files(const std::string& a_path, const std::string& b_path,
                          const CompareOptions& options) {
-  const IndexedRows a = read_indexed(a_path), b = read_indexed(b_path);
+  std::vector<ResultRow> a_rows = read_rows(a_path), b_rows = read_rows(b_path);
+  const std::vector<std::string> axes = shared_axes(a_rows, b_rows);
+  const IndexedRows a = index_on(std::move(a_rows), axes), b = index_on(std::move(b_rows), axes);
   const bool marking = options.threshold > 0;
+  // An axis's column: as wide as its name, or its largest values (L = 128k).
+  auto axis_cells = [&](auto&& cell_of) {
+    std::string cells;
+    for (std::size_t i = 0; i < axes.size(); ++i)
+      cells += fmt::format(" {:>{}}", cell_of(i), std::max<std::size_t>(axes[i].size(), 6));
+    return cells;
+  };
 
   fmt::print("A = {}\nB = {}\n", measured_by(a_path), measured_by(b_path));
   for (const auto& [path, rows] : {std::pair{&a_path, &a}, std::pair{&b_path, &b}})
@@ -140,11 +167,9 @@ int compare_result_files(const std::string& a_path, const std::string& b_path,
           "--threshold "
           "alone, not by a significance test\n",
           printable(*path));
-  fmt::print(
-      "\n{:<26} {:>6} {:>4} {:>4} {:>7} {:>5} {:>5} {:>6} {:>5} {:>11} {:>11} {:>8} {:>9} {:>6}  "
-      "{}\n",
-      "form", "prec", "B", "H", "L", "dk", "dv", "chunk", "slots", "A ms", "B ms", "B/A time",
-      "B/A peak", "p", "");
+  fmt::print("\n{:<26} {:>6}{} {:>11} {:>11} {:>8} {:>9} {:>6}  \n", "form", "prec",
+             axis_cells([&](std::size_t i) { return axes[i]; }), "A ms", "B ms", "B/A time",
+             "B/A peak", "p");
   std::vector<std::pair<std::string, std::string>> form_order;  // (form, precision) as first seen
   std::map<std::pair<std::string, std::string>, FormTotals> totals;
   int matched = 0, regressions = 0, slower = 0, faster = 0, unchanged = 0, untested = 0;
@@ -181,14 +206,11 @@ int compare_result_files(const std::string& a_path, const std::string& b_path,
     ++matched;
     regressions += verdict.regression;
 
-    fmt::print(
-        "{:<26} {:>6} {:>4} {:>4} {:>7} {:>5} {:>5} {:>6} {:>5} {:>11} {:>11} {:>8} {:>9} {:>6}  "
-        "{}{}\n",
-        key.form, key.precision, key.batch, key.heads, key.seq, key.dk, key.dv,
-        key.chunk ? std::to_string(key.chunk) : "-", key.slots ? std::to_string(key.slots) : "-",
-        time_text(ra), time_text(rb), ratio_text(time_ratio), ratio_text(peak_ratio),
-        std::isfinite(verdict.p) ? fmt::format("{:.3f}", verdict.p) : "-", verdict.mark,
-        key.variant.empty() ? "" : "  [" + key.variant + "]");
+    fmt::print("{:<26} {:>6}{} {:>11} {:>11} {:>8} {:>9} {:>6}  {}{}\n", key.form, key.precision,
+               axis_cells([&](std::size_t i) { return axis_text(key.axes[i].second); }),
+               time_text(ra), time_text(rb), ratio_text(time_ratio), ratio_text(peak_ratio),
+               std::isfinite(verdict.p) ? fmt::format("{:.3f}", verdict.p) : "-", verdict.mark,
+               key.variant.empty() ? "" : "  [" + key.variant + "]");
   }
   if (matched == 0) fmt::print("(no point is in both files)\n");
 

@@ -1,6 +1,6 @@
 // bench compare A.h5 B.h5: the points of two result files matched by their
-// PointKey, with B's time and peak memory relative to A's (B/A), per point and
-// as a geometric mean per form.
+// PointKey on the axis columns both files have, with B's time and peak memory relative to A's
+// (B/A), per point and as a geometric mean per form.
 #pragma once
 #include <string>
 

@@ -12,6 +12,7 @@
 
 #include "resume.hpp"
 #include "statistics.hpp"
+#include "text.hpp"
 
 namespace attn {
 
@@ -70,9 +71,9 @@ std::string table_row(const ResultRow& row) {
   return fmt::format(
       "{:<26} {:>6} {:>7} {:>5} {:>5} {:>6} {:>5} {:>7} {:>11.3f} {:>10.1f} {:>9.1f} {:>8.1f} "
       "{:>9}{}",
-      row.form, row.precision, row.seq, row.dk, row.dv, row.chunk ? std::to_string(row.chunk) : "-",
-      row.slots ? std::to_string(row.slots) : "-", row.status, row.time_median_s * 1e3,
-      row.peak_bytes / 1048576.0, row.gflops, row.gbps,
+      row.form, row.precision, row.axis("seq"), row.axis("dk"), row.axis("dv"),
+      axis_text(row.axis("chunk")), axis_text(row.axis("slots")), row.status,
+      row.time_median_s * 1e3, row.peak_bytes / 1048576.0, row.gflops, row.gbps,
       row.err_heads ? fmt::format("{:.1e}", row.rel_l2_err) : "-",
       row.note.empty() ? "" : "  (" + row.note + ")");
 }
@@ -89,7 +90,7 @@ void print_summary(const std::vector<ResultRow>& rows) {
     if (!by_form.count(id)) order.push_back(id);
     auto& s = by_form[id];
     ++s.statuses[r.status];
-    if (r.status == "ok") s.ok_times[r.seq].push_back(r.time_median_s);
+    if (r.status == "ok") s.ok_times[r.axis("seq")].push_back(r.time_median_s);
   }
   fmt::print("\n{:<26} {:>6} {:>5} {:>5} {:>7} {:>5} {:>8} {:>11} {:>8} {:>11}\n", "summary",
              "prec", "ok", "oom", "timeout", "error", "min L", "median ms", "max L", "median ms");
@@ -111,13 +112,13 @@ void print_summary(const std::vector<ResultRow>& rows) {
 }
 
 void print_unswept_axis_notes(const Sweep& sweep) {
-  const std::vector<SweptAxis> axes = swept_axes(sweep);
+  const std::vector<SweptAxis>& axes = swept_axes();
   for (const Form* form : sweep.forms)
     for (auto axis = axes.rbegin(); axis != axes.rend();
          ++axis)  // chunk's note before slots', as bench has always printed them
-      if (axis->param && !form->takes(*axis->param) && axis->axis.values.size() > 1)
+      if (axis->param && !form->takes(*axis->param) && axis->values(sweep).values.size() > 1)
         fmt::print("note: {} {}; --{} is not swept for it\n", form->name, axis->not_taken,
-                   axis->axis.name);
+                   axis->name);
 }
 
 void print_plan(const Sweep& sweep, const std::vector<Point>& points,
@@ -146,9 +147,10 @@ void print_plan(const Sweep& sweep, const std::vector<Point>& points,
       prediction = "?";
     }
     fmt::print("{:<26} {:>6} {:>4} {:>4} {:>7} {:>5} {:>5} {:>6} {:>5}  {:<22} {:>10}\n",
-               planned.form, planned.precision, planned.batch, planned.heads, planned.seq,
-               planned.dk, planned.dv, planned.chunk ? std::to_string(planned.chunk) : "-",
-               planned.slots ? std::to_string(planned.slots) : "-", held, prediction);
+               planned.form, planned.precision, planned.axis("batch"), planned.axis("heads"),
+               planned.axis("seq"), planned.axis("dk"), planned.axis("dv"),
+               axis_text(planned.axis("chunk")), axis_text(planned.axis("slots")), held,
+               prediction);
   }
   fmt::print(
       "\n{} points: {} already in {} (kept), {} to measure; predicted time {}{}\n", points.size(),

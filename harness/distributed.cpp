@@ -57,6 +57,10 @@ class Writer {
     put(std::uint64_t(v.size()));
     append(v.data(), v.size() * sizeof(double));
   }
+  void put(const AxisValues& axes) {
+    put(std::uint64_t(axes.size()));
+    for (const auto& [name, value] : axes) put(name), put(value);
+  }
   std::vector<char> bytes;
 
  private:
@@ -88,6 +92,12 @@ class Reader {
     v.resize(n);
     take(v.data(), n * sizeof(double));
   }
+  void get(AxisValues& axes) {
+    std::uint64_t n = 0;
+    get(n);
+    axes.resize(n);
+    for (auto& [name, value] : axes) get(name), get(value);
+  }
 
  private:
   void take(void* to, std::size_t n) {
@@ -106,9 +116,8 @@ void each_member(Stream& s, Row& r) {
   for (auto* text :
        {&r.form, &r.family, &r.backend, &r.precision, &r.status, &r.note, &r.variant, &r.revision})
     s.put_or_get(*text);
-  for (auto* number : {&r.batch, &r.heads, &r.seq, &r.dk, &r.dv, &r.chunk, &r.slots, &r.reps,
-                       &r.err_heads, &r.iterations})
-    s.put_or_get(*number);
+  s.put_or_get(r.axes);
+  for (auto* number : {&r.reps, &r.err_heads, &r.iterations}) s.put_or_get(*number);
   for (auto* number :
        {&r.time_median_s, &r.time_min_s, &r.time_max_s, &r.time_mean_s, &r.flops, &r.bytes,
         &r.gflops, &r.gbps, &r.max_abs_err, &r.rel_l2_err, &r.time_stddev_s})
@@ -268,9 +277,7 @@ std::vector<int> deal(const std::vector<ResultRow>& todo, const std::vector<doub
                       int ranks) {
   std::map<PointKey, std::vector<std::size_t>> series;
   for (std::size_t i = 0; i < todo.size(); ++i) {
-    PointKey key = key_of(todo[i]);
-    key.seq = 0;
-    series[key].push_back(i);
+    series[key_of(todo[i]).without("seq")].push_back(i);
   }
   struct Series {
     double seconds;

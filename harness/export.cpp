@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <stdexcept>
 #include <variant>
 
@@ -15,12 +16,13 @@ namespace {
 using Cell = std::variant<std::string, std::int64_t, double>;
 
 struct Column {
-  const char* name;
-  Cell (*get)(const ResultRow&);
+  std::string name;
+  std::function<Cell(const ResultRow&)> get;
 };
 
-// In the order of the HDF5 record (results_file.cpp); a test checks the names.
-const std::vector<Column>& columns() {
+// In the order of the HDF5 record (results_file.cpp): the identity columns,
+// the axes, the measurement columns; a test checks the names.
+std::vector<Column> columns_of(const std::vector<std::string>& axes) {
 #define ATTN_TEXT(f)                                   \
   Column {                                             \
 #f, [](const ResultRow& r) -> Cell { return r.f; } \
@@ -33,36 +35,18 @@ const std::vector<Column>& columns() {
   Column {                                             \
 #f, [](const ResultRow& r) -> Cell { return r.f; } \
   }
-  static const std::vector<Column> all{ATTN_TEXT(form),
-                                       ATTN_TEXT(family),
-                                       ATTN_TEXT(backend),
-                                       ATTN_TEXT(precision),
-                                       ATTN_TEXT(status),
-                                       ATTN_TEXT(note),
-                                       ATTN_TEXT(variant),
-                                       ATTN_INT(batch),
-                                       ATTN_INT(heads),
-                                       ATTN_INT(seq),
-                                       ATTN_INT(dk),
-                                       ATTN_INT(dv),
-                                       ATTN_INT(chunk),
-                                       ATTN_INT(slots),
-                                       ATTN_INT(reps),
-                                       ATTN_REAL(time_median_s),
-                                       ATTN_REAL(time_min_s),
-                                       ATTN_REAL(time_max_s),
-                                       ATTN_REAL(time_mean_s),
-                                       ATTN_INT(peak_bytes),
-                                       ATTN_REAL(flops),
-                                       ATTN_REAL(bytes),
-                                       ATTN_REAL(gflops),
-                                       ATTN_REAL(gbps),
-                                       ATTN_INT(err_heads),
-                                       ATTN_REAL(max_abs_err),
-                                       ATTN_REAL(rel_l2_err),
-                                       ATTN_TEXT(revision),
-                                       ATTN_REAL(time_stddev_s),
-                                       ATTN_INT(iterations)};
+  std::vector<Column> all{ATTN_TEXT(form),      ATTN_TEXT(family), ATTN_TEXT(backend),
+                          ATTN_TEXT(precision), ATTN_TEXT(status), ATTN_TEXT(note),
+                          ATTN_TEXT(variant)};
+  for (const auto& name : axes)
+    all.push_back(
+        {name, [name](const ResultRow& r) -> Cell { return std::int64_t(r.axis(name)); }});
+  for (auto& column :
+       {ATTN_INT(reps), ATTN_REAL(time_median_s), ATTN_REAL(time_min_s), ATTN_REAL(time_max_s),
+        ATTN_REAL(time_mean_s), ATTN_INT(peak_bytes), ATTN_REAL(flops), ATTN_REAL(bytes),
+        ATTN_REAL(gflops), ATTN_REAL(gbps), ATTN_INT(err_heads), ATTN_REAL(max_abs_err),
+        ATTN_REAL(rel_l2_err), ATTN_TEXT(revision), ATTN_REAL(time_stddev_s), ATTN_INT(iterations)})
+    all.push_back(column);
 #undef ATTN_TEXT
 #undef ATTN_INT
 #undef ATTN_REAL
@@ -97,21 +81,22 @@ ExportFormat export_format(const std::string& name) {
   throw std::invalid_argument("--format '" + name + "': expected csv, json or markdown");
 }
 
-std::vector<std::string> export_columns() {
+std::vector<std::string> export_columns(const std::vector<std::string>& axes) {
   std::vector<std::string> names;
-  for (const auto& c : columns()) names.push_back(c.name);
+  for (const auto& c : columns_of(axes)) names.push_back(c.name);
   return names;
 }
 
 std::string export_rows(const std::vector<ResultRow>& rows, ExportFormat format) {
+  const std::vector<Column> columns = columns_of(axes_of(rows));
   std::string out;
   if (format == ExportFormat::json) {
     out = "[";
     for (std::size_t i = 0; i < rows.size(); ++i) {
       out += i ? ",\n  {" : "\n  {";
-      for (std::size_t c = 0; c < columns().size(); ++c)
-        out += fmt::format("{}{}: {}", c ? ", " : "", json_string(columns()[c].name),
-                           render(columns()[c].get(rows[i]), format));
+      for (std::size_t c = 0; c < columns.size(); ++c)
+        out += fmt::format("{}{}: {}", c ? ", " : "", json_string(columns[c].name),
+                           render(columns[c].get(rows[i]), format));
       out += "}";
     }
     return out + (rows.empty() ? "]\n" : "\n]\n");
@@ -121,11 +106,11 @@ std::string export_rows(const std::vector<ResultRow>& rows, ExportFormat format)
                     last = markdown ? " |\n" : "\n";
   auto line = [&](auto&& cell_of) {
     out += first;
-    for (std::size_t c = 0; c < columns().size(); ++c)
-      out += (c ? between : "") + cell_of(columns()[c]);
+    for (std::size_t c = 0; c < columns.size(); ++c)
+      out += (c ? between : "") + cell_of(columns[c]);
     out += last;
   };
-  line([](const Column& c) { return std::string(c.name); });
+  line([](const Column& c) { return c.name; });
   if (markdown) line([](const Column&) { return std::string("---"); });
   for (const auto& row : rows) line([&](const Column& c) { return render(c.get(row), format); });
   return out;

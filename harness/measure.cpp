@@ -16,6 +16,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "axes.hpp"
 #include "common/workspace.hpp"
 #include "inputs.hpp"
 #include "memory.hpp"
@@ -138,12 +139,15 @@ class CacheFlush {
 };
 
 // The point's name in Google Benchmark's reports (and its JSON):
-// "form/precision/backend/B:1/H:8/L:1024/dk:64/dv:64[/chunk:64][/slots:64][/variant]".
+// "form/precision/backend/B:1/H:8/L:1024/dk:64/dv:64[/chunk:64][/slots:64][/variant]",
+// spelled as before the axes were named, so that Google Benchmark's
+// compare.py matches the points of older reports.
 std::string benchmark_name(const ResultRow& row) {
   std::string name = fmt::format("{}/{}/{}/B:{}/H:{}/L:{}/dk:{}/dv:{}", row.form, row.precision,
-                                 row.backend, row.batch, row.heads, row.seq, row.dk, row.dv);
-  if (row.chunk) name += fmt::format("/chunk:{}", row.chunk);
-  if (row.slots) name += fmt::format("/slots:{}", row.slots);
+                                 row.backend, row.axis("batch"), row.axis("heads"), row.axis("seq"),
+                                 row.axis("dk"), row.axis("dv"));
+  if (row.axis("chunk")) name += fmt::format("/chunk:{}", row.axis("chunk"));
+  if (row.axis("slots")) name += fmt::format("/slots:{}", row.axis("slots"));
   if (!row.variant.empty()) name += "/" + row.variant;
   return name;
 }
@@ -359,13 +363,7 @@ ResultRow point_row(const Form& form, const Shape& shape, const FormParams& para
   row.family = form.family;
   row.backend = backend;
   row.precision = precision;
-  row.batch = shape.batch;
-  row.heads = shape.heads;
-  row.seq = shape.seq;
-  row.dk = shape.dk;
-  row.dv = shape.dv;
-  row.chunk = params.chunk;
-  row.slots = params.slots;
+  for (const auto& axis : swept_axes()) row.axes.emplace_back(axis.name, axis.get(shape, params));
   row.variant = variant_of(form, params);
   const Cost cost = form.cost(shape, params, storage_bytes(precision));
   row.flops = cost.flops;

@@ -7,20 +7,8 @@
 
 namespace attn {
 
-std::vector<SweptAxis> swept_axes(const Sweep& sweep) {
-  return {{sweep.batch, std::nullopt, "", [](Shape& s, FormParams&, int v) { s.batch = v; }},
-          {sweep.heads, std::nullopt, "", [](Shape& s, FormParams&, int v) { s.heads = v; }},
-          {sweep.dk, std::nullopt, "", [](Shape& s, FormParams&, int v) { s.dk = v; }},
-          {sweep.dv, std::nullopt, "", [](Shape& s, FormParams&, int v) { s.dv = v; }},
-          {sweep.seq, std::nullopt, "", [](Shape& s, FormParams&, int v) { s.seq = v; }},
-          {sweep.slots, Param::slots, "has no slots",
-           [](Shape&, FormParams& p, int v) { p.slots = v; }},
-          {sweep.chunk, Param::chunk, "takes no chunk size",
-           [](Shape&, FormParams& p, int v) { p.chunk = v; }}};
-}
-
 std::vector<Point> plan_points(const Sweep& sweep, const std::string& backend) {
-  const std::vector<SweptAxis> axes = swept_axes(sweep);
+  const std::vector<SweptAxis>& axes = swept_axes();
   std::vector<Point> points;
   std::set<PointKey> seen;
   for (const auto& precision : sweep.precisions)
@@ -33,7 +21,7 @@ std::vector<Point> plan_points(const Sweep& sweep, const std::string& backend) {
         FormParams params = sweep.params;
         for (std::size_t i = 0; i < axes.size(); ++i) {
           const bool taken = !axes[i].param || form->takes(*axes[i].param);
-          axes[i].set(shape, params, taken ? int(axes[i].axis.values[at[i]]) : 0);
+          axes[i].set(shape, params, taken ? int(axes[i].values(sweep).values[at[i]]) : 0);
         }
         if (sweep.dv_follows_dk) shape.dv = shape.dk;
         ResultRow planned = point_row(*form, shape, params, backend, precision);
@@ -41,7 +29,7 @@ std::vector<Point> plan_points(const Sweep& sweep, const std::string& backend) {
           points.push_back({form, precision, shape, params, std::move(planned)});
         more = false;
         for (std::size_t i = axes.size(); i-- > 0 && !more;) {
-          more = ++at[i] < axes[i].axis.values.size();
+          more = ++at[i] < axes[i].values(sweep).values.size();
           if (!more) at[i] = 0;
         }
       }
@@ -67,25 +55,26 @@ bool is_final(const ResultRow& row) {
 void SeriesLimits::note(const ResultRow& row) {
   if (row.status == "ok") {
     auto [it, inserted] = largest_ok_.try_emplace(series_of(row), row);
-    if (!inserted && row.seq > it->second.seq) it->second = row;
+    if (!inserted && row.axis("seq") > it->second.axis("seq")) it->second = row;
   }
   if (row.status != "timeout" && row.status != "oom") return;
   auto [it, inserted] = lowest_failed_.try_emplace(series_of(row), row);
-  if (!inserted && row.seq < it->second.seq) it->second = row;
+  if (!inserted && row.axis("seq") < it->second.axis("seq")) it->second = row;
 }
 
 std::optional<ResultRow> SeriesLimits::skip(const ResultRow& planned) const {
   ResultRow row = planned;
   const auto failed = lowest_failed_.find(series_of(planned));
-  if (failed != lowest_failed_.end() && planned.seq > failed->second.seq) {
+  if (failed != lowest_failed_.end() && planned.axis("seq") > failed->second.axis("seq")) {
     row.status = failed->second.status;
     row.note = row.status == "timeout" ? "skipped: a shorter L timed out"
                                        : "skipped: a shorter L ran out of memory";
     return row;
   }
   const auto ok = largest_ok_.find(series_of(planned));
-  if (options_.point_timeout_s <= 0 || ok == largest_ok_.end() || planned.seq <= ok->second.seq ||
-      !(ok->second.flops > 0) || !(ok->second.time_median_s > 0))
+  if (options_.point_timeout_s <= 0 || ok == largest_ok_.end() ||
+      planned.axis("seq") <= ok->second.axis("seq") || !(ok->second.flops > 0) ||
+      !(ok->second.time_median_s > 0))
     return std::nullopt;
   const double per_call_s = ok->second.time_median_s * planned.flops / ok->second.flops;
   const double calls = options_.calls_per_point(per_call_s);
@@ -95,16 +84,12 @@ std::optional<ResultRow> SeriesLimits::skip(const ResultRow& planned) const {
       "skipped: {:g} calls predicted to take {:.3g} s (L={} took {:.3g} s a call; scaled by "
       "flops), "
       "past --point-timeout {:g} s",
-      calls, calls * per_call_s, ok->second.seq, ok->second.time_median_s,
+      calls, calls * per_call_s, ok->second.axis("seq"), ok->second.time_median_s,
       options_.point_timeout_s);
   return row;
 }
 
-PointKey SeriesLimits::series_of(const ResultRow& row) {
-  PointKey key = key_of(row);
-  key.seq = 0;
-  return key;
-}
+PointKey SeriesLimits::series_of(const ResultRow& row) { return key_of(row).without("seq"); }
 
 // --- EtaModel ------------------------------------------------------------------
 

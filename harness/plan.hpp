@@ -24,20 +24,6 @@ struct Point {
   ResultRow planned;  // identity (its PointKey) and cost model, before measuring
 };
 
-// A swept axis: the sweep's values of it, the form parameter it is (none for
-// the sizes every form has), and where a value goes in a point.
-struct SweptAxis {
-  const Axis& axis;
-  std::optional<Param> param;
-  const char*
-      not_taken;  // why a form without the parameter does not sweep it: "takes no chunk size"
-  void (*set)(Shape& shape, FormParams& params, int value);
-};
-
-// The sweep's axes in the grid's order, the last varying fastest: batch,
-// heads, dk, dv, seq, slots, chunk (innermost: its points share inputs and reference).
-std::vector<SweptAxis> swept_axes(const Sweep& sweep);
-
 // Every combination of the axes, once: a parameter a form does not take is 0
 // in its points, so the combinations that differ only there collapse into one;
 // dv takes dk's value when --dv is not given. A form is planned only in the

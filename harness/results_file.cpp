@@ -19,6 +19,7 @@
 #include <tuple>
 #include <type_traits>
 
+#include "axes.hpp"
 #include "registry.hpp"
 #include "text.hpp"
 
@@ -44,18 +45,20 @@ class Handle {
   herr_t (*close_)(hid_t);
 };
 
-// The columns of /points, in order: TEXT(name, width of the fixed-length
-// strings before v5) and NUMBER(name, C type, HDF5 type). Columns are only
-// ever added at the end, so that older columns keep their places: `revision`
-// in v4, `time_stddev_s` and `iterations` in v5 (`slots`, in v3, came before).
+// The fixed columns of /points: TEXT(name, width of the fixed-length strings
+// before v5) and NUMBER(name, C type, HDF5 type), the identity columns, then
+// the axis columns (one int per swept axis, from v6; batch to slots before),
+// then the measurement columns. Before v6 columns were only ever added at the
+// end, so that older columns kept their places: `revision` in v4,
+// `time_stddev_s` and `iterations` in v5 (`slots`, in v3, came before); HDF5
+// converts a table member by member, by name, so a column read is found
+// wherever it is.
 // clang-format off
-#define ATTN_COLUMNS(TEXT, NUMBER)                                                                \
+#define ATTN_IDENTITY_COLUMNS(TEXT, NUMBER)                                                       \
   TEXT(form, 48) TEXT(family, 16) TEXT(backend, 16) TEXT(precision, 8) TEXT(status, 16)          \
-  TEXT(note, 160) TEXT(variant, 64)                                                              \
-  NUMBER(batch, int, H5T_NATIVE_INT) NUMBER(heads, int, H5T_NATIVE_INT)                          \
-  NUMBER(seq, int, H5T_NATIVE_INT) NUMBER(dk, int, H5T_NATIVE_INT)                               \
-  NUMBER(dv, int, H5T_NATIVE_INT) NUMBER(chunk, int, H5T_NATIVE_INT)                             \
-  NUMBER(slots, int, H5T_NATIVE_INT) NUMBER(reps, int, H5T_NATIVE_INT)                           \
+  TEXT(note, 160) TEXT(variant, 64)
+#define ATTN_MEASUREMENT_COLUMNS(TEXT, NUMBER)                                                    \
+  NUMBER(reps, int, H5T_NATIVE_INT)                                                              \
   NUMBER(time_median_s, double, H5T_NATIVE_DOUBLE) NUMBER(time_min_s, double, H5T_NATIVE_DOUBLE) \
   NUMBER(time_max_s, double, H5T_NATIVE_DOUBLE) NUMBER(time_mean_s, double, H5T_NATIVE_DOUBLE)   \
   NUMBER(peak_bytes, std::uint64_t, H5T_NATIVE_UINT64) NUMBER(flops, double, H5T_NATIVE_DOUBLE)  \
@@ -64,23 +67,61 @@ class Handle {
   NUMBER(max_abs_err, double, H5T_NATIVE_DOUBLE) NUMBER(rel_l2_err, double, H5T_NATIVE_DOUBLE)   \
   TEXT(revision, 48) NUMBER(time_stddev_s, double, H5T_NATIVE_DOUBLE)                            \
   NUMBER(iterations, int, H5T_NATIVE_INT)
+#define ATTN_COLUMNS(TEXT, NUMBER) \
+  ATTN_IDENTITY_COLUMNS(TEXT, NUMBER) ATTN_MEASUREMENT_COLUMNS(TEXT, NUMBER)
 // clang-format on
 
 #define ATTN_NUMBER_MEMBER(name, type, h5) type name;
-// The on-disk record from v5: variable-length UTF-8 strings (h5py reads them
-// as bytes objects, h5dump as strings), no text cut short.
+// The fixed columns of the on-disk record from v5: variable-length UTF-8
+// strings (h5py reads them as bytes objects, h5dump as strings), no text cut
+// short.
 #define ATTN_VARIABLE_TEXT_MEMBER(name, width) char* name;
-struct Record {
-  ATTN_COLUMNS(ATTN_VARIABLE_TEXT_MEMBER, ATTN_NUMBER_MEMBER)
+struct Identity {
+  ATTN_IDENTITY_COLUMNS(ATTN_VARIABLE_TEXT_MEMBER, ATTN_NUMBER_MEMBER)
+};
+struct Measurement {
+  ATTN_MEASUREMENT_COLUMNS(ATTN_VARIABLE_TEXT_MEMBER, ATTN_NUMBER_MEMBER)
 };
 // Before v5: fixed-length strings (read only).
 #define ATTN_FIXED_TEXT_MEMBER(name, width) char name[width];
-struct FixedRecord {
-  ATTN_COLUMNS(ATTN_FIXED_TEXT_MEMBER, ATTN_NUMBER_MEMBER)
+struct FixedIdentity {
+  ATTN_IDENTITY_COLUMNS(ATTN_FIXED_TEXT_MEMBER, ATTN_NUMBER_MEMBER)
+};
+struct FixedMeasurement {
+  ATTN_MEASUREMENT_COLUMNS(ATTN_FIXED_TEXT_MEMBER, ATTN_NUMBER_MEMBER)
 };
 #undef ATTN_NUMBER_MEMBER
 #undef ATTN_VARIABLE_TEXT_MEMBER
 #undef ATTN_FIXED_TEXT_MEMBER
+
+// A row in memory, as HDF5 reads and writes it: its identity columns, an int
+// per axis, then its measurement columns (HDF5 orders a table's columns by
+// their place in the record, so the file's columns are in this order too).
+template <class I, class M>
+struct Layout {
+  using Identity = I;
+  using Measurement = M;
+  static constexpr std::size_t axes_at = sizeof(I);
+  static std::size_t measurement_at(std::size_t axes) {
+    return (axes_at + axes * sizeof(int) + alignof(M) - 1) / alignof(M) * alignof(M);
+  }
+  static std::size_t bytes(std::size_t axes) {
+    constexpr std::size_t align = std::max(alignof(I), alignof(M));
+    return (measurement_at(axes) + sizeof(M) + align - 1) / align * align;
+  }
+};
+using Record = Layout<Identity, Measurement>;
+using FixedRecord = Layout<FixedIdentity, FixedMeasurement>;
+
+// The names of the fixed columns: every other integer column of a table is an axis.
+const std::set<std::string>& fixed_columns() {
+#define ATTN_TEXT_NAME(name, width) #name,
+#define ATTN_NUMBER_NAME(name, type, h5) #name,
+  static const std::set<std::string> names{ATTN_COLUMNS(ATTN_TEXT_NAME, ATTN_NUMBER_NAME)};
+#undef ATTN_TEXT_NAME
+#undef ATTN_NUMBER_NAME
+  return names;
+}
 
 // A text member's HDF5 type: bytes of a fixed width, or variable (width 0).
 Handle text_type(std::size_t width) {
@@ -95,30 +136,61 @@ Handle text_type(std::size_t width) {
   return type;
 }
 
-// Whether member `name` of record R is a fixed-length string (a char array).
-#define ATTN_IS_FIXED(R, name) std::is_array_v<decltype(R::name)>
+// Whether member `name` of struct S is a fixed-length string (a char array).
+#define ATTN_IS_FIXED(S, name) std::is_array_v<decltype(S::name)>
 
+// The compound type of a table of record layout R and these axes.
 template <class R>
-hid_t record_type() {
-  hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(R));
-#define ATTN_TEXT_COLUMN(name, width) \
-  H5Tinsert(t, #name, HOFFSET(R, name), text_type(ATTN_IS_FIXED(R, name) ? sizeof(R::name) : 0));
-#define ATTN_NUMBER_COLUMN(name, type, h5) H5Tinsert(t, #name, HOFFSET(R, name), h5);
-  ATTN_COLUMNS(ATTN_TEXT_COLUMN, ATTN_NUMBER_COLUMN)
+hid_t record_type(const std::vector<std::string>& axes) {
+  hid_t t = H5Tcreate(H5T_COMPOUND, R::bytes(axes.size()));
+  // Members of struct S, placed at `base`.
+#define ATTN_TEXT_COLUMN(name, width)          \
+  H5Tinsert(t, #name, base + HOFFSET(S, name), \
+            text_type(ATTN_IS_FIXED(S, name) ? sizeof(S::name) : 0));
+#define ATTN_NUMBER_COLUMN(name, type, h5) H5Tinsert(t, #name, base + HOFFSET(S, name), h5);
+  {
+    using S = typename R::Identity;
+    const std::size_t base = 0;
+    ATTN_IDENTITY_COLUMNS(ATTN_TEXT_COLUMN, ATTN_NUMBER_COLUMN)
+  }
+  for (std::size_t i = 0; i < axes.size(); ++i)
+    H5Tinsert(t, axes[i].c_str(), R::axes_at + i * sizeof(int), H5T_NATIVE_INT);
+  {
+    using S = typename R::Measurement;
+    const std::size_t base = R::measurement_at(axes.size());
+    ATTN_MEASUREMENT_COLUMNS(ATTN_TEXT_COLUMN, ATTN_NUMBER_COLUMN)
+  }
 #undef ATTN_TEXT_COLUMN
 #undef ATTN_NUMBER_COLUMN
   return t;
 }
 
-// The record of a row to write: its strings point into the row.
-Record to_record(const ResultRow& r) {
-  Record x{};
+// The bytes of a row to write (its strings point into the row): the row's
+// value of each axis, 0 for one it has not.
+std::vector<unsigned char> to_record(const ResultRow& r, const std::vector<std::string>& axes) {
+  Identity identity{};
+  Measurement measurement{};
 #define ATTN_TEXT_COLUMN(name, width) x.name = const_cast<char*>(r.name.c_str());
 #define ATTN_NUMBER_COLUMN(name, type, h5) x.name = r.name;
-  ATTN_COLUMNS(ATTN_TEXT_COLUMN, ATTN_NUMBER_COLUMN)
+  {
+    Identity& x = identity;
+    ATTN_IDENTITY_COLUMNS(ATTN_TEXT_COLUMN, ATTN_NUMBER_COLUMN)
+  }
+  {
+    Measurement& x = measurement;
+    ATTN_MEASUREMENT_COLUMNS(ATTN_TEXT_COLUMN, ATTN_NUMBER_COLUMN)
+  }
 #undef ATTN_TEXT_COLUMN
 #undef ATTN_NUMBER_COLUMN
-  return x;
+  std::vector<unsigned char> bytes(Record::bytes(axes.size()));
+  std::memcpy(bytes.data(), &identity, sizeof(identity));
+  for (std::size_t i = 0; i < axes.size(); ++i) {
+    const int value = r.axis(axes[i]);
+    std::memcpy(bytes.data() + Record::axes_at + i * sizeof(int), &value, sizeof(int));
+  }
+  std::memcpy(bytes.data() + Record::measurement_at(axes.size()), &measurement,
+              sizeof(measurement));
+  return bytes;
 }
 
 // A text member read back: up to its first NUL within `width` bytes (a
@@ -127,13 +199,30 @@ std::string text_of(const char* text, std::size_t width) {
   return text ? std::string(text, strnlen(text, width)) : "";
 }
 
+// A row read back from the bytes of a record of layout R and these axes.
 template <class R>
-ResultRow from_record(const R& x) {
+ResultRow from_record(const unsigned char* bytes, const std::vector<std::string>& axes) {
+  typename R::Identity identity;
+  typename R::Measurement measurement;
+  std::memcpy(&identity, bytes, sizeof(identity));
+  std::memcpy(&measurement, bytes + R::measurement_at(axes.size()), sizeof(measurement));
   ResultRow r;
 #define ATTN_TEXT_COLUMN(name, width) \
-  r.name = text_of(x.name, ATTN_IS_FIXED(R, name) ? sizeof(R::name) : SIZE_MAX);
+  r.name = text_of(x.name, std::is_array_v<decltype(x.name)> ? sizeof(x.name) : SIZE_MAX);
 #define ATTN_NUMBER_COLUMN(name, type, h5) r.name = x.name;
-  ATTN_COLUMNS(ATTN_TEXT_COLUMN, ATTN_NUMBER_COLUMN)
+  {
+    const auto& x = identity;
+    ATTN_IDENTITY_COLUMNS(ATTN_TEXT_COLUMN, ATTN_NUMBER_COLUMN)
+  }
+  for (std::size_t i = 0; i < axes.size(); ++i) {
+    int value = 0;
+    std::memcpy(&value, bytes + R::axes_at + i * sizeof(int), sizeof(int));
+    r.axes.emplace_back(axes[i], value);
+  }
+  {
+    const auto& x = measurement;
+    ATTN_MEASUREMENT_COLUMNS(ATTN_TEXT_COLUMN, ATTN_NUMBER_COLUMN)
+  }
 #undef ATTN_TEXT_COLUMN
 #undef ATTN_NUMBER_COLUMN
   return r;
@@ -174,18 +263,15 @@ std::map<std::string, std::string> read_string_attributes(hid_t file) {
   return out;
 }
 
-// The rows of an open /points table. HDF5 converts compound types member by
-// member, by name: reading a v2 table (no `slots`) or a v3 table (no
-// `revision`) through the current record type leaves the missing column as it
-// was in the zero-initialised records: 0, or an empty string.
 // Why a row read back is not one bench wrote (damaged, or junk written over
 // it); empty when it is well formed. Strings must be printable text (UTF-8
 // without control characters; the note, in files before v5 cut at its 160
 // bytes, maybe in the middle of a character, only without control bytes);
 // status, precision and form known values (the form one of this build's, in its
-// family); sizes positive; times, costs and rates finite and not negative (the
-// errors may be NaN or infinite, as a diverging reference gives them, but not
-// negative); the timed runs and checked heads within their ranges.
+// family); axes not negative, and positive for the sizes every form has
+// (batch, heads, ...: an axis of no form parameter); times, costs and rates finite and not negative
+// (the errors may be NaN or infinite, as a diverging reference gives them, but not negative); the
+// timed runs and checked heads within their ranges.
 std::string damage_of(const ResultRow& r) {
   for (unsigned char c : r.note)
     if (c < 0x20 || c == 0x7f) return "the note holds control bytes";
@@ -201,8 +287,13 @@ std::string damage_of(const ResultRow& r) {
   const Form* form = find_form(r.form);
   if (!form) return "form '" + r.form + "' is not a form of this build (see bench list)";
   if (r.family != form->family) return "family '" + r.family + "' is not the family of " + r.form;
-  if (r.batch < 1 || r.heads < 1 || r.seq < 1 || r.dk < 1 || r.dv < 1 || r.chunk < 0 || r.slots < 0)
-    return "a size is not positive";
+  for (const auto& [name, value] : r.axes) {
+    const auto& axes = swept_axes();
+    const auto axis =
+        std::find_if(axes.begin(), axes.end(), [&](const SweptAxis& a) { return a.name == name; });
+    if (value < (axis != axes.end() && !axis->param ? 1 : 0))
+      return fmt::format("{} is {}, below its least value", name, value);
+  }
   for (const double x : {r.time_median_s, r.time_min_s, r.time_max_s, r.time_mean_s,
                          r.time_stddev_s, r.flops, r.bytes, r.gflops, r.gbps})
     if (!(x >= 0 && std::isfinite(x))) return fmt::format("a time, cost or rate is {}", x);
@@ -210,7 +301,7 @@ std::string damage_of(const ResultRow& r) {
     if (!(x >= 0 && std::isfinite(x))) return fmt::format("a sample is {}", x);
   if (r.max_abs_err < 0 || r.rel_l2_err < 0) return "an error is negative";
   if (r.reps < 0 || r.iterations < 0 || r.err_heads < 0 ||
-      r.err_heads > std::int64_t(r.batch) * r.heads)
+      r.err_heads > std::int64_t(r.axis("batch")) * r.axis("heads"))
     return "a count of timed runs or checked heads is out of range";
   return {};
 }
@@ -243,48 +334,67 @@ void read_samples(hid_t file, std::vector<ResultRow>& rows, const std::string& p
   H5Dvlen_reclaim(type, space, H5P_DEFAULT, sequences.data());
 }
 
-// The rows of /points read as records R: a column absent from the file keeps
-// its zero (0, or an empty string).
+// The rows of /points read as records R with these axes: a column absent
+// from the file keeps its zero (0, or an empty string), as HDF5 converts
+// compound types member by member, by name (a v2 table has no `slots`, a v3
+// table no `revision`).
 template <class R>
-std::vector<ResultRow> read_records(hid_t dataset, const std::string& path) {
+std::vector<ResultRow> read_records(hid_t dataset, const std::vector<std::string>& axes,
+                                    const std::string& path) {
   const Handle space(H5Dget_space(dataset), H5Sclose);
   hsize_t n = 0;
   H5Sget_simple_extent_dims(space, &n, nullptr);
-  std::vector<R> records(n);  // value-initialised: zeros, null strings
-  const Handle type(record_type<R>(), H5Tclose);
+  const std::size_t stride = R::bytes(axes.size());
+  std::vector<unsigned char> records(n * stride);  // zeros: 0, null strings
+  const Handle type(record_type<R>(axes), H5Tclose);
   if (n > 0 && H5Dread(dataset, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, records.data()) < 0)
     throw std::runtime_error("cannot read the points table of '" + path + "'");
   std::vector<ResultRow> rows;
   rows.reserve(n);
-  for (const auto& r : records) rows.push_back(from_record(r));
+  for (hsize_t i = 0; i < n; ++i) rows.push_back(from_record<R>(&records[i * stride], axes));
   if (n > 0)
     H5Dvlen_reclaim(type, space, H5P_DEFAULT, records.data());  // the variable-length strings
   return rows;
 }
 
-std::vector<ResultRow> read_points(hid_t file, hid_t dataset, const std::string& path) {
-  // Every column of the record, but those added after v2 (`slots` in v3,
-  // `revision` in v4, `time_stddev_s` and `iterations` in v5: 0 or empty in
-  // older files), must be in the file's table: a missing one would read back
-  // as zeros.
-  const std::set<std::string> added_after_v2{"slots", "revision", "time_stddev_s", "iterations"};
-  const Handle file_type(H5Dget_type(dataset), H5Tclose);
-  const Handle wanted(record_type<Record>(), H5Tclose);
-  for (int i = 0; i < H5Tget_nmembers(wanted); ++i) {
-    char* name = H5Tget_member_name(wanted, unsigned(i));
-    const std::string column = name;
+// The names of a table's columns, in order.
+std::vector<std::string> column_names(hid_t type) {
+  std::vector<std::string> names;
+  for (int i = 0; i < H5Tget_nmembers(type); ++i) {
+    char* name = H5Tget_member_name(type, unsigned(i));
+    names.push_back(name);
     H5free_memory(name);
+  }
+  return names;
+}
+
+std::vector<ResultRow> read_points(hid_t file, hid_t dataset, const std::string& path) {
+  // Every fixed column but those added after v2 (`revision` in v4,
+  // `time_stddev_s` and `iterations` in v5: empty or 0 in older files) must
+  // be in the file's table: a missing one would read back as zeros.
+  const std::set<std::string> added_after_v2{"revision", "time_stddev_s", "iterations"};
+  const Handle file_type(H5Dget_type(dataset), H5Tclose);
+  const Handle fixed(record_type<Record>({}), H5Tclose);
+  for (const std::string& column : column_names(fixed))
     if (!added_after_v2.count(column) && H5Tget_member_index(file_type, column.c_str()) < 0)
       throw IncompatibleResultFile("the points table of '" + path + "' has no column '" + column +
                                    "': not a bench result table");
+  // The file's axes: its other integer columns, in its order (before v6 the
+  // shape columns batch to slots, the axes of those names).
+  std::vector<std::string> axes;
+  for (const std::string& column : column_names(file_type)) {
+    const int index = H5Tget_member_index(file_type, column.c_str());
+    if (!fixed_columns().count(column) &&
+        H5Tget_member_class(file_type, unsigned(index)) == H5T_INTEGER)
+      axes.push_back(column);
   }
   // Strings are variable-length from v5, fixed-length before (HDF5 converts
   // neither into the other): the file's `form` column says which.
   const Handle form_type(
       H5Tget_member_type(file_type, unsigned(H5Tget_member_index(file_type, "form"))), H5Tclose);
   std::vector<ResultRow> rows = H5Tis_variable_str(form_type) > 0
-                                    ? read_records<Record>(dataset, path)
-                                    : read_records<FixedRecord>(dataset, path);
+                                    ? read_records<Record>(dataset, axes, path)
+                                    : read_records<FixedRecord>(dataset, axes, path);
   read_samples(file, rows, path);
   for (std::size_t i = 0; i < rows.size(); ++i)
     if (const std::string damage = damage_of(rows[i]); !damage.empty())
@@ -294,34 +404,73 @@ std::vector<ResultRow> read_points(hid_t file, hid_t dataset, const std::string&
 
 }  // namespace
 
+int ResultRow::axis(const std::string& name) const {
+  for (const auto& [axis, value] : axes)
+    if (axis == name) return value;
+  return 0;
+}
+
+void ResultRow::set_axis(const std::string& name, int value) {
+  for (auto& [axis, old] : axes)
+    if (axis == name) {
+      old = value;
+      return;
+    }
+  axes.emplace_back(name, value);
+}
+
 bool PointKey::operator<(const PointKey& o) const {
-  return std::tie(form, variant, backend, precision, batch, heads, seq, dk, dv, chunk, slots) <
-         std::tie(o.form, o.variant, o.backend, o.precision, o.batch, o.heads, o.seq, o.dk, o.dv,
-                  o.chunk, o.slots);
+  return std::tie(form, variant, backend, precision, axes) <
+         std::tie(o.form, o.variant, o.backend, o.precision, o.axes);
 }
 
 bool PointKey::operator==(const PointKey& o) const { return !(*this < o) && !(o < *this); }
 
+PointKey PointKey::without(const std::string& name) const {
+  PointKey key = *this;
+  key.axes.erase(std::remove_if(key.axes.begin(), key.axes.end(),
+                                [&](const auto& axis) { return axis.first == name; }),
+                 key.axes.end());
+  return key;
+}
+
 std::string PointKey::describe() const {
-  std::string text = form + " " + precision + " " + backend + " B=" + std::to_string(batch) +
-                     " H=" + std::to_string(heads) + " L=" + std::to_string(seq) +
-                     " dk=" + std::to_string(dk) + " dv=" + std::to_string(dv);
-  if (chunk) text += " chunk=" + std::to_string(chunk);
-  if (slots) text += " slots=" + std::to_string(slots);
+  std::string text = form + " " + precision + " " + backend;
+  for (const auto& [name, value] : axes)
+    if (value) text += " " + name + "=" + std::to_string(value);
   if (!variant.empty()) text += " [" + variant + "]";
   return text;
 }
 
 PointKey key_of(const ResultRow& r) {
-  return PointKey{r.form, r.variant, r.backend, r.precision, r.batch, r.heads,
-                  r.seq,  r.dk,      r.dv,      r.chunk,     r.slots};
+  const std::vector<std::string> declared = axis_columns();
+  PointKey key{r.form, r.variant, r.backend, r.precision, {}};
+  for (const auto& name : declared)
+    if (const int value = r.axis(name)) key.axes.emplace_back(name, value);
+  for (const auto& [name, value] : r.axes)
+    if (value && std::find(declared.begin(), declared.end(), name) == declared.end())
+      key.axes.emplace_back(name, value);
+  return key;
+}
+
+PointKey key_on(const ResultRow& r, const std::vector<std::string>& axes) {
+  PointKey key{r.form, r.variant, r.backend, r.precision, {}};
+  for (const auto& name : axes) key.axes.emplace_back(name, r.axis(name));
+  return key;
+}
+
+std::vector<std::string> axes_of(const std::vector<ResultRow>& rows) {
+  std::vector<std::string> names;
+  if (!rows.empty())
+    for (const auto& axis : rows.front().axes) names.push_back(axis.first);
+  return names;
 }
 
 ResultFile::ResultFile(const std::string& path,
                        const std::map<std::string, std::string>& attributes, Mode mode) {
   quiet_hdf5();
   path_ = path;
-  type_ = record_type<Record>();
+  type_ = record_type<Record>(axis_columns());
   samples_type_ = H5Tvlen_create(H5T_NATIVE_DOUBLE);
   std::error_code ec;
   try {
@@ -498,9 +647,9 @@ void ResultFile::write_reserved(std::size_t payload, const Write& write) {
 }
 
 void ResultFile::write_row(unsigned long long index, const ResultRow& row) {
-  const Record record = to_record(row);
+  const std::vector<unsigned char> record = to_record(row, axis_columns());
   const hvl_t samples{row.samples.size(), const_cast<double*>(row.samples.data())};
-  std::size_t payload = sizeof(Record) + row.samples.size() * sizeof(double);
+  std::size_t payload = record.size() + row.samples.size() * sizeof(double);
 #define ATTN_TEXT_COLUMN(name, width) payload += row.name.size();
 #define ATTN_NUMBER_COLUMN(name, type, h5)
   ATTN_COLUMNS(ATTN_TEXT_COLUMN, ATTN_NUMBER_COLUMN)
@@ -509,7 +658,7 @@ void ResultFile::write_row(unsigned long long index, const ResultRow& row) {
   // The samples first: a row is in the table only once its samples are.
   write_reserved(payload, [&] {
     return write_element(samples_, samples_type_, rows_.size(), index, &samples) &&
-           write_element(dataset_, type_, rows_.size(), index, &record);
+           write_element(dataset_, type_, rows_.size(), index, record.data());
   });
 }
 

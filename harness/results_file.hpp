@@ -7,24 +7,30 @@
 #include <map>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace attn {
 
-// The `format` root attribute of files this build writes. v2 files (no `slots`
-// column), v3 files (no `revision` column) and v4 files (no `time_stddev_s`
-// and `iterations` columns, no samples) are still read; only files of this
-// format are appended to.
-constexpr const char* result_format = "attn-harness points v5";
+// The `format` root attribute of files this build writes. v6 has one column
+// per swept axis (swept_axes), whatever the axes are; the older formats are
+// still read, their shape columns (batch, heads, seq, dk, dv, chunk, slots)
+// being the axes of the same names: v2 files (no `slots` column), v3 files (no
+// `revision` column), v4 files (no `time_stddev_s` and `iterations` columns,
+// no samples) and v5 files. Only files of this format, with this build's
+// axes, are appended to.
+constexpr const char* result_format = "attn-harness points v6";
+
+// A row's value of each axis column, in the order of the file's columns.
+using AxisValues = std::vector<std::pair<std::string, int>>;
 
 struct ResultRow {
   std::string form, family, backend, precision;
   std::string status;   // ok | oom | timeout | error
   std::string note;     // why, for a status other than ok
   std::string variant;  // the form's options beyond the shape, e.g. "mask-convention=B unscaled"
-  int batch = 0, heads = 0, seq = 0, dk = 0, dv = 0, chunk = 0;  // chunk 0: not a parameter
-  int slots = 0;                                                 // 0: not a parameter
-  int reps = 0;                                                  // timed runs
+  AxisValues axes;  // batch, heads, dk, dv, seq, slots, chunk: 0 where not a parameter of the form
+  int reps = 0;     // timed runs
   double time_median_s = 0, time_min_s = 0, time_max_s = 0, time_mean_s = 0;
   std::uint64_t peak_bytes = 0;  // the most bytes of the backend's memory space the point's Kokkos
                                  // allocations held at once
@@ -38,20 +44,40 @@ struct ResultRow {
   int iterations = 0;  // calls per timed repetition, each sample their mean (from v5; 0 before)
   std::vector<double>
       samples;  // seconds per call of each timed repetition (from v5: the /samples dataset)
+
+  // The value of axis `name`; 0 when the row has no such column.
+  int axis(const std::string& name) const;
+  // Sets axis `name`, adding its column after the others when the row has none.
+  void set_axis(const std::string& name, int value);
 };
 
 // What identifies a point across runs and files: two rows with equal keys
 // measured the same thing. Resuming a sweep and `bench compare` match on it.
 struct PointKey {
   std::string form, variant, backend, precision;
-  int batch = 0, heads = 0, seq = 0, dk = 0, dv = 0, chunk = 0, slots = 0;
+  AxisValues axes;
 
   bool operator<(const PointKey& other) const;
   bool operator==(const PointKey& other) const;
-  // "softmax/full float openmp B=1 H=8 L=1024 dk=64 dv=64 chunk=64 [variant]"
+  // The key without axis `name`: what the points of a series over it share.
+  PointKey without(const std::string& name) const;
+  // "softmax/full float openmp batch=1 heads=8 dk=64 dv=64 seq=1024 chunk=64 [variant]"
+  // (an axis at 0, not a parameter of the form, left out)
   std::string describe() const;
 };
+// The row's key: its axes in the declared order (swept_axes), then any other
+// of its axes in its order, an axis at 0 left out. So a row of an older file,
+// whose columns are in another order, or which has no column for an axis that
+// is 0 (not a parameter of the form, as `slots` before v3), has the key of the
+// same point planned now.
 PointKey key_of(const ResultRow& row);
+// The row's key on the named axes only, in their order, 0 included: `bench
+// compare` matches two files on the axes both have.
+PointKey key_on(const ResultRow& row, const std::vector<std::string>& axes);
+
+// The axis columns of rows read from one file, whose rows all have its
+// columns: the first row's; none when there are no rows.
+std::vector<std::string> axes_of(const std::vector<ResultRow>& rows);
 
 // Thrown when resuming a file that exists but is not a result file of
 // `result_format` (another format, another kind of file).
@@ -85,8 +111,10 @@ class ResultFile {
   void replace(std::size_t index, const ResultRow& row);  // rewrites row `index` in place, flushed
   void set_attribute(const std::string& name, const std::string& value);
 
-  // Reads the rows of a v2 to v5 file (a column absent from the file reads 0
-  // or "", and the samples of a file before v5 are empty).
+  // Reads the rows of a v2 to v6 file: its axes are the integer columns that
+  // are not identity or measurement columns, each row's `axes` in the file's
+  // order (a fixed column absent from the file reads 0 or "", and the samples
+  // of a file before v5 are empty).
   static std::vector<ResultRow> read(const std::string& path);
   static std::map<std::string, std::string> read_attributes(const std::string& path);
 

@@ -89,4 +89,6 @@ std::string json_string(std::string_view text) {
   return out + '"';
 }
 
+std::string axis_text(int value) { return value ? std::to_string(value) : "-"; }
+
 }  // namespace attn

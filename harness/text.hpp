@@ -19,4 +19,7 @@ bool is_printable(std::string_view text);
 // and a byte of no UTF-8 character as the text \xNN (as printable shows it).
 std::string json_string(std::string_view text);
 
+// An axis's value in a printed table: "-" for 0, not a parameter of the form.
+std::string axis_text(int value);
+
 }  // namespace attn

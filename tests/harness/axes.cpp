@@ -2,6 +2,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "plan.hpp"
+
 using attn::parse_axis;
 
 TEST_CASE("axis specs: ranges, lists and suffixes", "[harness][axes]") {
@@ -40,4 +42,33 @@ TEST_CASE("bad axis specs name the axis and the problem", "[harness][axes][error
   CHECK_THROWS_WITH(parse_axis("seq", "1k..8k:x"), Catch::Contains("not a positive whole number"));
   CHECK_THROWS_WITH(parse_axis("seq", "8k..1k:1k"), Catch::Contains("runs backwards"));
   CHECK_THROWS_WITH(parse_axis("seq", "1k:1k"), Catch::Contains("unknown suffix"));
+}
+
+TEST_CASE("planned rows carry every declared axis, 0 where a form does not take it",
+          "[harness][axes]") {
+  attn::Sweep sweep;
+  sweep.forms = {attn::find_form("softmax/full"), attn::find_form("gsa/chunk")};
+  sweep.precisions = {"float"};
+  sweep.batch = parse_axis("batch", "2");
+  sweep.heads = parse_axis("heads", "3");
+  sweep.dk = parse_axis("dk", "16");
+  sweep.dv = {"dv", {0}};  // dv follows dk
+  sweep.seq = parse_axis("seq", "64");
+  sweep.slots = parse_axis("slots", "8,16");
+  sweep.chunk = parse_axis("chunk", "32");
+  const auto points = attn::plan_points(sweep, "openmp");
+  REQUIRE(points.size() == 3);  // softmax/full once (no slots, no chunk), gsa/chunk per slots
+  for (const auto& p : points) CHECK(attn::axes_of({p.planned}) == attn::axis_columns());
+  const attn::ResultRow& softmax = points[0].planned;
+  CHECK(softmax.form == "softmax/full");
+  for (const auto& [axis, value] : {std::pair{"batch", 2},
+                                    {"heads", 3},
+                                    {"dk", 16},
+                                    {"dv", 16},
+                                    {"seq", 64},
+                                    {"slots", 0},
+                                    {"chunk", 0}})
+    CHECK(softmax.axis(axis) == value);
+  CHECK(points[2].planned.axis("slots") == 16);
+  CHECK(points[2].planned.axis("chunk") == 32);
 }

@@ -18,11 +18,11 @@ launch=("$mpirun" --oversubscribe --allow-run-as-root --mca orte_abort_on_non_ze
 rows_of() {  # the number of rows of FILE's points table
   h5dump -H -d points "$1" | grep -o 'DATASPACE  SIMPLE { ( [0-9]*' | grep -o '[0-9]*$'
 }
-points_of() {  # one sorted line per row of FILE: form seq dk status (h5dump prints one member a line)
-  h5dump -w 0 -d points "$1" | awk '
-    /\): \{$/ || /^ *\}, \{$/ { n = 0; inside = 1; next }
-    inside { n++; gsub(/^ +|,$|"/, ""); member[n] = $0
-             if (n == 13) { print member[1], member[10], member[11], member[5]; inside = 0 } }' | sort
+points_of() {  # one sorted line per row of FILE: form seq dk status (columns by name: their places vary by format)
+  /usr/bin/python3 -c '
+import h5py, sys
+for r in h5py.File(sys.argv[1], "r")["points"][...]:
+    print(r["form"].decode(), r["seq"], r["dk"], r["status"].decode())' "$1" | sort
 }
 table_rows() { sed '/^summary /q' "$1" | grep -c '^softmax/full '; }  # rows rank 0 printed as it wrote them
 

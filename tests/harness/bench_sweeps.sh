@@ -12,11 +12,11 @@ pass() { echo "ok: $*"; }
 rows_of() {  # the number of rows of FILE's points table
   h5dump -H -d points "$1" | grep -o 'DATASPACE  SIMPLE { ( [0-9]*' | grep -o '[0-9]*$'
 }
-points_of() {  # one line per row of FILE: form seq chunk status (h5dump prints one member a line)
-  h5dump -w 0 -d points "$1" | awk '
-    /\): \{$/ || /^ *\}, \{$/ { n = 0; inside = 1; next }
-    inside { n++; gsub(/^ +|,$|"/, ""); member[n] = $0
-             if (n == 13) { print member[1], member[10], member[13], member[5]; inside = 0 } }'
+points_of() {  # one line per row of FILE: form seq chunk status (columns by name: their places vary by format)
+  /usr/bin/python3 -c '
+import h5py, sys
+for r in h5py.File(sys.argv[1], "r")["points"][...]:
+    print(r["form"].decode(), r["seq"], r["chunk"], r["status"].decode())' "$1"
 }
 stderr_lines() {  # stderr lines that are not Kokkos/OpenMP advice
   grep -vc 'OMP_PROC_BIND\|OMP_PLACES\|^ *$\|For best performance\|For unit testing' "$1"
@@ -358,6 +358,39 @@ if [ "$rc" != 0 ] || ! grep -q "lion_fig3.h5 holds no samples (a file before for
    grep -q 'no significant change$' old_compare.out; then
   fail "compare of files without samples: exit $rc"; cat old_compare.out
 else pass "compare of files without samples: the threshold rule, with a note"
+fi
+# Axes are the file's columns: an older file's shape columns (v2: no slots) are exported as they
+# are, and a table with an axis this build never had (`pass`, added here to a committed v3 file)
+# is exported and compared on it; two files are matched on the axes both have.
+"$bench" export "$source_dir/results/lion_fig3.h5" --format csv | head -1 >v2_columns.csv
+if ! grep -qx 'form,family,backend,precision,status,note,variant,batch,heads,seq,dk,dv,chunk,reps,.*,iterations' v2_columns.csv; then
+  fail "export of a v2 file: $(cat v2_columns.csv)"
+else pass "export of a v2 file: its axis columns, batch to chunk, no slots"
+fi
+/usr/bin/python3 - "$source_dir/results/gsa_seq.h5" pass.h5 <<'PY' || fail "writing a table with a pass axis"
+import h5py, numpy as np, sys
+with h5py.File(sys.argv[1], "r") as f:
+    table, attrs = f["points"][...], dict(f.attrs)
+fields = [(n, table.dtype.fields[n][0]) for n in table.dtype.names]
+at = [n for n, _ in fields].index("slots") + 1
+wide = np.zeros(2 * len(table), dtype=fields[:at] + [("pass", "<i4")] + fields[at:])
+for n in table.dtype.names:
+    wide[n] = np.concatenate([table[n], table[n]])
+wide["pass"] = [1] * len(table) + [2] * len(table)
+with h5py.File(sys.argv[2], "w") as f:
+    f.create_dataset("points", data=wide)
+    f.attrs.update(attrs)
+PY
+points=$(/usr/bin/python3 -c 'import h5py, sys; print(len(h5py.File(sys.argv[1])["points"]))' "$source_dir/results/gsa_seq.h5")
+"$bench" export pass.h5 --format csv >pass.csv
+"$bench" compare pass.h5 pass.h5 >pass_self.out 2>&1; rc_self=$?
+"$bench" compare "$source_dir/results/gsa_seq.h5" pass.h5 >pass_old.out 2>&1; rc_old=$?
+if ! head -1 pass.csv | grep -q ',chunk,slots,pass,reps,' || [ "$(grep -c ',2,[0-9]*,' pass.csv)" -lt "$points" ] ||
+   [ "$rc_self" != 0 ] || ! grep -qE '^form +prec +batch +heads +seq +dk +dv +chunk +slots +pass +A ms' pass_self.out ||
+   ! grep -q "^$((2 * points)) points matched" pass_self.out ||
+   [ "$rc_old" != 0 ] || grep -qE '^form .* pass ' pass_old.out || ! grep -q "^$points points matched" pass_old.out; then
+  fail "a file with a pass axis: export $(head -1 pass.csv), compare exit $rc_self/$rc_old"; cat pass_self.out pass_old.out
+else pass "a file with a pass axis: exported, compared on it ($((2 * points)) points), and without it against the v3 file ($points points)"
 fi
 
 # resume.h5's softmax points are ok, timeout.h5's timed out: regressions, and exit 1 under --fail-on-regression.

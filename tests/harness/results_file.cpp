@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "axes.hpp"
+
 using attn::ResultFile;
 using attn::ResultRow;
 
@@ -19,12 +21,11 @@ TEST_CASE("result rows and attributes round-trip through HDF5", "[harness][hdf5]
   a.backend = "openmp";
   a.precision = "float";
   a.status = "ok";
-  a.batch = 4;
-  a.heads = 32;
-  a.seq = 32768;
-  a.dk = 128;
-  a.dv = 96;
-  a.chunk = 64;
+  // Every axis of this build, in the reverse of its columns' order, each its own value.
+  attn::AxisValues written;
+  for (const auto& name : attn::axis_columns())
+    written.emplace_back(name, 1000 + int(written.size()));
+  a.axes.assign(written.rbegin(), written.rend());
   a.reps = 10;
   a.time_median_s = 1.5e-3;
   a.time_min_s = 1.2e-3;
@@ -43,7 +44,7 @@ TEST_CASE("result rows and attributes round-trip through HDF5", "[harness][hdf5]
   b.family = "softmax";
   b.status = "oom";
   b.note = "inputs need 1 bytes, 0 free";
-  b.chunk = 0;
+  b.set_axis("chunk", 0);
   {
     ResultFile file(path, {{"backend", "openmp"}, {"command_line", "bench sweep --seq 1k"}});
     file.append(a);
@@ -61,8 +62,9 @@ TEST_CASE("result rows and attributes round-trip through HDF5", "[harness][hdf5]
   CHECK(rows[3].precision == "tf32");
   CHECK(rows[4].precision == "bf16");
   CHECK(rows[0].form == "linear/chunk");
-  CHECK(rows[0].seq == 32768);
-  CHECK(rows[0].dv == 96);
+  // Read back in the order of the file's columns, swept_axes' order.
+  CHECK(rows[0].axes == written);
+  CHECK(rows[1].axis("chunk") == 0);
   CHECK(rows[0].peak_bytes == 123456789012ull);
   CHECK(rows[0].time_median_s == 1.5e-3);
   CHECK(rows[0].rel_l2_err == 3e-7);
@@ -94,11 +96,8 @@ ResultRow sample_row(const std::string& form, int seq, const std::string& status
   r.backend = "openmp";
   r.precision = "float";
   r.status = status;
-  r.batch = 1;
-  r.heads = 2;
-  r.seq = seq;
-  r.dk = 16;
-  r.dv = 16;
+  r.axes = {{"batch", 1}, {"heads", 2}, {"dk", 16},  {"dv", 16},
+            {"seq", seq}, {"slots", 0}, {"chunk", 0}};
   r.reps = 3;
   r.time_median_s = seq * 1e-6;
   r.peak_bytes = 1000u * seq;
@@ -131,8 +130,8 @@ TEST_CASE("a result file is resumed: rows kept, appended to, replaced in place",
   }
   const auto rows = ResultFile::read(path);
   REQUIRE(rows.size() == 3);
-  CHECK(rows[0].seq == 64);
-  CHECK(rows[1].seq == 128);
+  CHECK(rows[0].axis("seq") == 64);
+  CHECK(rows[1].axis("seq") == 128);
   CHECK(rows[1].status == "ok");
   CHECK(rows[2].status == "timeout");
   CHECK(rows[2].time_median_s == 256e-6);
@@ -205,29 +204,32 @@ TEST_CASE("each row's samples are stored beside it, and replaced with it",
   }
 }
 
-TEST_CASE("v2 files are read (slots 0) but not appended to", "[harness][hdf5][resume]") {
+TEST_CASE("v2 files are read (their shape columns the axes, no slots) but not appended to",
+          "[harness][hdf5][resume]") {
   const std::string committed =
       ATTN_RESULTS_DIR "/lion_fig3.h5";  // written by the v2 harness, no slots column
   REQUIRE(ResultFile::read_attributes(committed).at("format") == "attn-harness points v2");
   const auto rows = ResultFile::read(committed);
   REQUIRE(rows.size() == 27);
+  CHECK(attn::axes_of(rows) ==
+        std::vector<std::string>{"batch", "heads", "seq", "dk", "dv", "chunk"});
   int ok = 0, chunked = 0;
   for (const auto& r : rows) {
-    CHECK(r.slots == 0);  // absent from the file
+    CHECK(r.axis("slots") == 0);  // absent from the file
     CHECK(r.form.rfind("lion-d/", 0) == 0);
-    CHECK(r.batch == 64);
-    CHECK(r.heads == 6);
-    CHECK(r.dk == 64);
+    CHECK(r.axis("batch") == 64);
+    CHECK(r.axis("heads") == 6);
+    CHECK(r.axis("dk") == 64);
     if (r.status == "ok") {
       ++ok;
       CHECK(r.time_median_s > 0);
       CHECK(r.peak_bytes > 0);
     }
-    chunked += r.chunk == 64;
+    chunked += r.axis("chunk") == 64;
   }
   CHECK(ok > 0);
   CHECK(chunked > 0);
-  CHECK(rows[0].seq == 197);
+  CHECK(rows[0].axis("seq") == 197);
 
   const auto copy = fresh_temp_path("v2.h5");
   std::filesystem::copy_file(committed, copy);
@@ -271,7 +273,7 @@ TEST_CASE("a file that is not a result file is not resumed", "[harness][hdf5][re
 
 TEST_CASE("point keys: identity without the measurement", "[harness][resume]") {
   ResultRow a = sample_row("linear/chunk", 1024, "ok");
-  a.chunk = 64;
+  a.set_axis("chunk", 64);
   ResultRow b = a;
   b.status = "error";
   b.time_median_s = 1;
@@ -279,16 +281,53 @@ TEST_CASE("point keys: identity without the measurement", "[harness][resume]") {
   b.peak_bytes = 7;
   CHECK(attn::key_of(a) == attn::key_of(b));
   for (auto change : std::vector<void (*)(ResultRow&)>{
-           [](ResultRow& r) { r.chunk = 32; }, [](ResultRow& r) { r.slots = 8; },
+           [](ResultRow& r) { r.set_axis("chunk", 32); },
+           [](ResultRow& r) { r.set_axis("slots", 8); },
+           [](ResultRow& r) { r.set_axis("pass", 2); },  // an axis the row did not have
            [](ResultRow& r) { r.variant = "unscaled"; },
            [](ResultRow& r) { r.precision = "double"; }, [](ResultRow& r) { r.precision = "tf32"; },
            [](ResultRow& r) { r.precision = "bf16"; }, [](ResultRow& r) { r.backend = "cuda"; },
-           [](ResultRow& r) { r.seq = 2048; }, [](ResultRow& r) { r.dv = 8; }}) {
+           [](ResultRow& r) { r.set_axis("seq", 2048); },
+           [](ResultRow& r) { r.set_axis("dv", 8); }}) {
     ResultRow c = a;
     change(c);
     CHECK_FALSE(attn::key_of(a) == attn::key_of(c));
     CHECK((attn::key_of(a) < attn::key_of(c) || attn::key_of(c) < attn::key_of(a)));
   }
   CHECK(attn::key_of(a).describe() ==
-        "linear/chunk float openmp B=1 H=2 L=1024 dk=16 dv=16 chunk=64");
+        "linear/chunk float openmp batch=1 heads=2 dk=16 dv=16 seq=1024 chunk=64");
+  // A series over L: the key without seq; and the key on some axes only.
+  ResultRow longer = a;
+  longer.set_axis("seq", 4096);
+  CHECK(attn::key_of(a).without("seq") == attn::key_of(longer).without("seq"));
+  CHECK(attn::key_on(a, {"seq", "chunk"}).describe() ==
+        "linear/chunk float openmp seq=1024 chunk=64");
+  CHECK(attn::key_on(a, {"chunk"}) == attn::key_on(longer, {"chunk"}));
+  // A row of an older file: its axes in the order of its columns, and no slots column (0: the
+  // form has no slots) is the same point.
+  ResultRow older = a;
+  older.axes = {{"batch", 1}, {"heads", 2}, {"seq", 1024}, {"dk", 16}, {"dv", 16}, {"chunk", 64}};
+  CHECK(attn::key_of(older) == attn::key_of(a));
+}
+
+TEST_CASE("a row's axis columns are the declared axes, in order", "[harness][hdf5][axes]") {
+  std::vector<std::string> declared;
+  for (const auto& axis : attn::swept_axes()) declared.push_back(axis.name);
+  CHECK(attn::axis_columns() == declared);
+  // The columns of a new file: the identity columns, one per declared axis, the measurements.
+  const auto path = fresh_temp_path("axes.h5");
+  { ResultFile(path, {}).append(sample_row("softmax/full", 64, "ok")); }
+  const hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  const hid_t points = H5Dopen2(file, "points", H5P_DEFAULT);
+  const hid_t type = H5Dget_type(points);
+  const int variant = H5Tget_member_index(type, "variant");
+  for (std::size_t i = 0; i < declared.size(); ++i) {
+    INFO(declared[i]);
+    CHECK(H5Tget_member_index(type, declared[i].c_str()) == variant + 1 + int(i));
+  }
+  CHECK(H5Tget_member_index(type, "reps") == variant + 1 + int(declared.size()));
+  H5Tclose(type);
+  H5Dclose(points);
+  H5Fclose(file);
+  CHECK(attn::axes_of(ResultFile::read(path)) == declared);
 }

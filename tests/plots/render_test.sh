@@ -45,7 +45,10 @@ echo "not hdf5" >"$tmp/text.h5"
 expect_exit_2 "not an HDF5 result file" "$tmp/text.h5" --out "$tmp"
 /usr/bin/python3 -c 'import h5py, sys; h5py.File(sys.argv[1], "w").create_dataset("other", data=[1])' "$tmp/other.h5"
 expect_exit_2 "no /points" "$tmp/other.h5" --out "$tmp"
-expect_exit_2 "invalid choice" "$repo/results/lion_fig3.h5" --x bogus --out "$tmp"
+expect_exit_2 "the file has no bogus column (its axes: batch, heads, seq, dk, dv, chunk; or resolution)" \
+  "$repo/results/lion_fig3.h5" --x bogus --out "$tmp"
+expect_exit_2 "--x slots: the file has no slots column" "$repo/results/lion_fig3.h5" --x slots --out "$tmp"
+expect_exit_2 "--fastest bogus: the file has no bogus column" "$repo/results/all_forms.h5" --fastest bogus --out "$tmp"
 "$render" --help | grep -q -- "--device-memory-gib" || fail "--help"
 expect_exit_2 "expected COLUMN=VALUE" "$repo/results/all_forms.h5" --where bogus=1 --out "$tmp"
 expect_exit_2 "not a whole number" "$repo/results/all_forms.h5" --where slots=many --out "$tmp"
@@ -69,8 +72,9 @@ fi
 /usr/bin/python3 - "$render" <<'PY' || fail "select_rows / fastest_over"
 import importlib.machinery, sys
 render = importlib.machinery.SourceFileLoader("render", sys.argv[1]).load_module()
+AXES = ["batch", "heads", "dk", "dv", "seq", "slots", "chunk"]
 def row(form, seq, chunk, status, t, slots=0):
-    r = {c: 0 for c in render.LINE_COLUMNS}
+    r = {c: 0 for c in AXES}
     r.update(form=form, family=form.split("/")[0], variant="", precision="float", backend="cuda",
              seq=seq, chunk=chunk, slots=slots, status=status, time_median_s=t)
     return r
@@ -78,13 +82,51 @@ rows = [row("a/chunk", 1024, 16, "ok", 3.0), row("a/chunk", 1024, 64, "ok", 1.0)
         row("a/chunk", 2048, 16, "timeout", 0), row("a/chunk", 2048, 64, "oom", 0),
         row("b/full", 1024, 0, "ok", 5.0), row("g/chunk", 1024, 64, "ok", 1.0, slots=16),
         row("g/chunk", 1024, 64, "ok", 2.0, slots=64)]
-picked = render.fastest_over(render.select_rows(rows, ["slots=64"], None), "chunk")
+picked = render.fastest_over(render.select_rows(rows, AXES, ["slots=64"], None), AXES, "chunk")
 got = sorted((r["form"], r["seq"], r["status"], r["time_median_s"], r["chunk"]) for r in picked)
 want = sorted([("a/chunk (fastest chunk)", 1024, "ok", 1.0, 0), ("a/chunk (fastest chunk)", 2048, "timeout", 0, 0),
                ("b/full", 1024, "ok", 5.0, 0), ("g/chunk (fastest chunk)", 1024, "ok", 2.0, 0)])
 assert got == want, got
-assert [r["form"] for r in render.select_rows(rows, [], "b,g/chunk")] == ["b/full", "g/chunk", "g/chunk"]
+assert [r["form"] for r in render.select_rows(rows, AXES, [], "b,g/chunk")] == ["b/full", "g/chunk", "g/chunk"]
 PY
+
+# Axes are read from the file: a table with an axis no build had before (here `pass`, added to a
+# committed v3 file) is drawn against it, split into lines by it, and selected on; a v2 file (no
+# slots column) merged with a v3 one reads slots 0 there.
+/usr/bin/python3 - "$repo/results/gsa_seq.h5" "$tmp/pass.h5" <<'PY' || fail "writing a table with a pass axis"
+import h5py, numpy as np, sys
+with h5py.File(sys.argv[1], "r") as f:
+    table, attrs = f["points"][...], dict(f.attrs)
+fields = [(n, table.dtype.fields[n][0]) for n in table.dtype.names]
+at = [n for n, _ in fields].index("slots") + 1
+wide = np.zeros(2 * len(table), dtype=fields[:at] + [("pass", "<i4")] + fields[at:])
+for n in table.dtype.names:
+    wide[n] = np.concatenate([table[n], table[n]])
+wide["pass"] = [1] * len(table) + [2] * len(table)
+with h5py.File(sys.argv[2], "w") as f:
+    f.create_dataset("points", data=wide)
+    f.attrs.update(attrs)
+PY
+/usr/bin/python3 - "$render" "$tmp/pass.h5" "$repo/results/lion_fig3.h5" <<'PY' || fail "axes read from the file"
+import importlib.machinery, sys
+render = importlib.machinery.SourceFileLoader("render", sys.argv[1]).load_module()
+rows, _, axes = render.load_results(sys.argv[2])
+assert axes == ["batch", "heads", "seq", "dk", "dv", "chunk", "slots", "pass"], axes
+one_l = render.select_rows(rows, axes, ["seq=4096"], None)
+assert render.choose_x_axis(one_l, axes, None) == "pass"
+assert "pass" in render.line_columns(rows, axes, "seq")
+labels = list(render.group_into_lines(rows, render.line_columns(rows, axes, "seq"), "seq"))
+assert any(label.endswith("pass 2") for label in labels), labels
+assert {r["pass"] for r in render.select_rows(rows, axes, ["pass=2"], None)} == {2}
+old, _, old_axes = render.load_results(sys.argv[3])
+assert "slots" not in old_axes
+merged = render.merged_axes([axes, old_axes], rows + old)
+assert merged == axes and all(r["slots"] == 0 and r["pass"] == 0 for r in old)
+PY
+if ! "$render" "$tmp/pass.h5" --where seq=4096 --out "$tmp/figures" >"$tmp/out.txt" 2>&1 ||
+   [ ! -s "$tmp/figures/pass-time.png" ]; then
+  fail "render of a file with a pass axis: $(cat "$tmp/out.txt")"
+fi
 
 echo "$failures failed"
 [ "$failures" = 0 ]
