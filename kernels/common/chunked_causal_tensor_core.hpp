@@ -6,7 +6,8 @@
 //   1. ChunkStates: one team per (batch, head, 64 x 64 block of the d_k x d_v
 //      state) walks the chunks in order, its state block in fp32 registers,
 //      and stores the state entering every chunk n >= 1,
-//        S_n = lambda^C S_{n-1} + sum_{u in chunk n-1} lambda^(nC-1-u) k_u v_u^T,
+//        S_n = lambda^C S_{n-1} + sum_{u in chunk n-1} lambda^(nC-1-u) k_u
+//        v_u^T,
 //      and the normaliser z_n alike (v = 1). Every chunk before the last is
 //      whole, so its decay is lambda^C. When these walks are too few to fill
 //      the GPU (few heads), the sequence is cut into segments walked in
@@ -15,7 +16,8 @@
 //      segment to any other state as it reads it (docs/lightning.md §4.3a).
 //   2. ChunkOutputs: one team per (batch, head, 64 query rows of one chunk,
 //      64 value columns),
-//        o_t = lambda^(t-t0+1) q_t^T S_n + sum_{t0<=u<=t} lambda^(t-u) (q_t.k_u) v_u,
+//        o_t = lambda^(t-t0+1) q_t^T S_n + sum_{t0<=u<=t} lambda^(t-u)
+//        (q_t.k_u) v_u,
 //      divided, when normalising, by lambda^(t-t0+1) q_t.z_n + the same sum
 //      with v = 1. The state part streams S_n in slices of 32 rows, the
 //      intra-chunk part is mma::attend_streamed with a decayed causal mask.
@@ -31,6 +33,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdlib>
 #include <type_traits>
 
 namespace attn {
@@ -38,10 +41,24 @@ namespace attn {
 // How many segments the tensor-core chunk forms (this file's, and GSA's gated
 // chunks) cut each sequence's state walk into: 0 (the default) chooses by the
 // device's size (see tensor_core_chunked); the tests force one walk per
-// sequence, and several segments of several chunks.
+// sequence, and several segments of several chunks. The environment variable
+// ATTN_STATE_SEGMENTS sets it for a whole run (to tune the choice by
+// measurement; at most the number of stored states is used).
 inline int& chunk_state_segments() {
-  static int segments = 0;
+  static int segments = [] {
+    const char* text = std::getenv("ATTN_STATE_SEGMENTS");
+    return text ? std::max(0, std::atoi(text)) : 0;
+  }();
   return segments;
+}
+
+// Which value blocks the tensor-core chunk forms' output kernel takes where
+// it has two widths (bf16, d = 128): 0 (the default) chooses by the number of
+// teams (see tensor_core_chunked), 1 forces the wide blocks and 2 the narrow
+// ones (the tests run both).
+inline int& chunk_output_blocks() {
+  static int blocks = 0;
+  return blocks;
 }
 
 }  // namespace attn
@@ -99,16 +116,16 @@ struct ChunkStates {
   CudaTensor<P> states;  // [B H][chunk - 1][D][D]: the state entering chunk 1, 2, ...
   Tensor3<Kokkos::Cuda, float> normalisers;  // [B H][chunk - 1][D], or empty
   int L, H, C, chunks, dk, dv, mirror;
-  int segment_chunks;  // chunks per segment of the sequence; each segment is walked from a zero
-                       // state
+  int segment_chunks;  // chunks per segment of the sequence; each segment is
+                       // walked from a zero state
 
   KOKKOS_INLINE_FUNCTION void operator()(const CudaTeam& team) const {
 #if defined(ATTN_MMA_DEVICE_PASS)
     using E = mma::operand_t<P>;
     __shared__ __align__(16) E Ks[stages][tokens * ld];
     __shared__ __align__(16) E Vs[stages][tokens * ld];
-    __shared__ float
-        factor[tokens];  // lambda^(end of chunk - 1 - u) of the tile's tokens (1 without a decay)
+    __shared__ float factor[tokens];  // lambda^(end of chunk - 1 - u) of the
+                                      // tile's tokens (1 without a decay)
     const int rank = team.league_rank(), tid = team.team_rank(), size = team.team_size();
     const int vb = rank % blocks, kb = (rank / blocks) % blocks,
               segment = (rank / (blocks * blocks)) % segments();
@@ -142,8 +159,8 @@ struct ChunkStates {
     const int per_chunk = C / tokens, first = segment * segment_chunks;
     const int last = first + segment_chunks < chunks - 1 ? first + segment_chunks : chunks - 1;
     const int begin = first * per_chunk, end = last * per_chunk;
-    team.team_barrier();  // a block that runs several teams: the previous team's tiles are no
-                          // longer read
+    team.team_barrier();  // a block that runs several teams: the previous team's
+                          // tiles are no longer read
     for (int i = begin; i < begin + stages - 1 && i < end; ++i) start(i);
     for (int i = begin; i < end; ++i) {
       const int n = i / per_chunk, buf = i % stages;
@@ -154,8 +171,8 @@ struct ChunkStates {
           mma::for_each_entry(tile, [&](int, int, float& x) { x *= chunk_decay; });
         z *= chunk_decay;
       }
-      // Tile i is in once at most the two copies (K and V) of each later tile in flight are
-      // pending.
+      // Tile i is in once at most the two copies (K and V) of each later tile
+      // in flight are pending.
       if (i + stages - 1 < end) {
         start(i + stages - 1);
         mma::finish_tile_copy<2 * (stages - 1), P>(Ks[buf], ld, tokens, block, dk - kb * block, tid,
@@ -168,9 +185,10 @@ struct ChunkStates {
       }
       if (tid < tokens) factor[tid] = decay_power(rate, (n + 1) * C - 1 - (i * tokens + tid));
       team.team_barrier();
-// S += (Lambda K)^T V: the keys, decayed to the end of their chunk, as a transposed A operand. The
-// decay scales each fragment as it is read (scaling the tile in shared memory once, with a barrier
-// more, measured 1.03-1.09x the time in tf32 and bf16); without one the keys go as they are.
+// S += (Lambda K)^T V: the keys, decayed to the end of their chunk, as a
+// transposed A operand. The decay scales each fragment as it is read (scaling
+// the tile in shared memory once, with a barrier more, measured 1.03-1.09x the
+// time in tf32 and bf16); without one the keys go as they are.
 #pragma unroll
       for (int kk = 0; kk < tokens / mma::k_step<P>; ++kk) {
         mma::AFragment<P> a[row_tiles];
@@ -191,7 +209,8 @@ struct ChunkStates {
       if (keeps_z)
         for (int u = 0; u < tokens; ++u)
           z += factor[u] * mma::operand_to_float<P>(Ks[buf][u * ld + tid]);
-      team.team_barrier();  // buffer buf is free for tile i + stages, factor for tile i + 1
+      team.team_barrier();  // buffer buf is free for tile i + stages, factor for
+                            // tile i + 1
     }
     store(last);
 #endif
@@ -221,10 +240,25 @@ struct JoinChunkSegments {
   KOKKOS_INLINE_FUNCTION void join(float rate, Entry entry) const {
     const float segment_decay = decay_power(rate, C * segment_chunks);
     float entering = float(entry(segment_chunks));
-    // Every f = g Sc up to the last stored state (chunks - 1) opens segment g or ends the last one.
-    for (int f = 2 * segment_chunks; f <= chunks - 1; f += segment_chunks) {
-      entering = float(entry(f)) + segment_decay * entering;
-      entry(f) = storage_t<P>(entering);
+    // Every f = g Sc up to the last stored state (chunks - 1) opens segment g
+    // or ends the last one; `group` of them loaded before any is rewritten,
+    // so that their loads are in flight together (one at a time, many
+    // segments made the join a chain of memory round trips).
+    constexpr int group = 8;
+    for (int f0 = 2 * segment_chunks; f0 <= chunks - 1; f0 += group * segment_chunks) {
+      float stored[group];
+#pragma unroll
+      for (int g = 0; g < group; ++g) {
+        const int f = f0 + g * segment_chunks;
+        stored[g] = f <= chunks - 1 ? float(entry(f)) : 0.f;
+      }
+#pragma unroll
+      for (int g = 0; g < group; ++g) {
+        const int f = f0 + g * segment_chunks;
+        if (f > chunks - 1) break;
+        entering = stored[g] + segment_decay * entering;
+        entry(f) = storage_t<P>(entering);
+      }
     }
   }
 
@@ -238,16 +272,17 @@ struct JoinChunkSegments {
   }
 };
 
-template <class P, int D>
+// ValueBlock: value columns per team (flash-linear-attention's chunk_fwd_o
+// splits V so too). With many teams, the most the registers hold: every
+// column in bf16 measured faster than 64-column blocks (2.3 against 2.9 ms
+// at B=4 H=32 L=16k d=128). With few, half as many (narrow_value_block).
+template <class P, int D, int ValueBlock = mma::register_value_block<P, D>>
 struct ChunkOutputs {
   static constexpr int warps = 4, rows = 16 * warps;
-  // Value columns per team (flash-linear-attention's chunk_fwd_o splits V so
-  // too); every column in bf16 measured faster than 64-column blocks (2.3
-  // against 2.9 ms at B=4 H=32 L=16k d=128).
-  static constexpr int value_block = mma::register_value_block<P, D>,
-                       value_blocks = D / value_block;
+  static constexpr int value_block = ValueBlock, value_blocks = D / value_block;
   // Teams resident per SM the registers must allow: 3 (168 registers; 171
-  // in float and 192 in bf16 without the cap left room for 2, 12 % of the warps).
+  // in float and 192 in bf16 without the cap left room for 2, 12 % of the
+  // warps).
   static constexpr int min_blocks = 3;
   static constexpr int keys = std::is_same_v<P, bf16> ? 64 : 32;  // streamed key and value tiles
   static constexpr int ld = mma::padded_stride<P>(D), ldv = mma::padded_stride<P>(value_block);
@@ -284,7 +319,8 @@ struct ChunkOutputs {
     const int b = tile.b, h = tile.h, bh = b * H + h, tid = team.team_rank(),
               size = team.team_size();
     const int row0 = tile.first + 16 * (tid / 32);  // the warp's first step
-    const int n = tile.first / C, t0 = n * C;       // the chunk of every row of the tile
+    const int n = tile.first / C,
+              t0 = n * C;  // the chunk of every row of the tile
     const float rate = base2_rate(decay_rate, h);
 
     mma::RowTile<P, D> Q;
@@ -318,15 +354,16 @@ struct ChunkOutputs {
           mma::finish_tile_copy<decltype(pending)::value, P>(
               entering(i), slice_ld, slice, value_block, D - first_value, tid, size);
       };
-      team.team_barrier();  // a block that runs several teams: the previous team's tiles are no
-                            // longer read
+      team.team_barrier();  // a block that runs several teams: the previous
+                            // team's tiles are no longer read
       start(0);
-#pragma unroll  // Q's k-steps are indexed by i: registers only with constant indices
+#pragma unroll  // Q's k-steps are indexed by i: registers only with constant
+                // indices
       for (int i = 0; i < slices; ++i) {
         if (i + 1 < slices) {
           start(i + 1);
-          // Slice i is in once the copies of slice i + 1 (one, or two when corrected) are all that
-          // pend.
+          // Slice i is in once the copies of slice i + 1 (one, or two when
+          // corrected) are all that pend.
           if (corrected)
             finish(std::integral_constant<int, 2>{}, i);
           else
@@ -410,7 +447,8 @@ bool tensor_core_chunked(const Kokkos::Cuda& exec, const char* label, const Shap
     int segment_chunks = chunks;  // one walk per sequence unless cut below
     if (chunks > 1) {
       using States = ChunkStates<P, D>;
-      // Kept between calls (common/workspace.hpp); every chunk form and pass shares them.
+      // Kept between calls (common/workspace.hpp); every chunk form and pass
+      // shares them.
       const std::size_t stored = std::size_t(BH) * (chunks - 1);
       states = CudaTensor<P>(reinterpret_cast<storage_t<P>*>(workspace<Kokkos::CudaSpace>(
                                  "chunk states", stored * D * D * sizeof(storage_t<P>))),
@@ -420,19 +458,24 @@ bool tensor_core_chunked(const Kokkos::Cuda& exec, const char* label, const Shap
             Tensor3<Kokkos::Cuda, float>(reinterpret_cast<float*>(workspace<Kokkos::CudaSpace>(
                                              "chunk normalisers", stored * D * sizeof(float))),
                                          BH, chunks - 1, D);
-      // Few (batch, head, state block) walks leave most of the GPU idle: then
-      // the sequence is cut into segments walked in parallel and joined after
-      // (a two-level scan), so that the walks' 16-row pieces fill about a
-      // fifth of the device's warp slots (tuned when each warp held one;
-      // counting the 32-row warps instead doubled the segments: 1.08-1.11x
-      // the time of lightning/fwd_bwd in bf16 at B=2 H=16 L=1k, 0.94-0.96x of
-      // lightning/fwd at B=1 H=8 L=16k; in pieces both are as before).
-      // Joining every stored state took as long as the walk (0.17 ms at B=1
-      // H=8 L=16k bf16); only the segments' first states are joined here, the
-      // others as the outputs read them.
+      // Few (batch, head, state block) walks leave most of the GPU idle: when
+      // the walks' 16-row pieces fill less than a fifth of the device's warp
+      // slots, the sequence is cut into segments walked in parallel and
+      // joined after (a two-level scan), as many as fill about a fifth of
+      // them, or, with fewer pieces than a tenth, about half. Measured on an
+      // H100 with ATTN_STATE_SEGMENTS: at B=1 H=8 (256 pieces) lightning/fwd
+      // took 16-32 segments fastest (swept 1..64), 16 against the 7 that
+      // filled a fifth 0.489 / 0.148 / 0.069 ms against 0.551 / 0.159 /
+      // 0.076 at L = 16k / 4k / 1k in float, 0.280 / 0.098 / 0.038 against
+      // 0.314 / 0.106 / 0.046 in bf16; at B=2 H=16 (1024 pieces)
+      // lightning/fwd_bwd in float took 1.05x the time with the 5 that filled
+      // half against 2. Joining every stored state took as long as the walk
+      // (0.17 ms at B=1 H=8 L=16k bf16); only the segments' first states are
+      // joined here, the others as the outputs read them.
       const int walks = BH * States::blocks * States::blocks, warp_slots = exec.concurrency() / 32;
       const int pieces = walks * States::warps * States::row_tiles;
       const int wanted = chunk_state_segments() > 0 ? chunk_state_segments()
+                         : 10 * pieces < warp_slots ? ceil_div(warp_slots / 2, pieces)
                                                     : std::max(1, ceil_div(warp_slots / 5, pieces));
       const int segments = std::min(chunks - 1, wanted);
       segment_chunks = ceil_div(chunks - 1, segments);
@@ -440,8 +483,8 @@ bool tensor_core_chunked(const Kokkos::Cuda& exec, const char* label, const Shap
                    walks * ceil_div(chunks - 1, segment_chunks), 32 * States::warps,
                    States{k, v, decay_rate, states, normalisers, L, s.heads, C, chunks, s.dk, s.dv,
                           mirror, segment_chunks});
-      if (2 * segment_chunks <=
-          chunks - 1) {  // a state at 2 Sc or later needs the second segment's entering one
+      if (2 * segment_chunks <= chunks - 1) {  // a state at 2 Sc or later needs the second
+                                               // segment's entering one
         const int entries = D * D + (normalise ? D : 0);
         Kokkos::parallel_for(std::string(label) + " join segments",
                              Kokkos::RangePolicy<Kokkos::Cuda>(exec, 0, BH * entries),
@@ -449,13 +492,32 @@ bool tensor_core_chunked(const Kokkos::Cuda& exec, const char* label, const Shap
                                                   chunks, segment_chunks, entries});
       }
     }
-    using Outputs = ChunkOutputs<P, D>;
-    const int tiles = ceil_div(L, Outputs::rows);
-    launch_tiles<Outputs::min_blocks>(
-        std::string(label) + " outputs", exec, BH * tiles * Outputs::value_blocks,
-        32 * Outputs::warps,
-        Outputs{q, k, v, o, decay_rate, states, normalisers, L, s.heads, tiles, C, s.dk, s.dv,
-                mirror, segment_chunks, normalise});
+    // Fewer teams than two rounds of the resident ones (few heads, short
+    // sequences) leave most warp slots empty, and each team's chain of copies
+    // and products sets the time: then each team of bf16's 128-column blocks
+    // takes half the value columns, twice the teams with about half the
+    // products each (the query-key products repeated). Kokkos counts 2048
+    // threads per SM. At B=1 H=8 (H100) bf16 went from 0.052 / 0.106 to 0.046
+    // / 0.101 ms at L = 1k / 4k; float's 64-column blocks halved went from
+    // 0.063 to 0.078 ms at 1k (its query-key products cost three).
+    using Wide = ChunkOutputs<P, D>;
+    const int tiles = ceil_div(L, Wide::rows);
+    const bool few =
+        chunk_output_blocks() == 0
+            ? BH * tiles * Wide::value_blocks < 2 * (exec.concurrency() / 2048) * Wide::min_blocks
+            : chunk_output_blocks() == 2;
+    auto launch_outputs = [&](auto value_block) {
+      using Outputs = ChunkOutputs<P, D, decltype(value_block)::value>;
+      launch_tiles<Outputs::min_blocks>(
+          std::string(label) + " outputs", exec, BH * tiles * Outputs::value_blocks,
+          32 * Outputs::warps,
+          Outputs{q, k, v, o, decay_rate, states, normalisers, L, s.heads, tiles, C, s.dk, s.dv,
+                  mirror, segment_chunks, normalise});
+    };
+    constexpr int narrow = Wide::value_block / 2;
+    if constexpr (narrow >= 64)
+      if (few) return launch_outputs(std::integral_constant<int, narrow>{});
+    launch_outputs(std::integral_constant<int, Wide::value_block>{});
   };
   return mma::with_padded_head(s.dk, s.dv, run);
 }

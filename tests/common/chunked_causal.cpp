@@ -37,22 +37,26 @@ TEMPLATE_LIST_TEST_CASE(
   int ran = 0;
   for_each_tile_path<Exec>([&](bool tensor_cores) {
     // The tensor-core state walk: as the device's size chooses, one walk per
-    // sequence, and segments of two chunks or more joined after.
+    // sequence, and segments of two chunks or more joined after; the outputs
+    // in wide and in narrow value blocks.
     for_each_state_walk<Exec>(tensor_cores, {0, 1, 3}, [&](int segments) {
-      for (const ChunkCase& c : chunk_cases)
-        for (const char* name : {"linear/chunk", "lightning/fwd", "lightning/fwd_bwd"}) {
-          const Form& form = form_named(name);
-          const Shape& s = c.shape;
-          FormParams params;
-          params.chunk = c.chunk;
-          INFO(name << " on " << backend_name<Exec>() << " in " << precision_name<P>()
-                    << (tensor_cores ? "" : ", portable") << ", B=" << s.batch << " H=" << s.heads
-                    << " L=" << s.seq << " dk=" << s.dk << " dv=" << s.dv << " chunk=" << c.chunk
-                    << ", state segments " << segments << ", seed " << seed);
-          const HostProblem p = random_problem(s, form, seed, params);
-          check_close<P>(run_form<Exec, P>(form, p, params), form.reference(p, params, {}));
-          ++ran;
-        }
+      for_each_output_width<Exec>(tensor_cores, [&](int widths) {
+        for (const ChunkCase& c : chunk_cases)
+          for (const char* name : {"linear/chunk", "lightning/fwd", "lightning/fwd_bwd"}) {
+            const Form& form = form_named(name);
+            const Shape& s = c.shape;
+            FormParams params;
+            params.chunk = c.chunk;
+            INFO(name << " on " << backend_name<Exec>() << " in " << precision_name<P>()
+                      << (tensor_cores ? "" : ", portable") << ", B=" << s.batch << " H=" << s.heads
+                      << " L=" << s.seq << " dk=" << s.dk << " dv=" << s.dv << " chunk=" << c.chunk
+                      << ", state segments " << segments << ", output blocks " << widths
+                      << " (1 wide, 2 narrow), seed " << seed);
+            const HostProblem p = random_problem(s, form, seed, params);
+            check_close<P>(run_form<Exec, P>(form, p, params), form.reference(p, params, {}));
+            ++ran;
+          }
+      });
     });
   });
   require_ran<P>(ran, "chunked form");

@@ -106,6 +106,22 @@ void for_each_state_walk(bool tensor_cores, const std::vector<int>& forced, F f)
   }
 }
 
+// f(blocks) for each value-block width the tensor-core chunk forms' output
+// kernel takes (chunk_output_blocks: 1 wide, 2 narrow; 0: as the number of
+// teams chooses): on the tensor-core path of a GPU backend both in turn;
+// elsewhere once, with 0. Restored to 0 afterwards, whatever f throws.
+template <class Exec, class F>
+void for_each_output_width(bool tensor_cores, F f) {
+  struct Restore {
+    ~Restore() { chunk_output_blocks() = 0; }
+  } restore;
+  const bool both = tensor_cores && !is_host_space<Exec>();
+  for (const int blocks : both ? std::vector<int>{1, 2} : std::vector<int>{0}) {
+    chunk_output_blocks() = blocks;
+    f(blocks);
+  }
+}
+
 // Runs form in precision P (a tag); the form must have a kernel in it.
 template <class Exec, class P>
 ref::Outputs run_form(const Form& form, const HostProblem& p, const FormParams& params) {
