@@ -117,7 +117,7 @@ void print_unswept_axis_notes(const Sweep& sweep) {
     for (auto axis = axes.rbegin(); axis != axes.rend();
          ++axis)  // chunk's note before slots', as bench has always printed them
       if (axis->param && !form->takes(*axis->param) && axis->values(sweep).values.size() > 1)
-        fmt::print("note: {} {}; --{} is not swept for it\n", form->name, axis->not_taken,
+        fmt::print("note: {} {}; --{} is not swept for it\n", form->name, axis->param->not_taken,
                    axis->name);
 }
 
