@@ -15,8 +15,7 @@ namespace attn::test {
 
 // o = repeats * gain * v: `repeats` a parameter no registered form takes, and
 // gain, [B, H, L, 1], an input no registered form has.
-const Param repeats{"repeats", "times v is added up, for the test form", "1",
-                    "does not repeat"};
+const Param repeats{"repeats", "times v is added up, for the test form", "1", "does not repeat"};
 const Draw gain_draw{"gain", [](ref::Tensor& z, const OptionValues&) {
                        for_each_element(z, [](double x) { return std::exp(x / 4); });
                      }};
@@ -60,22 +59,21 @@ Cost scaled_by_gain_cost(const Shape& s, const FormParams&, std::size_t scalar_b
 std::string no_vectors(const FormParams&) { return ""; }
 
 Form scaled_by_gain_form(const Param& param = repeats) {
-  return {"test/scaled_by_gain",
-          "test",
-          "o = repeats gain v",
-          Direction::bidirectional,
-          {param, Param::chunk},
-          {},
-          attention_tensors(normal_draw, {{"gain",
-                                           {Size::batch, Size::heads, Size::seq},
-                                           Role::input,
-                                           &gain_draw,
-                                           gain_stream}}),
-          MemoryKind::io_only,
-          runners_of<ScaledByGain>(),
-          &scaled_by_gain_reference,
-          &scaled_by_gain_cost,
-          &no_vectors};
+  return {
+      "test/scaled_by_gain",
+      "test",
+      "o = repeats gain v",
+      Direction::bidirectional,
+      {param, Param::chunk},
+      {},
+      attention_tensors(
+          normal_draw,
+          {{"gain", {Size::batch, Size::heads, Size::seq}, Role::input, &gain_draw, gain_stream}}),
+      MemoryKind::io_only,
+      runners_of<ScaledByGain>(),
+      &scaled_by_gain_reference,
+      &scaled_by_gain_cost,
+      &no_vectors};
 }
 
 }  // namespace attn::test
@@ -96,8 +94,8 @@ TEST_CASE("a parameter a form declares is an axis of the sweep, valued by name",
   const std::vector<SweptAxis> axes = swept_axes(params);
   std::vector<std::string> columns;
   for (const SweptAxis& axis : axes) columns.push_back(axis.name);
-  CHECK(columns == std::vector<std::string>{"batch", "heads", "dk", "dv", "seq", "slots", "repeats",
-                                            "chunk"});
+  CHECK(columns ==
+        std::vector<std::string>{"batch", "heads", "dk", "dv", "seq", "slots", "repeats", "chunk"});
 
   Shape shape{};
   FormParams values;
