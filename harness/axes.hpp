@@ -44,7 +44,8 @@ struct SweptAxis {
 // have one column per axis, in this order: a parameter a form declares is
 // swept, written, read, resumed, compared, exported and plotted. The console's
 // table and --dry-run plan name their columns themselves (their output stays
-// as it was). swept_axes(params) for parameters of one's own (a test's).
+// as it was) and show any other axis as name=value after a row.
+// swept_axes(params) for parameters of one's own (a test's).
 const std::vector<SweptAxis>& swept_axes();
 std::vector<SweptAxis> swept_axes(const std::vector<Param>& params);
 

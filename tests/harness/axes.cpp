@@ -54,6 +54,9 @@ TEST_CASE("planned rows carry every declared axis, 0 where a form does not take 
   sweep.dk = parse_axis("dk", "16");
   sweep.dv = {"dv", {0}};  // dv follows dk
   sweep.seq = parse_axis("seq", "64");
+  // Every declared parameter at bench's default, as bench sweeps them; then slots and chunk.
+  for (const attn::Param& param : attn::declared_params())
+    sweep.param_values[param.name] = parse_axis(param.name, param.default_values);
   sweep.param_values["slots"] = parse_axis("slots", "8,16");
   sweep.param_values["chunk"] = parse_axis("chunk", "32");
   const auto points = attn::plan_points(sweep, "openmp");
