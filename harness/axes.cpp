@@ -86,29 +86,36 @@ Axis parse_axis(const std::string& name, const std::string& spec, long long mini
   return axis;
 }
 
+std::vector<SweptAxis> swept_axes(const std::vector<Param>& params) {
+  std::vector<SweptAxis> axes{{"batch", [](const Sweep& s) -> const Axis& { return s.batch; },
+                               std::nullopt, [](Shape& s, FormParams&, int v) { s.batch = v; },
+                               [](const Shape& s, const FormParams&) { return s.batch; }},
+                              {"heads", [](const Sweep& s) -> const Axis& { return s.heads; },
+                               std::nullopt, [](Shape& s, FormParams&, int v) { s.heads = v; },
+                               [](const Shape& s, const FormParams&) { return s.heads; }},
+                              {"dk", [](const Sweep& s) -> const Axis& { return s.dk; },
+                               std::nullopt, [](Shape& s, FormParams&, int v) { s.dk = v; },
+                               [](const Shape& s, const FormParams&) { return s.dk; }},
+                              {"dv", [](const Sweep& s) -> const Axis& { return s.dv; },
+                               std::nullopt, [](Shape& s, FormParams&, int v) { s.dv = v; },
+                               [](const Shape& s, const FormParams&) { return s.dv; }},
+                              {"seq", [](const Sweep& s) -> const Axis& { return s.seq; },
+                               std::nullopt, [](Shape& s, FormParams&, int v) { s.seq = v; },
+                               [](const Shape& s, const FormParams&) { return s.seq; }}};
+  for (const bool reference_reads : {true, false})
+    for (const Param& param : params)
+      if (param.reference_reads == reference_reads) {
+        const std::string name = param.name;
+        axes.push_back({name,
+                        [name](const Sweep& s) -> const Axis& { return s.param_values.at(name); },
+                        param, [name](Shape&, FormParams& p, int v) { p.set_axis(name, v); },
+                        [name](const Shape&, const FormParams& p) { return p.axis(name); }});
+      }
+  return axes;
+}
+
 const std::vector<SweptAxis>& swept_axes() {
-  static const std::vector<SweptAxis> axes{
-      {"batch", [](const Sweep& s) -> const Axis& { return s.batch; }, std::nullopt, "",
-       [](Shape& s, FormParams&, int v) { s.batch = v; },
-       [](const Shape& s, const FormParams&) { return s.batch; }},
-      {"heads", [](const Sweep& s) -> const Axis& { return s.heads; }, std::nullopt, "",
-       [](Shape& s, FormParams&, int v) { s.heads = v; },
-       [](const Shape& s, const FormParams&) { return s.heads; }},
-      {"dk", [](const Sweep& s) -> const Axis& { return s.dk; }, std::nullopt, "",
-       [](Shape& s, FormParams&, int v) { s.dk = v; },
-       [](const Shape& s, const FormParams&) { return s.dk; }},
-      {"dv", [](const Sweep& s) -> const Axis& { return s.dv; }, std::nullopt, "",
-       [](Shape& s, FormParams&, int v) { s.dv = v; },
-       [](const Shape& s, const FormParams&) { return s.dv; }},
-      {"seq", [](const Sweep& s) -> const Axis& { return s.seq; }, std::nullopt, "",
-       [](Shape& s, FormParams&, int v) { s.seq = v; },
-       [](const Shape& s, const FormParams&) { return s.seq; }},
-      {"slots", [](const Sweep& s) -> const Axis& { return s.slots; }, Param::slots, "has no slots",
-       [](Shape&, FormParams& p, int v) { p.slots = v; },
-       [](const Shape&, const FormParams& p) { return p.slots; }},
-      {"chunk", [](const Sweep& s) -> const Axis& { return s.chunk; }, Param::chunk,
-       "takes no chunk size", [](Shape&, FormParams& p, int v) { p.chunk = v; },
-       [](const Shape&, const FormParams& p) { return p.chunk; }}};
+  static const std::vector<SweptAxis> axes = swept_axes(declared_params());
   return axes;
 }
 

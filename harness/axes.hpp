@@ -6,6 +6,7 @@
 //   "1k,3k,5000" a list; k = 1024, m = 1024^2
 //   "64"         one value
 #pragma once
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -29,22 +30,24 @@ Axis parse_axis(const std::string& name, const std::string& spec, long long mini
 // sweep's values of it, the form parameter it is (none for the sizes every
 // form has), and where its value is in a point.
 struct SweptAxis {
-  const char* name;
-  const Axis& (*values)(const Sweep& sweep);
+  std::string name;
+  std::function<const Axis&(const Sweep& sweep)> values;
   std::optional<Param> param;
-  const char*
-      not_taken;  // why a form without the parameter does not sweep it: "takes no chunk size"
-  void (*set)(Shape& shape, FormParams& params, int value);
-  int (*get)(const Shape& shape, const FormParams& params);
+  std::function<void(Shape& shape, FormParams& params, int value)> set;
+  std::function<int(const Shape& shape, const FormParams& params)> get;
 };
 
 // The sweep's axes in the grid's order, the last varying fastest: batch,
-// heads, dk, dv, seq, slots, chunk (innermost: its points share inputs and
-// reference). Result rows have one column per axis, in this order: an axis
-// added here (its values in Sweep, its bench option) is swept, written, read,
-// resumed, compared, exported and plotted. The console's table and --dry-run
-// plan name their columns themselves (their output stays as it was).
+// heads, dk, dv, seq, then the parameters the forms declare (declared_params:
+// slots, ..., chunk), those the reference reads before those it does not (the
+// chunk size, innermost: its points share inputs and reference). Result rows
+// have one column per axis, in this order: a parameter a form declares is
+// swept, written, read, resumed, compared, exported and plotted. The console's
+// table and --dry-run plan name their columns themselves (their output stays
+// as it was) and show any other axis as name=value after a row.
+// swept_axes(params) for parameters of one's own (a test's).
 const std::vector<SweptAxis>& swept_axes();
+std::vector<SweptAxis> swept_axes(const std::vector<Param>& params);
 
 // The axis columns of the rows this build writes: swept_axes' names.
 std::vector<std::string> axis_columns();

@@ -105,11 +105,11 @@ po::options_description sweep_options() {
       "batch", po::value<std::string>()->default_value("1"), "batch sizes B")(
       "heads", po::value<std::string>()->default_value("8"), "head counts H")(
       "dk", po::value<std::string>()->default_value("64"), "query/key head sizes")(
-      "dv", po::value<std::string>(), "value head sizes (default: equal to dk)")(
-      "chunk", po::value<std::string>()->default_value("64"),
-      "chunk sizes, for chunked forms (a chunk >= L is one chunk)")(
-      "slots", po::value<std::string>()->default_value("64"),
-      "GSA memory slots per head m, for slotted forms");
+      "dv", po::value<std::string>(), "value head sizes (default: equal to dk)");
+  for (const Param& param : declared_params())
+    o.add_options()(param.name.c_str(),
+                    po::value<std::string>()->default_value(param.default_values),
+                    param.help.c_str());
   for (const OptionSpec& option : declared_options()) add_declared_option(o, option);
   o.add_options()(
       "precision", po::value<std::string>()->default_value("float"),
@@ -332,8 +332,8 @@ Sweep sweep_from(const po::variables_map& vm, const std::string& command_line) {
   sweep.dk = parse_axis("dk", vm["dk"].as<std::string>());
   sweep.dv_follows_dk = !vm.count("dv");
   sweep.dv = sweep.dv_follows_dk ? Axis{"dv", {0}} : parse_axis("dv", vm["dv"].as<std::string>());
-  sweep.chunk = parse_axis("chunk", vm["chunk"].as<std::string>());
-  sweep.slots = parse_axis("slots", vm["slots"].as<std::string>());
+  for (const Param& param : declared_params())
+    sweep.param_values[param.name] = parse_axis(param.name, vm[param.name].as<std::string>());
   for (const OptionSpec& option : declared_options())
     sweep.params.options.set(option.name, declared_option_value(vm, option));
   const std::string tiles = vm["tiles"].as<std::string>();
@@ -481,7 +481,7 @@ int list_command(const std::vector<std::string>& args) {
   // The parameters a form takes: its swept ones, then its options.
   auto params_of = [](const Form& f) {
     std::vector<std::string> params;
-    for (auto p : f.params) params.push_back(param_name(p));
+    for (const Param& p : f.params) params.push_back(p.name);
     for (const OptionSpec& o : f.options) params.push_back(o.name);
     return params;
   };

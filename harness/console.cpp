@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <set>
 #include <sstream>
 #include <utility>
 
@@ -60,6 +61,22 @@ void Console::clear_status() {
 
 // --- tables ---------------------------------------------------------------------
 
+namespace {
+
+// The axes the tables give columns of their own (batch and heads show in the
+// plan only); any other, a parameter a family declares, follows its row as
+// name=value where the form takes it, so that existing sweeps print as before.
+std::string other_axes_text(const ResultRow& row) {
+  static const std::set<std::string> in_columns{"batch", "heads", "dk",   "dv",
+                                                "seq",   "chunk", "slots"};
+  std::string text;
+  for (const auto& [name, value] : row.axes)
+    if (value && !in_columns.count(name)) text += fmt::format(" {}={}", name, value);
+  return text;
+}
+
+}  // namespace
+
 std::string table_header() {
   return fmt::format(
       "{:<26} {:>6} {:>7} {:>5} {:>5} {:>6} {:>5} {:>7} {:>11} {:>10} {:>9} {:>8} {:>9}", "form",
@@ -70,11 +87,11 @@ std::string table_header() {
 std::string table_row(const ResultRow& row) {
   return fmt::format(
       "{:<26} {:>6} {:>7} {:>5} {:>5} {:>6} {:>5} {:>7} {:>11.3f} {:>10.1f} {:>9.1f} {:>8.1f} "
-      "{:>9}{}",
+      "{:>9}{}{}",
       row.form, row.precision, row.axis("seq"), row.axis("dk"), row.axis("dv"),
       axis_text(row.axis("chunk")), axis_text(row.axis("slots")), row.status,
       row.time_median_s * 1e3, row.peak_bytes / 1048576.0, row.gflops, row.gbps,
-      row.err_heads ? fmt::format("{:.1e}", row.rel_l2_err) : "-",
+      row.err_heads ? fmt::format("{:.1e}", row.rel_l2_err) : "-", other_axes_text(row),
       row.note.empty() ? "" : "  (" + row.note + ")");
 }
 
@@ -117,7 +134,7 @@ void print_unswept_axis_notes(const Sweep& sweep) {
     for (auto axis = axes.rbegin(); axis != axes.rend();
          ++axis)  // chunk's note before slots', as bench has always printed them
       if (axis->param && !form->takes(*axis->param) && axis->values(sweep).values.size() > 1)
-        fmt::print("note: {} {}; --{} is not swept for it\n", form->name, axis->not_taken,
+        fmt::print("note: {} {}; --{} is not swept for it\n", form->name, axis->param->not_taken,
                    axis->name);
 }
 
@@ -146,11 +163,11 @@ void print_plan(const Sweep& sweep, const std::vector<Point>& points,
       ++unknown;
       prediction = "?";
     }
-    fmt::print("{:<26} {:>6} {:>4} {:>4} {:>7} {:>5} {:>5} {:>6} {:>5}  {:<22} {:>10}\n",
+    fmt::print("{:<26} {:>6} {:>4} {:>4} {:>7} {:>5} {:>5} {:>6} {:>5}  {:<22} {:>10}{}\n",
                planned.form, planned.precision, planned.axis("batch"), planned.axis("heads"),
                planned.axis("seq"), planned.axis("dk"), planned.axis("dv"),
-               axis_text(planned.axis("chunk")), axis_text(planned.axis("slots")), held,
-               prediction);
+               axis_text(planned.axis("chunk")), axis_text(planned.axis("slots")), held, prediction,
+               other_axes_text(planned));
   }
   fmt::print(
       "\n{} points: {} already in {} (kept), {} to measure; predicted time {}{}\n", points.size(),

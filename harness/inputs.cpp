@@ -34,9 +34,8 @@ void fill_normal(ref::Tensor& t, std::uint64_t stream) {
   Kokkos::DefaultHostExecutionSpace().fence();
 }
 
-}  // namespace
-
-ref::Tensor HostProblem::*problem_member(const std::string& name) {
+// The problem's named members, by the names forms declare them with.
+ref::Tensor HostProblem::*named_member(const std::string& name) {
   const std::pair<const char*, ref::Tensor HostProblem::*> members[] = {
       {"q", &HostProblem::q},
       {"k", &HostProblem::k},
@@ -46,7 +45,19 @@ ref::Tensor HostProblem::*problem_member(const std::string& name) {
       {"d_o", &HostProblem::d_o}};
   for (const auto& [member_name, member] : members)
     if (name == member_name) return member;
-  throw std::logic_error("a form declares an input '" + name + "' that ref::Problem does not hold");
+  return nullptr;
+}
+
+}  // namespace
+
+ref::Tensor& problem_tensor(HostProblem& p, const std::string& name) {
+  const auto member = named_member(name);
+  return member ? p.*member : p.extras[name];
+}
+
+const ref::Tensor& problem_tensor(const HostProblem& p, const std::string& name) {
+  const auto member = named_member(name);
+  return member ? p.*member : p.extra(name);
 }
 
 ref::Tensor ref::Outputs::*outputs_member(const std::string& name) {
@@ -88,7 +99,7 @@ HostProblem random_problem(const Shape& s, const Form& form, std::uint64_t seed,
     if (per_head)
       p.decay_rate = std::move(x.data);
     else
-      p.*problem_member(t.name) = std::move(x);
+      problem_tensor(p, t.name) = std::move(x);
   }
   return p;
 }

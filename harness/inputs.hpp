@@ -46,10 +46,14 @@ inline double log_sigmoid(double z) {
   return z >= 0 ? -std::log1p(std::exp(-z)) : z - std::log1p(std::exp(z));
 }
 
-// Where the host copy of a declared [B, H, L, ...] tensor lives, by its name:
-// an input of the problem (q, k, v, log_decay, log_gate, d_o) or a result (o,
-// dq, dk, dv, dlog_gate). Throws std::logic_error for a name it does not hold.
-ref::Tensor HostProblem::*problem_member(const std::string& name);
+// The host copy of a declared [B, H, L, ...] input, by its name: a member of
+// the problem (q, k, v, log_decay, log_gate, d_o) or, for any other name, its
+// entry in `extras` (made empty by the first form, throws std::out_of_range
+// when absent by the second).
+ref::Tensor& problem_tensor(HostProblem& p, const std::string& name);
+const ref::Tensor& problem_tensor(const HostProblem& p, const std::string& name);
+// Where a declared result lives, by its name (o, dq, dk, dv, dlog_gate);
+// throws std::logic_error for a name ref::Outputs does not hold.
 ref::Tensor ref::Outputs::*outputs_member(const std::string& name);
 
 // The arithmetic type a stored value converts through: bf16 converts only to
@@ -93,7 +97,7 @@ ref::Tensor to_host(const View& view) {
 }
 
 // Inputs on the backend; o (and dq, dk, dv when the problem has d_o) are
-// allocated uninitialised; decay arrays only when the problem has them.
+// allocated uninitialised; decay arrays, gates and extras only when the problem has them.
 template <class Exec, class T>
 Inputs<Exec, T> upload(const HostProblem& p) {
   Inputs<Exec, T> x;
@@ -119,6 +123,7 @@ Inputs<Exec, T> upload(const HostProblem& p) {
     Kokkos::deep_copy(x.log_decay, mirror);
   }
   if (!p.log_gate.data.empty()) x.log_gate = to_device<Exec, T>(p.log_gate, "log_gate");
+  for (const auto& [name, t] : p.extras) x.extras[name] = to_device<Exec, T>(t, name.c_str());
   if (!p.d_o.data.empty()) {
     x.d_o = to_device<Exec, T>(p.d_o, "d_o");
     x.dq = allocate_like<Exec, T>(p.q, "dq");

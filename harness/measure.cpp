@@ -141,13 +141,14 @@ class CacheFlush {
 // The point's name in Google Benchmark's reports (and its JSON):
 // "form/precision/backend/B:1/H:8/L:1024/dk:64/dv:64[/chunk:64][/slots:64][/variant]",
 // spelled as before the axes were named, so that Google Benchmark's
-// compare.py matches the points of older reports.
+// compare.py matches the points of older reports: the parameters the form
+// takes in the order forms() declares them (chunk, slots, then any other).
 std::string benchmark_name(const ResultRow& row) {
   std::string name = fmt::format("{}/{}/{}/B:{}/H:{}/L:{}/dk:{}/dv:{}", row.form, row.precision,
                                  row.backend, row.axis("batch"), row.axis("heads"), row.axis("seq"),
                                  row.axis("dk"), row.axis("dv"));
-  if (row.axis("chunk")) name += fmt::format("/chunk:{}", row.axis("chunk"));
-  if (row.axis("slots")) name += fmt::format("/slots:{}", row.axis("slots"));
+  for (const Param& param : declared_params())
+    if (row.axis(param.name)) name += fmt::format("/{}:{}", param.name, row.axis(param.name));
   if (!row.variant.empty()) name += "/" + row.variant;
   return name;
 }
@@ -308,6 +309,7 @@ double PointCache::reusable_bytes() const {
   for (const ref::Tensor* t : {&problem_.q, &problem_.k, &problem_.v, &problem_.log_decay,
                                &problem_.log_gate, &problem_.d_o})
     elements += double(t->data.size());
+  for (const auto& [name, t] : problem_.extras) elements += double(t.data.size());
   return elements * sizeof(double);
 }
 
@@ -323,9 +325,11 @@ const HostProblem& PointCache::problem() {
 const ref::Outputs& PointCache::reference(const Form& form, const FormParams& params,
                                           const ref::HeadList& heads) {
   const HostProblem& inputs = problem();
-  // Every parameter but the chunk size, which no reference reads.
-  std::string key = fmt::format("{} {}{} {} |", problem_key_, form.name, option_words(form, params),
-                                params.slots);
+  // Every parameter a reference reads (all but the chunk size).
+  std::string key = fmt::format("{} {}{}", problem_key_, form.name, option_words(form, params));
+  for (const Param& param : form.params)
+    if (param.reference_reads) key += fmt::format(" {}={}", param.name, params.axis(param.name));
+  key += " |";
   for (auto [b, h] : heads) key += fmt::format(" {},{}", b, h);
   if (key != reference_key_) {
     reference_ = {};

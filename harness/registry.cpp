@@ -9,14 +9,30 @@
 
 namespace attn {
 
-const char* param_name(Param p) {
-  switch (p) {
-    case Param::chunk:
-      return "chunk";
-    case Param::slots:
-      return "slots";
-  }
-  return "?";
+const Param Param::chunk{"chunk", "chunk sizes, for chunked forms (a chunk >= L is one chunk)",
+                         "64", "takes no chunk size", /*reference_reads=*/false};
+const Param Param::slots{"slots", "GSA memory slots per head m, for slotted forms", "64",
+                         "has no slots"};
+
+bool operator==(const Param& a, const Param& b) {
+  return a.name == b.name && a.help == b.help && a.default_values == b.default_values &&
+         a.not_taken == b.not_taken && a.reference_reads == b.reference_reads;
+}
+
+int FormParams::axis(const std::string& name) const {
+  if (name == Param::chunk.name) return chunk;
+  if (name == Param::slots.name) return slots;
+  const auto it = declared_axes.find(name);
+  return it == declared_axes.end() ? 0 : it->second;
+}
+
+void FormParams::set_axis(const std::string& name, int value) {
+  if (name == Param::chunk.name)
+    chunk = value;
+  else if (name == Param::slots.name)
+    slots = value;
+  else
+    declared_axes[name] = value;
 }
 
 bool operator==(const OptionSpec& a, const OptionSpec& b) {
@@ -160,8 +176,9 @@ std::vector<TensorSpec> with_gradients(std::vector<TensorSpec> forward,
   return all;
 }
 
-bool Form::takes(Param p) const {
-  return std::find(params.begin(), params.end(), p) != params.end();
+bool Form::takes(const Param& p) const {
+  return std::any_of(params.begin(), params.end(),
+                     [&](const Param& taken) { return taken.name == p.name; });
 }
 
 bool Form::backward() const {
@@ -230,21 +247,47 @@ const Form* find_form(std::string_view name) {
   return nullptr;
 }
 
+namespace {
+
+// Each spec of `Form::*member` over the forms, once by name; a spec unlike
+// another of its name is an error (one flag, one column per name).
+template <class Spec>
+std::vector<Spec> declared_once(const std::vector<const Form*>& list,
+                                std::vector<Spec> Form::*member, const char* what) {
+  std::vector<Spec> declared;
+  for (const Form* form : list)
+    for (const Spec& spec : form->*member) {
+      const auto same_name = std::find_if(declared.begin(), declared.end(),
+                                          [&](const Spec& d) { return d.name == spec.name; });
+      if (same_name == declared.end())
+        declared.push_back(spec);
+      else if (!(*same_name == spec))
+        throw std::logic_error(form->name + " declares " + what + " '" + spec.name +
+                               "' unlike another form's of that name");
+    }
+  return declared;
+}
+
+std::vector<const Form*> registered() {
+  std::vector<const Form*> list;
+  for (const Form& form : forms()) list.push_back(&form);
+  return list;
+}
+
+}  // namespace
+
 const std::vector<OptionSpec>& declared_options() {
-  static const std::vector<OptionSpec> all = [] {
-    std::vector<OptionSpec> list;
-    for (const Form& form : forms())
-      for (const OptionSpec& option : form.options) {
-        const auto same_name = std::find_if(
-            list.begin(), list.end(), [&](const OptionSpec& o) { return o.name == option.name; });
-        if (same_name == list.end())
-          list.push_back(option);
-        else if (!(*same_name == option))
-          throw std::logic_error(form.name + " declares an option '" + option.name +
-                                 "' unlike another form's of that name");
-      }
-    return list;
-  }();
+  static const std::vector<OptionSpec> all =
+      declared_once(registered(), &Form::options, "an option");
+  return all;
+}
+
+std::vector<Param> declared_params(const std::vector<const Form*>& list) {
+  return declared_once(list, &Form::params, "a parameter");
+}
+
+const std::vector<Param>& declared_params() {
+  static const std::vector<Param> all = declared_params(registered());
   return all;
 }
 

@@ -5,6 +5,7 @@
 #pragma once
 #include <cstddef>
 #include <map>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -68,16 +69,40 @@ class OptionValues {
   std::map<std::string, OptionValue> values_;
 };
 
+// A swept parameter that only some forms take (Form::params), declared where
+// its family lives: bench sweep and bench run take it as --<name> (a list or
+// range, like --seq), it is an axis of the sweep (axes.hpp) and a column of the
+// result rows, and bench list shows it. Two forms declaring a parameter of the
+// same name declare the same parameter. chunk and slots are declared here
+// because several families take them and FormParams holds them as fields.
+struct Param {
+  std::string name;            // the flag without its dashes, and the result column
+  std::string help;            // bench sweep --help's line
+  std::string default_values;  // as given to the flag: "64"
+  std::string not_taken;       // why a form without it does not sweep it: "has no slots"
+  // Whether the fp64 reference reads it: points that differ only in a
+  // parameter no reference reads share their inputs and reference, so the
+  // sweep varies such parameters innermost (the chunk size).
+  bool reference_reads = true;
+
+  static const Param chunk;  // chunk (block) size of the chunked forms
+  static const Param slots;  // GSA memory slots m per head (docs/gsa.md §1)
+};
+bool operator==(const Param& a, const Param& b);
+
 // Values of the parameters that only some forms take; 0 = does not apply.
 struct FormParams {
   int chunk = 0;         // chunk (block) size, swept
   int slots = 0;         // GSA memory slots m per head, swept (docs/gsa.md §1)
   OptionValues options;  // the declared options, the same for every point of a sweep
+  // The value of a swept parameter by its name: chunk and slots (the fields
+  // above) or one a form declares (kept by name); 0 when not set.
+  int axis(const std::string& name) const;
+  void set_axis(const std::string& name, int value);
+  // The values of swept parameters other than chunk and slots, by name (read
+  // and written through axis and set_axis).
+  std::map<std::string, int> declared_axes{};
 };
-
-// The swept parameters a form may take, in the order bench list prints them.
-enum class Param { chunk, slots };
-const char* param_name(Param p);
 
 // A form's tensors, declared by the form (below, Form::tensors): input
 // drawing, the problem key of the point cache, the memory a point needs, the
@@ -149,6 +174,15 @@ struct Inputs {
   Tensor4<Exec, T> log_gate;         // [B, H, L, m], GSA's per-slot log forget gate
   Tensor4<Exec, T> d_o, dq, dk, dv;  // backward forms: upstream gradient in, gradients out
   Tensor4<Exec, T> dlog_gate;        // backward forms with a gate: its gradient out
+  // The inputs of other names a form declares (a family's own, [B, H, L, d]),
+  // by name, so that a new input needs no member here.
+  std::map<std::string, Tensor4<Exec, T>> extras;
+  // The declared input `name` of no member above; throws std::logic_error when absent.
+  const Tensor4<Exec, T>& extra(const std::string& name) const {
+    const auto it = extras.find(name);
+    if (it == extras.end()) throw std::logic_error("no input '" + name + "' was uploaded");
+    return it->second;
+  }
 };
 
 // A form's kernel in precision P (a tag of common/precision.hpp) on Exec:
@@ -207,7 +241,7 @@ struct Form {
   // that the form reproduces with these parameters; "" when none.
   std::string (*test_vectors)(const FormParams&);
 
-  bool takes(Param p) const;
+  bool takes(const Param& p) const;
   bool causal() const { return direction == Direction::causal; }
   // Whether it writes gradients (a forward+backward form: it reads d_o too).
   bool backward() const;
@@ -275,6 +309,12 @@ const Form* find_form(std::string_view name);
 // each, so two forms declaring an option of the same name declare the same
 // option (throws std::logic_error otherwise).
 const std::vector<OptionSpec>& declared_options();
+
+// Every swept parameter the forms take, once, in the order of forms() (a
+// parameter declared unlike another of its name throws std::logic_error);
+// declared_params(list) for a list of forms of one's own (a test's).
+const std::vector<Param>& declared_params();
+std::vector<Param> declared_params(const std::vector<const Form*>& list);
 const OptionSpec* find_option(std::string_view name);
 
 }  // namespace attn

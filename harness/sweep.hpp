@@ -4,6 +4,7 @@
 // resumption), console.hpp (table rows, the progress line with its ETA, the
 // summary, the --dry-run plan), signals.hpp (Ctrl-C), measure.hpp (one point).
 #pragma once
+#include <map>
 #include <string>
 #include <vector>
 
@@ -17,7 +18,9 @@ struct Sweep {
   std::vector<const Form*> forms;
   std::vector<std::string>
       precisions;  // names of Precisions; a form is measured in those it has kernels for
-  Axis batch, heads, dk, dv, seq, chunk, slots;
+  Axis batch, heads, dk, dv, seq;
+  std::map<std::string, Axis>
+      param_values;           // of every declared parameter, by name: chunk, slots, ...
   bool dv_follows_dk = true;  // dv takes each dk (no --dv given)
   FormParams params;          // the options that are not swept
   MeasureOptions measure;

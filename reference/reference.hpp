@@ -2,6 +2,8 @@
 // definitions, host only, sharing no code with the kernels.
 #pragma once
 #include <cstddef>
+#include <map>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -25,13 +27,18 @@ struct Tensor {
 
 // One problem's inputs. Forms read what they need: every form q, k, v; decayed
 // forms a per-head decay rate or per-token log-decays; backward forms the
-// upstream gradient d_o.
+// upstream gradient d_o; a family's own inputs are in `extras`.
 struct Problem {
   Tensor q, k, v;
   std::vector<double> decay_rate;  // [H]: s_h = -ln(lambda_h) >= 0; empty when unused
   Tensor log_decay;                // [B, H, L, 1]: a_t = ln(lambda_t) <= 0; empty when unused
   Tensor log_gate;                 // [B, H, L, m]: GSA's g_t = ln(alpha_t) <= 0; empty when unused
   Tensor d_o;                      // like v: dLoss/do for backward forms; empty when unused
+  // The inputs of other names a form declares (a family's own), by name, so
+  // that a new input needs no member here.
+  std::map<std::string, Tensor> extras;
+  // The input `name` of no member above; throws std::out_of_range when absent.
+  const Tensor& extra(const std::string& name) const { return extras.at(name); }
 };
 
 // A form's results: the output, and for backward forms the input gradients

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "axes.hpp"
 #include "common/chunked_causal_tensor_core.hpp"
 #include "common/mma_tiles.hpp"
 #include "inputs.hpp"
@@ -161,9 +162,12 @@ void check_close(const Result& got, const Result& want, double conditioning = 1)
   CHECK(e.rel_l2 <= conditioning * Tolerance<P>::rel_l2);
 }
 
-// The parameters a form takes, set; the others stay 0 (do not apply).
+// The parameters a form takes, set: chunk and slots as given, any other to
+// its first default value (bench sweep's); the others stay 0 (do not apply).
 inline FormParams params_for(const Form& form, int chunk, int slots) {
   FormParams params;
+  for (const Param& p : form.params)
+    params.set_axis(p.name, int(parse_axis(p.name, p.default_values).values.at(0)));
   params.chunk = form.takes(Param::chunk) ? chunk : 0;
   params.slots = form.takes(Param::slots) ? slots : 0;
   return params;
@@ -190,13 +194,12 @@ inline void check_reference_gradients(const Form& form, const HostProblem& p,
           return t.role == Role::input && gradient_name(t.name) == gradient.name;
         });
     REQUIRE(input != form.tensors.end());
-    const auto member = problem_member(input->name);
     const ref::Tensor& want = analytic.*outputs_member(gradient.name);
-    REQUIRE(want.data.size() == (p.*member).data.size());
-    for (std::size_t i = 0; i < (p.*member).data.size(); ++i) {
+    REQUIRE(want.data.size() == problem_tensor(p, input->name).data.size());
+    for (std::size_t i = 0; i < want.data.size(); ++i) {
       HostProblem plus = p, minus = p;
-      (plus.*member).data[i] += step;
-      (minus.*member).data[i] -= step;
+      problem_tensor(plus, input->name).data[i] += step;
+      problem_tensor(minus, input->name).data[i] -= step;
       const double numeric = (loss(plus) - loss(minus)) / (2 * step);
       INFO(gradient.name << ", element " << i);
       CHECK(std::abs(numeric - want.data[i]) <= 1e-7 * std::max(1.0, std::abs(numeric)));

@@ -38,9 +38,7 @@ TEMPLATE_LIST_TEST_CASE("every form matches its fp64 reference and its siblings"
     for (const Form& form : forms()) {
       if (!form.supports<P>()) continue;
       ++ran;
-      FormParams params;
-      params.chunk = form.takes(Param::chunk) ? c.chunk : 0;
-      params.slots = form.takes(Param::slots) ? c.slots : 0;
+      const FormParams params = params_for(form, c.chunk, c.slots);
       const HostProblem p = random_problem(s, form, seed, params);
       INFO(form.name << " on " << backend_name<Exec>() << " in " << precision_name<P>()
                      << ", B=" << s.batch << " H=" << s.heads << " L=" << s.seq << " dk=" << s.dk

@@ -134,7 +134,7 @@ HostProblem inputs_for(const Form& form, const VectorCase& c) {
       inputs.decay_rate = found->second.data;
     } else {
       REQUIRE(found != c.tensors.end());
-      inputs.*problem_member(t.name) = found->second;
+      problem_tensor(inputs, t.name) = found->second;
     }
   }
   return inputs;
@@ -158,11 +158,20 @@ bool starts_with(const std::string& s, const std::string& prefix) {
   return !prefix.empty() && s.rfind(prefix, 0) == 0;
 }
 
+// Whether the form names vectors of the file (Form::test_vectors): a form
+// without ("" for every parameter set) is checked against its reference only.
+bool has_test_vectors(const Form& form) {
+  const std::vector<FormParams> sets = option_sets(form, 16);
+  return std::any_of(sets.begin(), sets.end(),
+                     [&](const FormParams& params) { return !form.test_vectors(params).empty(); });
+}
+
 }  // namespace
 
 TEST_CASE("the fp64 references reproduce the independent vectors", "[vectors][reference]") {
   const auto cases = read_cases();
   for (const Form& form : forms()) {
+    if (!has_test_vectors(form)) continue;
     int matched = 0;
     for (const FormParams& params : option_sets(form, 16))
       for (const auto& c : cases) {
@@ -175,7 +184,7 @@ TEST_CASE("the fp64 references reproduce the independent vectors", "[vectors][re
         check_close<double>(got, outputs_to_check(form, c, got));
       }
     INFO(form.name);
-    CHECK(matched > 0);  // every form has vectors
+    CHECK(matched > 0);  // every form that names vectors has some
   }
 }
 
@@ -188,6 +197,7 @@ TEMPLATE_LIST_TEST_CASE("every form reproduces the independent vectors", "[vecto
   for (const Form& form : forms()) {
     if (!form.supports<P>()) continue;
     ++ran;
+    if (!has_test_vectors(form)) continue;
     const std::vector<int> chunks =
         form.takes(Param::chunk) ? std::vector<int>{1, 5, 16, 64, 200} : std::vector<int>{0};
     int matched = 0;

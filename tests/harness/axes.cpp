@@ -54,8 +54,11 @@ TEST_CASE("planned rows carry every declared axis, 0 where a form does not take 
   sweep.dk = parse_axis("dk", "16");
   sweep.dv = {"dv", {0}};  // dv follows dk
   sweep.seq = parse_axis("seq", "64");
-  sweep.slots = parse_axis("slots", "8,16");
-  sweep.chunk = parse_axis("chunk", "32");
+  // Every declared parameter at bench's default, as bench sweeps them; then slots and chunk.
+  for (const attn::Param& param : attn::declared_params())
+    sweep.param_values[param.name] = parse_axis(param.name, param.default_values);
+  sweep.param_values["slots"] = parse_axis("slots", "8,16");
+  sweep.param_values["chunk"] = parse_axis("chunk", "32");
   const auto points = attn::plan_points(sweep, "openmp");
   REQUIRE(points.size() == 3);  // softmax/full once (no slots, no chunk), gsa/chunk per slots
   for (const auto& p : points) CHECK(attn::axes_of({p.planned}) == attn::axis_columns());

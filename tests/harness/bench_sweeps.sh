@@ -305,7 +305,7 @@ fi
 
 # --- (c) bench compare ---------------------------------------------------------
 "$bench" compare resume.h5 resume.h5 --threshold 1.1 --fail-on-regression >compare.out 2>&1; rc=$?
-ratios=$(grep -E '^(softmax/full|linear/chunk) +float +1 +1 ' compare.out | awk '{print $12, $13, $14, $15, $16, $17}' | sort -u | tr '\n' ';')
+ratios=$(grep -E '^(softmax/full|linear/chunk) +float +1 +1 ' compare.out | awk '{print $(NF - 5), $(NF - 4), $(NF - 3), $(NF - 2), $(NF - 1), $NF}' | sort -u | tr '\n' ';')
 if [ "$rc" != 0 ] || [ "$ratios" != "1.00 1.00 1.000 no significant change;" ] ||
    ! grep -q "^$total points matched, 0 regressions" compare.out ||
    ! grep -q "^of the points ok in both: 0 significantly slower, 0 significantly faster, $total no significant change" compare.out ||

@@ -37,13 +37,13 @@ TEST_CASE("random_problem draws the inputs each form declares, in their declared
       if (t.role != Role::input) continue;
       ++declared_inputs;
       const std::size_t drawn =
-          t.name == "decay_rate" ? p.decay_rate.size() : (p.*problem_member(t.name)).data.size();
+          t.name == "decay_rate" ? p.decay_rate.size() : problem_tensor(p, t.name).data.size();
       CHECK(double(drawn) == t.elements(s, params));
     }
     // Nothing beyond the declaration: every tensor the problem holds is a declared input.
-    std::size_t held = !p.decay_rate.empty();
+    std::size_t held = !p.decay_rate.empty() + p.extras.size();
     for (const char* name : {"q", "k", "v", "log_decay", "log_gate", "d_o"})
-      held += !(p.*problem_member(name)).data.empty();
+      held += !problem_tensor(p, name).data.empty();
     CHECK(held == declared_inputs);
   }
 }
