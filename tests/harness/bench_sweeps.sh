@@ -367,20 +367,7 @@ if ! grep -qx 'form,family,backend,precision,status,note,variant,batch,heads,seq
   fail "export of a v2 file: $(cat v2_columns.csv)"
 else pass "export of a v2 file: its axis columns, batch to chunk, no slots"
 fi
-/usr/bin/python3 - "$source_dir/results/gsa_seq.h5" pass.h5 <<'PY' || fail "writing a table with a pass axis"
-import h5py, numpy as np, sys
-with h5py.File(sys.argv[1], "r") as f:
-    table, attrs = f["points"][...], dict(f.attrs)
-fields = [(n, table.dtype.fields[n][0]) for n in table.dtype.names]
-at = [n for n, _ in fields].index("slots") + 1
-wide = np.zeros(2 * len(table), dtype=fields[:at] + [("pass", "<i4")] + fields[at:])
-for n in table.dtype.names:
-    wide[n] = np.concatenate([table[n], table[n]])
-wide["pass"] = [1] * len(table) + [2] * len(table)
-with h5py.File(sys.argv[2], "w") as f:
-    f.create_dataset("points", data=wide)
-    f.attrs.update(attrs)
-PY
+/usr/bin/python3 "$source_dir"/tests/harness/with_pass_axis.py "$source_dir/results/gsa_seq.h5" pass.h5 || fail "writing a table with a pass axis"
 points=$(/usr/bin/python3 -c 'import h5py, sys; print(len(h5py.File(sys.argv[1])["points"]))' "$source_dir/results/gsa_seq.h5")
 "$bench" export pass.h5 --format csv >pass.csv
 "$bench" compare pass.h5 pass.h5 >pass_self.out 2>&1; rc_self=$?

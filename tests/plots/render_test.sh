@@ -93,20 +93,7 @@ PY
 # Axes are read from the file: a table with an axis no build had before (here `pass`, added to a
 # committed v3 file) is drawn against it, split into lines by it, and selected on; a v2 file (no
 # slots column) merged with a v3 one reads slots 0 there.
-/usr/bin/python3 - "$repo/results/gsa_seq.h5" "$tmp/pass.h5" <<'PY' || fail "writing a table with a pass axis"
-import h5py, numpy as np, sys
-with h5py.File(sys.argv[1], "r") as f:
-    table, attrs = f["points"][...], dict(f.attrs)
-fields = [(n, table.dtype.fields[n][0]) for n in table.dtype.names]
-at = [n for n, _ in fields].index("slots") + 1
-wide = np.zeros(2 * len(table), dtype=fields[:at] + [("pass", "<i4")] + fields[at:])
-for n in table.dtype.names:
-    wide[n] = np.concatenate([table[n], table[n]])
-wide["pass"] = [1] * len(table) + [2] * len(table)
-with h5py.File(sys.argv[2], "w") as f:
-    f.create_dataset("points", data=wide)
-    f.attrs.update(attrs)
-PY
+/usr/bin/python3 "$repo"/tests/harness/with_pass_axis.py "$repo/results/gsa_seq.h5" "$tmp/pass.h5" || fail "writing a table with a pass axis"
 /usr/bin/python3 - "$render" "$tmp/pass.h5" "$repo/results/lion_fig3.h5" <<'PY' || fail "axes read from the file"
 import importlib.machinery, sys
 render = importlib.machinery.SourceFileLoader("render", sys.argv[1]).load_module()
