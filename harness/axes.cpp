@@ -86,22 +86,22 @@ Axis parse_axis(const std::string& name, const std::string& spec, long long mini
   return axis;
 }
 
+namespace {
+
+// An axis of the problem's shape: its values in the sweep, its field in Shape.
+SweptAxis shape_axis(const char* name, Axis Sweep::*values, int Shape::*field) {
+  return {name, [values](const Sweep& s) -> const Axis& { return s.*values; }, std::nullopt,
+          [field](Shape& s, FormParams&, int v) { s.*field = v; },
+          [field](const Shape& s, const FormParams&) { return s.*field; }};
+}
+
+}  // namespace
+
 std::vector<SweptAxis> swept_axes(const std::vector<Param>& params) {
-  std::vector<SweptAxis> axes{{"batch", [](const Sweep& s) -> const Axis& { return s.batch; },
-                               std::nullopt, [](Shape& s, FormParams&, int v) { s.batch = v; },
-                               [](const Shape& s, const FormParams&) { return s.batch; }},
-                              {"heads", [](const Sweep& s) -> const Axis& { return s.heads; },
-                               std::nullopt, [](Shape& s, FormParams&, int v) { s.heads = v; },
-                               [](const Shape& s, const FormParams&) { return s.heads; }},
-                              {"dk", [](const Sweep& s) -> const Axis& { return s.dk; },
-                               std::nullopt, [](Shape& s, FormParams&, int v) { s.dk = v; },
-                               [](const Shape& s, const FormParams&) { return s.dk; }},
-                              {"dv", [](const Sweep& s) -> const Axis& { return s.dv; },
-                               std::nullopt, [](Shape& s, FormParams&, int v) { s.dv = v; },
-                               [](const Shape& s, const FormParams&) { return s.dv; }},
-                              {"seq", [](const Sweep& s) -> const Axis& { return s.seq; },
-                               std::nullopt, [](Shape& s, FormParams&, int v) { s.seq = v; },
-                               [](const Shape& s, const FormParams&) { return s.seq; }}};
+  std::vector<SweptAxis> axes{
+      shape_axis("batch", &Sweep::batch, &Shape::batch),
+      shape_axis("heads", &Sweep::heads, &Shape::heads), shape_axis("dk", &Sweep::dk, &Shape::dk),
+      shape_axis("dv", &Sweep::dv, &Shape::dv), shape_axis("seq", &Sweep::seq, &Shape::seq)};
   for (const bool reference_reads : {true, false})
     for (const Param& param : params)
       if (param.reference_reads == reference_reads) {
