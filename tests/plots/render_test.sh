@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# plots/render: a committed result file becomes non-empty PNG and SVG figures;
-# bad input gets one line on stderr and exit 2.
+# plots/render: a committed result file becomes non-empty PNG, SVG and PDF figures (SVG and PDF the
+# same bytes when drawn again); a panel per family, a status strip above the data, legends that name
+# only what tells lines apart, peer rows dashed in our line's colour, memory in the unit that fits,
+# the speed-up figure and each device's ceilings; bad input gets one line on stderr and exit 2.
 #   tests/plots/render_test.sh [REPO]    (default: the checkout holding this script)
 set -u
 repo=${1:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -22,13 +24,105 @@ for name in lion_fig3 lightning_fig4_baselines; do
     fail "render $name.h5: $(cat "$tmp/out.txt")"
   fi
   for kind in time memory roofline; do
-    for ext in png svg; do
+    for ext in png svg pdf; do
       [ -s "$tmp/figures/$name-$kind.$ext" ] || fail "$name-$kind.$ext missing or empty"
     done
   done
   head -c 8 "$tmp/figures/$name-time.png" | grep -q PNG || fail "$name-time.png is not a PNG"
   grep -q '<svg' "$tmp/figures/$name-time.svg" || fail "$name-time.svg is not an SVG"
+  head -c 5 "$tmp/figures/$name-time.pdf" | grep -q '%PDF' || fail "$name-time.pdf is not a PDF"
 done
+# Drawn again, SVG and PDF are the same bytes (no date in them): re-rendering does not churn git.
+"$render" "$repo/results/lion_fig3.h5" --out "$tmp/again" >/dev/null 2>&1
+for ext in svg pdf; do
+  cmp -s "$tmp/figures/lion_fig3-memory.$ext" "$tmp/again/lion_fig3-memory.$ext" || fail "lion_fig3-memory.$ext differs when drawn again"
+done
+
+# Peer rows: lightning/fwd as measured by a public implementation (variant peer=NAME), added here to a
+# committed table, half our time and one oom point.
+/usr/bin/python3 - "$repo/results/lightning_fig4.h5" "$tmp/peer.h5" <<'PY' || fail "writing a table with peer rows"
+import sys, h5py, numpy as np
+with h5py.File(sys.argv[1], "r") as f:
+    table, attrs = f["points"][...], dict(f.attrs)
+peer = table[table["form"] == b"lightning/fwd"].copy()
+peer["variant"] = b"peer=fla.chunk_lightning_attn"
+for column in ("time_median_s", "time_min_s", "time_max_s"):
+    peer[column] /= 2
+peer["status"][-1] = b"oom"
+with h5py.File(sys.argv[2], "w") as f:
+    f.create_dataset("points", data=np.concatenate([table, peer]))
+    f.attrs.update(attrs)
+PY
+if ! "$render" "$tmp/peer.h5" "$repo/results/lightning_fig4_baselines.h5" --merge peers --baseline softmax/causal \
+     --out "$tmp/figures" >"$tmp/out.txt" 2>&1; then
+  fail "render with peer rows and --baseline: $(cat "$tmp/out.txt")"
+fi
+for kind in time memory roofline speedup; do
+  for ext in png svg pdf; do
+    [ -s "$tmp/figures/peers-$kind.$ext" ] || fail "peers-$kind.$ext missing or empty"
+  done
+done
+"$render" "$repo/results/gsa_seq.h5" --panels none --out "$tmp/none" >"$tmp/out.txt" 2>&1 || fail "--panels none: $(cat "$tmp/out.txt")"
+# What the figures hold, read from the axes just before they are saved.
+/usr/bin/python3 - "$render" "$tmp/peer.h5" "$repo/results/lightning_fig4_baselines.h5" "$tmp/drawn" <<'PY' || fail "figure contents"
+import importlib.machinery, sys
+render = importlib.machinery.SourceFileLoader("render", sys.argv[1]).load_module()
+drawn = {}
+def capture(fig, axes, titles, heading, xlabel, ylabel, statuses, out_dir, name, kind, turned=False):
+    fig.canvas.draw()  # the constrained layout places the axes
+    drawn[kind] = dict(axes=axes, titles=titles, heading=heading, ylabel=ylabel, statuses=statuses,
+                       lines={p: {l.get_label(): l for l in ax.get_lines()} for p, (ax, _) in axes.items()})
+render.finish_figure = capture
+peer_file, baselines_file, out = sys.argv[2:5]
+sys.argv = ["render", peer_file, baselines_file, "--merge", "m", "--baseline", "softmax/causal", "--out", out]
+render.main()
+time = drawn["time"]
+assert list(time["axes"]) == ["lightning", "softmax"], list(time["axes"])  # a panel per family
+# Text every line shares is in the titles, not in the legend.
+assert "float cuda batch=4 heads=32 dk=128 dv=128 chunk=64" in time["heading"], time["heading"]
+assert time["titles"]["lightning"] == "lightning decay-schedule=alibi", time["titles"]
+labels = sorted(time["lines"]["lightning"])
+assert labels == ["fla.chunk_lightning_attn fwd", "fwd", "fwd_bwd", "vanilla_fwd", "vanilla_fwd_bwd"], labels
+# The peer: dashed, in the colour of our line of the same form.
+ours, peer = time["lines"]["lightning"]["fwd"], time["lines"]["lightning"]["fla.chunk_lightning_attn fwd"]
+assert peer.get_linestyle() == "--" and ours.get_linestyle() == "-", (peer.get_linestyle(), ours.get_linestyle())
+assert peer.get_color() == ours.get_color()
+# Not-ok points: in a strip above the data, a legend entry per status.
+ax, strip = time["axes"]["lightning"]
+assert time["statuses"]["lightning"] == {"oom"} and len(strip.get_lines()) == 5, time["statuses"]  # 4 ours, 1 peer's
+assert strip.get_position().y0 >= ax.get_position().y1, "strip overlaps the data"
+assert all(0 < y < 1e9 for line in ax.get_lines() for y in line.get_ydata()), "a not-ok point among the data"
+assert drawn["memory"]["ylabel"].startswith("peak memory (GiB")
+# Speed-up: softmax/causal's time / the line's, at each L; the baseline itself is no line.
+speedup = drawn["speedup"]["lines"]
+rows, _, _ = render.load_results(baselines_file)
+softmax = {r["seq"]: r["time_median_s"] for r in rows if r["form"] == "softmax/causal"}
+fwd_rows = [r for r in render.load_results(peer_file)[0] if r["form"] == "lightning/fwd" and not r["variant"].startswith("peer=")]
+x, y = speedup["lightning"]["fwd"].get_data()
+want = [softmax[r["seq"]] / r["time_median_s"] for r in fwd_rows if r["seq"] in softmax]
+assert list(y) == want, (list(y), want)
+assert "causal" not in speedup["softmax"] and "causal_fwd_bwd" in speedup["softmax"], list(speedup["softmax"])
+assert "fla.chunk_lightning_attn fwd" in speedup["lightning"]
+PY
+# Units and ceilings, on rows and devices made up here.
+/usr/bin/python3 - "$render" <<'PY' || fail "memory units, lion panel, ceilings"
+import argparse, importlib.machinery, sys
+render = importlib.machinery.SourceFileLoader("render", sys.argv[1]).load_module()
+def unit(peak):
+    return render.memory_unit([{"status": "ok", "peak_bytes": peak}, {"status": "oom", "peak_bytes": 2**40}])[0]
+assert (unit(3 * 2**30), unit(5 * 2**20), unit(2**21 - 1), unit(300)) == ("GiB", "MiB", "MiB", "KiB")
+assert {render.panel_of({"family": f}, "family") for f in ("lion-lit", "lion-d", "lion-s")} == {"lion"}
+assert render.panel_of({"family": "gsa"}, "none") == ""
+no = argparse.Namespace(device_memory_gib=None, peak_gbps=None, peak_gflops=None)
+memory, roof = render.device_limits("NVIDIA H200", no, None, {"float", "bf16"})
+assert memory == 140 and roof == (4800, [("bf16 tensor core", 990e3), ("fp32 FMA", 67e3)]), roof
+assert render.device_limits("NVIDIA H100 80GB HBM3", no, None, {"tf32"})[1] == (3000, [("tf32 tensor core", 495e3)])
+assert render.device_limits("NVIDIA A100-SXM4-80GB", no, None, {"float"})[1] == (2000, [("fp32 FMA", 19.5e3)])
+assert render.device_limits("AMD EPYC", no, (40.0, 90.0), {"float"}) == (None, (40.0, [("measured FMA", 90.0)]))
+assert render.device_limits("AMD EPYC", no, None, {"float"}) == (None, None)
+given = argparse.Namespace(device_memory_gib=0, peak_gbps=100.0, peak_gflops=200.0)
+assert render.device_limits("NVIDIA H100", given, None, {"float"}) == (0, (100.0, [("compute", 200.0)]))
+PY
 
 expect_exit_2() {  # expect_exit_2 "what stderr must contain" args...
   local want=$1; shift
@@ -50,6 +144,22 @@ expect_exit_2 "the file has no bogus column (its axes: batch, heads, seq, dk, dv
 expect_exit_2 "--x slots: the file has no slots column" "$repo/results/lion_fig3.h5" --x slots --out "$tmp"
 expect_exit_2 "--fastest bogus: the file has no bogus column" "$repo/results/all_forms.h5" --fastest bogus --out "$tmp"
 "$render" --help | grep -q -- "--device-memory-gib" || fail "--help"
+expect_exit_2 "--baseline bogus/form: no row of form bogus/form" "$repo/results/gsa_seq.h5" --baseline bogus/form --out "$tmp"
+expect_exit_2 "--baseline softmax/causal@peer=torch: no row of form softmax/causal with variant containing" \
+  "$repo/results/gsa_seq.h5" --baseline softmax/causal@peer=torch --out "$tmp"
+# Rows of the baseline, but none at a point of another line (here: another precision).
+/usr/bin/python3 - "$repo/results/gsa_seq.h5" "$tmp/bf16.h5" <<'PY'
+import sys, h5py
+with h5py.File(sys.argv[1], "r") as f:
+    table, attrs = f["points"][...], dict(f.attrs)
+table["precision"][table["form"] == b"softmax/causal"] = b"bf16"
+with h5py.File(sys.argv[2], "w") as f:
+    f.create_dataset("points", data=table)
+    f.attrs.update(attrs)
+PY
+expect_exit_2 "--baseline softmax/causal: no ok baseline point matches a point of another line" \
+  "$tmp/bf16.h5" --baseline softmax/causal --out "$tmp"
+expect_exit_2 "argument --panels: invalid choice" "$repo/results/gsa_seq.h5" --panels bogus --out "$tmp"
 expect_exit_2 "expected COLUMN=VALUE" "$repo/results/all_forms.h5" --where bogus=1 --out "$tmp"
 expect_exit_2 "not a whole number" "$repo/results/all_forms.h5" --where slots=many --out "$tmp"
 expect_exit_2 "no row of the file" "$repo/results/all_forms.h5" --where seq=3 --out "$tmp"
@@ -101,9 +211,9 @@ rows, _, axes = render.load_results(sys.argv[2])
 assert axes == ["batch", "heads", "seq", "dk", "dv", "chunk", "slots", "pass"], axes
 one_l = render.select_rows(rows, axes, ["seq=4096"], None)
 assert render.choose_x_axis(one_l, axes, None) == "pass"
-assert "pass" in render.line_columns(rows, axes, "seq")
-labels = list(render.group_into_lines(rows, render.line_columns(rows, axes, "seq"), "seq"))
-assert any(label.endswith("pass 2") for label in labels), labels
+lines = render.group_into_lines(rows, axes, "seq")
+render.label_lines(lines, render.shared_parts(lines))
+assert any(line.label.endswith("pass=2") for line in lines), [line.label for line in lines]
 assert {r["pass"] for r in render.select_rows(rows, axes, ["pass=2"], None)} == {2}
 old, _, old_axes = render.load_results(sys.argv[3])
 assert "slots" not in old_axes
