@@ -600,6 +600,9 @@ po::options_description problem_options() {
       "the host: what a sweep's error check compares against")(
       "max-bytes", po::value<double>()->default_value(4294967296.0, "4294967296 (4 GiB)"),
       "refuse a problem whose float64 inputs (and reference results) take more host bytes")(
+      "max-reference-flops", po::value<double>()->default_value(1e12),
+      "with --reference: refuse a problem whose fp64 reference costs more FLOPs (the cost "
+      "model's; the reference runs on the host's cores, 1e12 takes minutes)")(
       "out", po::value<std::string>(), "the HDF5 file to write (required; replaced)");
   return o;
 }
@@ -656,6 +659,14 @@ int problem_command(const std::vector<std::string>& args) {
     throw std::invalid_argument(
         fmt::format("{}: the inputs{} take {:.0f} bytes of float64, above --max-bytes {:.0f}",
                     form->name, reference ? " and reference results" : "", bytes, max_bytes));
+  const double reference_flops =
+      form->cost(point.shape, point.params, sizeof(double)).reference_flops *
+      double(point.shape.batch) * point.shape.heads;
+  const double max_flops = number_option(vm, "max-reference-flops", 0, true);
+  if (reference && reference_flops > max_flops)
+    throw std::invalid_argument(
+        fmt::format("{}: its fp64 reference costs {:.3g} FLOPs, above --max-reference-flops {:.3g}",
+                    form->name, reference_flops, max_flops));
   const std::string out = vm["out"].as<std::string>();
   default_openmp_placement();
   Kokkos::ScopeGuard kokkos;

@@ -22,6 +22,7 @@ expect_error "--out is required" problem --form softmax/full
 expect_error "--seq: bench problem takes one value, got 2" problem --form softmax/full --seq 1k,2k --out peers_x.h5
 expect_error "above --max-bytes" problem --form softmax/full --seq 1m --heads 64 --out peers_x.h5
 expect_error "above --max-bytes 1000" problem --form softmax/full --seq 64 --max-bytes 1000 --out peers_x.h5
+expect_error "above --max-reference-flops 1e+06" problem --form softmax/full --seq 64 --reference --max-reference-flops 1e6 --out peers_x.h5
 expect_error "cannot create '/proc/attn/p.h5'" problem --form softmax/full --seq 8 --out /proc/attn/p.h5
 expect_error "neither alibi nor paper" problem --form lightning/fwd --decay-schedule foo --out peers_x.h5
 expect_error "--seed '-1'" problem --form softmax/full --seed -1 --out peers_x.h5
