@@ -20,11 +20,15 @@
 #include "common/mma_tiles.hpp"
 #include "compare.hpp"
 #include "export.hpp"
+#include "import_rows.hpp"
 #include "inputs.hpp"
 #include "memory.hpp"
+#include "plan.hpp"
+#include "problem_file.hpp"
 #include "provenance.hpp"
 #include "registry.hpp"
 #include "sweep.hpp"
+#include "sweep_points.hpp"
 #ifdef ATTN_MPI
 #include "distributed.hpp"
 #endif
@@ -46,6 +50,12 @@ constexpr const char* overview = R"(usage:
                                   judged by a significance test on the samples
   bench export FILE.h5 --format csv|json|markdown [--out FILE]
                                   the rows of a result file, every column with a header
+  bench problem --form F [options] --out P.h5
+                                  one point's random inputs (and with --reference the fp64
+                                  reference's results) for a runner outside the harness
+  bench import FILE.h5 ROWS.jsonl rows measured elsewhere (JSON Lines) into a result file
+  bench sweep --list-points [options]
+                                  the planned points as JSON lines; nothing measured
   bench --version                 the build: git revision, whether its tree was dirty, build type
   bench COMMAND --help            what COMMAND does and the options it takes
 )";
@@ -166,7 +176,11 @@ po::options_description sweep_options() {
       "run to this file (read by its tools/compare.py)")(
       "dry-run", po::bool_switch(),
       "print the planned points, what --out holds of each and the predicted time "
-      "(from --out's rows); measure and write nothing");
+      "(from --out's rows); measure and write nothing")(
+      "list-points", po::bool_switch(),
+      "print each planned point as a JSON object a line (form, family, precision, backend, "
+      "variant, options, axes), for a runner outside the harness; measure, read and write "
+      "nothing (--out not needed)");
   return o;
 }
 
@@ -319,13 +333,17 @@ std::string store_experiment_file(const std::string& path, const po::options_des
   return text_of_file;
 }
 
-// The sweep the options describe, every value checked (before Kokkos starts,
-// so that a bad option gets its one line and nothing else).
-Sweep sweep_from(const po::variables_map& vm, const std::string& command_line) {
-  if (!vm.count("out")) throw std::invalid_argument("--out is required: the HDF5 file to write");
-  Sweep sweep;
-  sweep.forms = select_forms(vm["forms"].as<std::string>());
-  sweep.precisions = select_precisions(vm["precision"].as<std::string>());
+// --seed: a whole number from 0 to 10^19 - 1.
+std::uint64_t seed_option(const po::variables_map& vm) {
+  const std::string seed = vm["seed"].as<std::string>();
+  if (seed.empty() || seed.size() > 19 || seed.find_first_not_of("0123456789") != std::string::npos)
+    throw std::invalid_argument("--seed '" + seed + "': not a whole number from 0 to 10^19 - 1");
+  return std::stoull(seed);
+}
+
+// The axes (--seq, --batch, ..., the declared parameters) and the declared
+// options, as bench sweep and bench problem take them.
+void read_axes_and_options(const po::variables_map& vm, Sweep& sweep) {
   sweep.seq = parse_axis("seq", vm["seq"].as<std::string>());
   sweep.batch = parse_axis("batch", vm["batch"].as<std::string>());
   sweep.heads = parse_axis("heads", vm["heads"].as<std::string>());
@@ -336,14 +354,22 @@ Sweep sweep_from(const po::variables_map& vm, const std::string& command_line) {
     sweep.param_values[param.name] = parse_axis(param.name, vm[param.name].as<std::string>());
   for (const OptionSpec& option : declared_options())
     sweep.params.options.set(option.name, declared_option_value(vm, option));
+}
+
+// The sweep the options describe, every value checked (before Kokkos starts,
+// so that a bad option gets its one line and nothing else).
+Sweep sweep_from(const po::variables_map& vm, const std::string& command_line) {
+  if (!vm.count("out") && !vm["list-points"].as<bool>())
+    throw std::invalid_argument("--out is required: the HDF5 file to write");
+  Sweep sweep;
+  sweep.forms = select_forms(vm["forms"].as<std::string>());
+  sweep.precisions = select_precisions(vm["precision"].as<std::string>());
+  read_axes_and_options(vm, sweep);
   const std::string tiles = vm["tiles"].as<std::string>();
   if (tiles != "auto" && tiles != "portable")
     throw std::invalid_argument("--tiles: '" + tiles + "' is neither auto nor portable");
   tensor_cores_enabled() = tiles == "auto";
-  const std::string seed = vm["seed"].as<std::string>();
-  if (seed.empty() || seed.size() > 19 || seed.find_first_not_of("0123456789") != std::string::npos)
-    throw std::invalid_argument("--seed '" + seed + "': not a whole number from 0 to 10^19 - 1");
-  sweep.measure.seed = std::stoull(seed);
+  sweep.measure.seed = seed_option(vm);
   sweep.measure.reps = vm["reps"].as<int>();
   sweep.measure.warmup = vm["warmup"].as<int>();
   sweep.measure.check_flops = number_option(vm, "check-flops", 0, false, " (0: no error check)");
@@ -359,7 +385,7 @@ Sweep sweep_from(const po::variables_map& vm, const std::string& command_line) {
   sweep.measure.flush_cache = vm["flush-cache"].as<bool>();
   if (vm.count("point-timeout"))
     sweep.measure.point_timeout_s = number_option(vm, "point-timeout", 0, true, " (seconds)");
-  sweep.out = vm["out"].as<std::string>();
+  if (vm.count("out")) sweep.out = vm["out"].as<std::string>();
   sweep.fresh = vm["fresh"].as<bool>();
   sweep.dry_run = vm["dry-run"].as<bool>();
   if (vm.count("json")) sweep.json = vm["json"].as<std::string>();
@@ -552,6 +578,152 @@ int export_command(const std::vector<std::string>& args) {
   return 0;
 }
 
+po::options_description problem_options() {
+  po::options_description o("problem options");
+  o.add_options()("help,h", "this help")("form", po::value<std::string>(),
+                                         "the form (see bench list); required")(
+      "seq", po::value<std::string>()->default_value("1k"), "sequence length L")(
+      "batch", po::value<std::string>()->default_value("1"), "batch size B")(
+      "heads", po::value<std::string>()->default_value("8"), "head count H")(
+      "dk", po::value<std::string>()->default_value("64"), "query/key head size")(
+      "dv", po::value<std::string>(), "value head size (default: equal to dk)");
+  for (const Param& param : declared_params())
+    o.add_options()(param.name.c_str(),
+                    po::value<std::string>()->default_value(param.default_values),
+                    param.help.c_str());
+  for (const OptionSpec& option : declared_options()) add_declared_option(o, option);
+  o.add_options()("seed", po::value<std::string>()->default_value("2024"),
+                  "seed of the random inputs, as bench sweep --seed: the same seed draws the "
+                  "same inputs as a sweep's point")(
+      "reference", po::bool_switch(),
+      "also write the fp64 reference's results on the inputs (/reference/<name>), computed on "
+      "the host: what a sweep's error check compares against")(
+      "max-bytes", po::value<double>()->default_value(4294967296.0, "4294967296 (4 GiB)"),
+      "refuse a problem whose float64 inputs (and reference results) take more host bytes")(
+      "max-reference-flops", po::value<double>()->default_value(1e12),
+      "with --reference: refuse a problem whose fp64 reference costs more FLOPs (the cost "
+      "model's; the reference runs on the host's cores, 1e12 takes minutes)")(
+      "out", po::value<std::string>(), "the HDF5 file to write (required; replaced)");
+  return o;
+}
+
+constexpr const char* problem_notes = R"(
+One point of a form (each size one value, as bench sweep takes it): the inputs
+the harness draws for it, as float64 datasets /inputs/<name> of shape
+[B, H, L, d] (every input the form declares: q, k, v, and log_decay, log_gate,
+d_o, ... where it has them; a [B, H, L] input as [B, H, L, 1], per-head decay
+rates as [H]), and with --reference the fp64 reference's results
+/reference/<name> (o; o, dq, dk, dv, ... for a forward+backward form). Root
+attributes: format, form, family, variant, seed, git_revision, and each axis
+(batch, heads, dk, dv, seq, and the parameters: 0 where the form does not take
+one). A runner outside the harness times its implementation on these inputs and
+brings its rows back with bench import (README.md, "Peers as rows").
+)";
+
+int problem_command(const std::vector<std::string>& args) {
+  const po::options_description options = problem_options();
+  po::variables_map vm;
+  po::store(po::command_line_parser(args).options(options).run(), vm);
+  po::notify(vm);
+  if (vm.count("help")) {
+    fmt::print("{}\n",
+               command_help("bench problem --form F [options] --out P.h5", options, problem_notes));
+    return 0;
+  }
+  if (!vm.count("form"))
+    throw std::invalid_argument("--form is required: one form (see bench list)");
+  if (!vm.count("out")) throw std::invalid_argument("--out is required: the HDF5 file to write");
+  const std::string name = vm["form"].as<std::string>();
+  const Form* form = find_form(name);
+  if (!form) throw std::invalid_argument("--form: unknown form '" + name + "' (see bench list)");
+  // The point as a sweep of one value per axis plans it: the parameters the
+  // form does not take at 0, dv following dk.
+  Sweep sweep;
+  sweep.forms = {form};
+  sweep.precisions = {form->precisions().front()};
+  read_axes_and_options(vm, sweep);
+  for (const SweptAxis& axis : swept_axes()) {
+    const std::size_t values = axis.values(sweep).values.size();
+    if ((!axis.param || form->takes(*axis.param)) && values != 1)
+      throw std::invalid_argument(
+          fmt::format("--{}: bench problem takes one value, got {}", axis.name, values));
+  }
+  const Point point = plan_points(sweep, enabled_backend("host")).front();
+  if (const std::string overflow = int_overflow(*form, point.shape, point.params);
+      !overflow.empty())
+    throw std::invalid_argument(fmt::format("{}: {}", form->name, overflow));
+  const bool reference = vm["reference"].as<bool>();
+  const double max_bytes = number_option(vm, "max-bytes", 0, true);
+  const double bytes = problem_bytes(*form, point.shape, point.params, reference);
+  if (bytes > max_bytes)
+    throw std::invalid_argument(
+        fmt::format("{}: the inputs{} take {:.0f} bytes of float64, above --max-bytes {:.0f}",
+                    form->name, reference ? " and reference results" : "", bytes, max_bytes));
+  const double reference_flops =
+      form->cost(point.shape, point.params, sizeof(double)).reference_flops *
+      double(point.shape.batch) * point.shape.heads;
+  const double max_flops = number_option(vm, "max-reference-flops", 0, true);
+  if (reference && reference_flops > max_flops)
+    throw std::invalid_argument(
+        fmt::format("{}: its fp64 reference costs {:.3g} FLOPs, above --max-reference-flops {:.3g}",
+                    form->name, reference_flops, max_flops));
+  const std::string out = vm["out"].as<std::string>();
+  default_openmp_placement();
+  Kokkos::ScopeGuard kokkos;
+  write_problem_file(out, *form, point.shape, point.params, seed_option(vm), reference,
+                     point.planned.axes);
+  std::vector<std::string> sizes;  // the point's axes, those the form takes
+  for (const auto& [axis, value] : point.planned.axes)
+    if (value) sizes.push_back(fmt::format("{}={}", axis, value));
+  fmt::print("problem: {} {}{} written to {}\n", form->name, fmt::join(sizes, " "),
+             point.planned.variant.empty() ? "" : " [" + point.planned.variant + "]", out);
+  return 0;
+}
+
+constexpr const char* import_notes = R"(
+Appends rows measured outside the harness (a peers runner timing another
+implementation on bench problem's inputs) to a result file. Each line of
+ROWS.jsonl is a JSON object with a result row's fields: form, backend,
+precision and status (ok, oom, timeout or error) required; family, note,
+variant, revision (strings), axes (an object: axis name -> whole number; the
+file's axis columns only), reps, iterations, err_heads, peak_bytes (whole
+numbers), time_median_s, time_min_s, time_max_s, time_mean_s, time_stddev_s,
+max_abs_err, rel_l2_err (numbers), samples (an array of seconds) optional, 0 or
+"" when left out. A row of a registered form whose axes are a shape of it gets
+flops and bytes from the form's cost model, and when ok gflops and gbps at its
+median time, as a sweep's row. A row whose point (form, variant, backend,
+precision, axes) the file holds replaces that row; others are appended. Every
+line is checked before anything is written: a bad line is an error naming it,
+and the file is left as it was. A missing FILE.h5 is created with this build's
+provenance; each import adds a line to its `imported` attribute.
+)";
+
+int import_command(const std::vector<std::string>& args, const std::string& command_line) {
+  po::options_description options("import options");
+  options.add_options()("help,h", "this help");
+  const auto [vm, files] = parse_options_and_files(args, options);
+  if (vm.count("help")) {
+    fmt::print("{}\n", command_help("bench import FILE.h5 ROWS.jsonl", options, import_notes));
+    return 0;
+  }
+  if (files.size() != 2)
+    throw std::invalid_argument(
+        "import needs a result file and a rows file: bench import FILE.h5 ROWS.jsonl");
+  const std::vector<ResultRow> rows = read_row_lines(files[1], axis_columns());
+  default_openmp_placement();
+  Kokkos::ScopeGuard kokkos;  // a new file's provenance reads the OpenMP threads and the device
+  std::map<std::string, std::string> attributes;
+  if (!std::filesystem::exists(files[0])) {
+    std::set<std::string> backends;
+    for (const ResultRow& row : rows) backends.insert(row.backend);
+    attributes = file_provenance(fmt::format("{}", fmt::join(backends, ",")), command_line);
+  }
+  const ImportCounts counts = import_rows(files[0], rows, attributes, command_line);
+  fmt::print("import: {} rows appended, {} replaced in {}\n", counts.appended, counts.replaced,
+             files[0]);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char* argv[]) {
@@ -573,6 +745,10 @@ int main(int argc, char* argv[]) {
     }
     if (command == "list") return list_command(std::vector<std::string>(argv + 2, argv + argc));
     if (command == "export") return export_command(std::vector<std::string>(argv + 2, argv + argc));
+    if (command == "problem")
+      return problem_command(std::vector<std::string>(argv + 2, argv + argc));
+    if (command == "import")
+      return import_command(std::vector<std::string>(argv + 2, argv + argc), command_line);
     if (command == "compare")
       return compare_command(std::vector<std::string>(argv + 2, argv + argc));
     if (command == "ceiling") {
@@ -594,7 +770,7 @@ int main(int argc, char* argv[]) {
     if (command != "sweep" && command != "run")
       throw std::invalid_argument(
           "unknown command '" + command +
-          "' (expected list, sweep, run, compare, export, ceiling or --version)");
+          "' (expected list, sweep, run, compare, export, problem, import, ceiling or --version)");
     const auto options = sweep_options();
     const std::string usage =
         command == "run" ? "bench run FILE.cfg [options]" : "bench sweep [options]";
@@ -637,6 +813,10 @@ int main(int argc, char* argv[]) {
     Sweep sweep = sweep_from(vm, command_line);
     sweep.config_file = config_file;
     sweep.config_text = config_text;
+    if (vm["list-points"].as<bool>()) {
+      print_point_list(sweep);
+      return 0;
+    }
     if (sweep.dry_run)
       return run_sweep(sweep);  // plans and reads --out only: no Kokkos, no Google Benchmark
     int benchmark_argc = 1;     // its flags at their defaults: bench's options set what it runs

@@ -112,4 +112,15 @@ std::string now_iso8601() {
   return buf;
 }
 
+std::map<std::string, std::string> file_provenance(const std::string& backend,
+                                                   const std::string& command_line) {
+  std::map<std::string, std::string> attributes = build_provenance();
+  attributes.merge(run_environment(backend));
+  attributes.insert({{"backend", backend},
+                     {"date", now_iso8601()},
+                     {"command_line", command_line},
+                     {"kokkos_configuration", kokkos_configuration()}});
+  return attributes;
+}
+
 }  // namespace attn

@@ -23,6 +23,13 @@ std::string kokkos_configuration();
 // set), and on a CUDA build cuda_runtime and cuda_driver.
 std::map<std::string, std::string> run_environment(const std::string& backend);
 
+// A new result file's attributes that do not depend on how its rows were
+// measured: build_provenance, run_environment(backend), backend, date,
+// command_line and kokkos_configuration. A sweep adds its measurement
+// settings; bench import writes these alone. After Kokkos has started.
+std::map<std::string, std::string> file_provenance(const std::string& backend,
+                                                   const std::string& command_line);
+
 // The time now in UTC, "2026-11-25T04:30:00Z": a run's date and a resumption's.
 std::string now_iso8601();
 

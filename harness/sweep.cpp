@@ -31,6 +31,7 @@
 #include "results_file.hpp"
 #include "resume.hpp"
 #include "signals.hpp"
+#include "sweep_points.hpp"
 
 namespace attn {
 namespace {
@@ -429,13 +430,8 @@ int measure_sweep(const Sweep& sweep, MeasureOptions& options) {
   const std::vector<Point> points = plan_points(sweep, backend.name);
   if (sweep.dry_run) return print_dry_run(sweep, points);
   // Provenance (README.md, "Result files"): the build, the machine, the settings.
-  std::map<std::string, std::string> attributes = build_provenance();
-  attributes.merge(run_environment(backend.name));
-  attributes.insert({{"backend", backend.name},
-                     {"precision", fmt::format("{}", fmt::join(sweep.precisions, ","))},
-                     {"date", now_iso8601()},
-                     {"command_line", sweep.command_line},
-                     {"kokkos_configuration", kokkos_configuration()},
+  std::map<std::string, std::string> attributes = file_provenance(backend.name, sweep.command_line);
+  attributes.insert({{"precision", fmt::format("{}", fmt::join(sweep.precisions, ","))},
                      {"seed", std::to_string(sweep.measure.seed)},
                      {"warmup", std::to_string(sweep.measure.warmup)},
                      {"reps", std::to_string(sweep.measure.reps)},
@@ -506,6 +502,11 @@ int measure_sweep(const Sweep& sweep, MeasureOptions& options) {
 }
 
 }  // namespace
+
+std::string enabled_backend(const std::string& wanted) {
+  const MeasureOptions options;  // select_backend's measurer is not kept: nothing is measured
+  return select_backend(wanted, options, static_cast<Backends*>(nullptr)).name;
+}
 
 int run_sweep(const Sweep& sweep) {
   MeasureOptions options = sweep.measure;  // the measurer's: measure_sweep adds --json's reporter

@@ -4,17 +4,7 @@
 set -u
 bench=$1
 failures=0
-expect_error() {  # expect_error "what the message must contain" args...
-  local want=$1; shift
-  local err rc
-  err=$("$bench" "$@" 2>&1 >/dev/null); rc=$?
-  local lines; lines=$(printf '%s' "$err" | grep -vc 'OMP_PROC_BIND\|OMP_PLACES\|^ *$\|For best performance\|For unit testing')
-  if [ "$rc" != 2 ] || [ "$lines" != 1 ] || ! grep -q -- "$want" <<<"$err"; then
-    echo "FAIL: bench $* -> exit $rc, stderr: $err"; failures=$((failures + 1))
-  else
-    echo "ok: bench $* -> exit $rc: $(grep -- "$want" <<<"$err")"
-  fi
-}
+source "$(dirname "$0")/expect_error.sh"
 # Result files that an earlier run of this script left here would be resumed
 # (their rows kept, or refused when of an older format): start without them.
 rm -f advice.h5 bom.h5 mixed.h5 none.h5 tiny.h5 x.h5 tiny.csv tiny.json tiny.md dry.h5 cold.h5 warm.h5 tiny_gb.json

@@ -1,0 +1,191 @@
+#!/usr/bin/env bash
+# A peers runner's commands (README.md, "Peers as rows"): bench problem writes
+# one point's inputs and fp64 reference; bench import brings rows measured
+# elsewhere into a result file, appending and replacing, and refuses a bad
+# line with the file unchanged; --list-points prints the planned points as
+# JSON lines.
+#   bench_peers.sh path/to/bench
+set -u
+bench=$1
+source_dir=$(cd "$(dirname "$0")/../.." && pwd)
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+pass() { echo "ok: $*"; }
+source "$(dirname "$0")/expect_error.sh"
+python=/usr/bin/python3  # Debian's, with h5py and numpy
+rm -f peers_*.h5 peers_*.jsonl
+
+# --- bench problem ------------------------------------------------------------
+expect_error "unknown form 'nope'" problem --form nope --out peers_x.h5
+expect_error "--form is required" problem --out peers_x.h5
+expect_error "--out is required" problem --form softmax/full
+expect_error "--seq: bench problem takes one value, got 2" problem --form softmax/full --seq 1k,2k --out peers_x.h5
+expect_error "above --max-bytes" problem --form softmax/full --seq 1m --heads 64 --out peers_x.h5
+expect_error "above --max-bytes 1000" problem --form softmax/full --seq 64 --max-bytes 1000 --out peers_x.h5
+expect_error "above --max-reference-flops 1e+06" problem --form softmax/full --seq 64 --reference --max-reference-flops 1e6 --out peers_x.h5
+expect_error "cannot create '/proc/attn/p.h5'" problem --form softmax/full --seq 8 --out /proc/attn/p.h5
+expect_error "neither alibi nor paper" problem --form lightning/fwd --decay-schedule foo --out peers_x.h5
+expect_error "--seed '-1'" problem --form softmax/full --seed -1 --out peers_x.h5
+[ -e peers_x.h5 ] && fail "a refused problem wrote peers_x.h5"
+
+# Every tensor the form declares (bench list --format json), in its shape:
+# inputs under /inputs, results under /reference with --reference only.
+check_problem() {  # check_problem FILE FORM HAS_REFERENCE
+  "$bench" list --format json | "$python" -c '
+import h5py, json, sys
+path, name, has_reference = sys.argv[1], sys.argv[2], sys.argv[3] == "yes"
+form = next(f for f in json.load(sys.stdin) if f["name"] == name)
+h = h5py.File(path, "r")
+a = h.attrs
+sizes = {"B": a["batch"], "H": a["heads"], "L": a["seq"], "dk": a["dk"], "dv": a["dv"], "m": a["slots"]}
+assert a["form"] == name and a["family"] == form["family"], dict(a)
+assert a["format"] == "attn-harness problem v1" and a["seed"] == "2024", dict(a)
+for t in form["tensors"]:
+    group = "inputs" if t["role"] == "input" else "reference"
+    if group == "reference" and not has_reference:
+        continue
+    want = [sizes[s] for s in t["shape"]] + ([1] if len(t["shape"]) == 3 else [])
+    got = list(h[group][t["name"]].shape)
+    assert got == want and h[group][t["name"]].dtype == "float64", (t, got, want)
+assert has_reference == ("reference" in h), list(h)
+print(len(form["tensors"]), "tensors")
+' "$1" "$2" "$3"
+}
+for args in "gsa/chunk_fwd_bwd --batch 2 --heads 3 --seq 40 --dk 16 --dv 8 --slots 4 --chunk 16 --reference" \
+            "lion-s/attention --batch 2 --heads 3 --seq 40 --dk 16 --reference" \
+            "lightning/fwd_bwd --heads 2 --seq 40 --dk 16 --decay-schedule paper --reference" \
+            "softmax/full --heads 2 --seq 40 --dk 16"; do
+  set -- $args
+  form=$1
+  reference=$(grep -q -- --reference <<<"$args" && echo yes || echo no)
+  if "$bench" problem --form $args --out peers_problem.h5 >/dev/null &&
+     out=$(check_problem peers_problem.h5 "$form" "$reference"); then
+    pass "problem $args: $out in their shapes"
+  else fail "problem $args: $out"
+  fi
+done
+# The same seed draws the same inputs; another seed others.
+"$bench" problem --form softmax/full --heads 2 --seq 64 --dk 16 --reference --out peers_p.h5 >/dev/null
+"$bench" problem --form softmax/full --heads 2 --seq 64 --dk 16 --out peers_same.h5 >/dev/null
+"$bench" problem --form softmax/full --heads 2 --seq 64 --dk 16 --seed 7 --out peers_other.h5 >/dev/null
+if "$python" -c '
+import h5py, numpy as np
+a, b, c = (h5py.File(f, "r")["inputs/q"][...] for f in ("peers_p.h5", "peers_same.h5", "peers_other.h5"))
+assert np.array_equal(a, b) and not np.array_equal(a, c)'; then
+  pass "problem: the same seed draws the same inputs, another seed others"
+else fail "problem: draws do not follow the seed"
+fi
+
+# --- bench import ---------------------------------------------------------------
+# A peer's row built from the problem file: its output (the reference rounded
+# to float32) checked against /reference/o as a sweep's error check does, and
+# /reference/o being softmax attention of /inputs (numpy's, here).
+"$python" -c '
+import h5py, json, numpy as np
+h = h5py.File("peers_p.h5", "r")
+q, k, v = (h["inputs"][n][...] for n in "qkv")
+o = h["reference/o"][...]
+s = q @ k.transpose(0, 1, 3, 2) / np.sqrt(q.shape[-1])
+p = np.exp(s - s.max(-1, keepdims=True))
+assert np.abs((p / p.sum(-1, keepdims=True)) @ v - o).max() < 1e-12
+got = o.astype(np.float32).astype(np.float64)
+row = {"form": h.attrs["form"], "family": h.attrs["family"], "backend": "openmp",
+       "precision": "float", "status": "ok", "variant": "peer=numpy", "revision": "numpy " + np.__version__,
+       "axes": {n: int(h.attrs[n]) for n in ("batch", "heads", "dk", "dv", "seq", "slots", "chunk")},
+       "reps": 3, "iterations": 1, "time_median_s": 0.002, "time_min_s": 0.001, "time_max_s": 0.003,
+       "time_mean_s": 0.002, "time_stddev_s": 0.001, "samples": [0.001, 0.002, 0.003],
+       "peak_bytes": 65536, "err_heads": int(h.attrs["batch"] * h.attrs["heads"]),
+       "max_abs_err": float(np.abs(got - o).max()),
+       "rel_l2_err": float(np.linalg.norm(got - o) / np.linalg.norm(o))}
+print(json.dumps(row))' >peers_rows.jsonl || fail "the peer row could not be built from peers_p.h5"
+"$bench" sweep --forms softmax/full --heads 2 --seq 64 --dk 16 --reps 2 --backend host \
+  --out peers_results.h5 >/dev/null 2>&1 || fail "the sweep of the problem's point failed"
+out=$("$bench" import peers_results.h5 peers_rows.jsonl 2>&1)
+[ "$out" = "import: 1 rows appended, 0 replaced in peers_results.h5" ] && pass "import: $out" || fail "import: $out"
+rows_check='
+import h5py, sys
+points = h5py.File("peers_results.h5", "r")["points"][...]
+samples = h5py.File("peers_results.h5", "r")["samples"][...]
+assert len(points) == 2, len(points)
+ours, peer = points
+assert peer["variant"] == b"peer=numpy" and peer["status"] == b"ok", peer
+# The same point as the sweep row: the cost model gives the same flops and bytes.
+for n in ("batch", "heads", "dk", "dv", "seq", "flops", "bytes"):
+    assert peer[n] == ours[n], (n, peer[n], ours[n])
+assert abs(peer["gflops"] - peer["flops"] / peer["time_median_s"] / 1e9) < 1e-9 * peer["gflops"]
+assert abs(peer["gbps"] - peer["bytes"] / peer["time_median_s"] / 1e9) < 1e-9 * peer["gbps"]
+assert peer["time_median_s"] == float(sys.argv[1]) and list(samples[1]) == [0.001, 0.002, 0.003]
+assert peer["err_heads"] == 2 and peer["reps"] == 3 and peer["peak_bytes"] == 65536
+# Both errors against the one reference: float32 rounding, and the float kernel.
+assert 0 < peer["rel_l2_err"] < 1e-6 and 0 < ours["rel_l2_err"] < 1e-5, (peer["rel_l2_err"], ours["rel_l2_err"])
+print("flops", peer["flops"], "gflops", round(peer["gflops"], 3), "rel_l2_err", peer["rel_l2_err"])'
+out=$("$python" -c "$rows_check" 0.002 2>&1) && pass "imported row: $out" || fail "imported row: $out"
+sed 's/"time_median_s": 0.002/"time_median_s": 0.0025/' peers_rows.jsonl >peers_again.jsonl
+out=$("$bench" import peers_results.h5 peers_again.jsonl 2>&1)
+[ "$out" = "import: 0 rows appended, 1 replaced in peers_results.h5" ] && pass "import again: $out" || fail "import again: $out"
+out=$("$python" -c "$rows_check" 0.0025 2>&1) && pass "the replaced row has the new time" || fail "replaced row: $out"
+
+# A bad line anywhere: one line naming it, exit 2, the file as it was.
+cp peers_results.h5 peers_before.h5
+good=$(cat peers_rows.jsonl)
+bad_line() {  # bad_line "what the message must contain" LINE
+  printf '%s\n%s\n' "$good" "$2" >peers_bad.jsonl
+  expect_error "peers_bad.jsonl:2: $1" import peers_results.h5 peers_bad.jsonl
+  cmp -s peers_results.h5 peers_before.h5 || fail "a bad line changed peers_results.h5"
+}
+row() { sed "s/$1/$2/" <<<"$good"; }
+bad_line "not JSON" '{"form": "softmax/full",'
+bad_line "a line must be a JSON object" '[1, 2]'
+bad_line "status 'fine' is not one of ok, oom, timeout, error" "$(row '"status": "ok"' '"status": "fine"')"
+bad_line "axis 'window' is not a column of the result file" "$(row '"axes": {' '"axes": {"window": 3, ')"
+bad_line "form 'peers\/sdpa' is not a form of this build" "$(row '"form": "softmax\/full"' '"form": "peers\/sdpa"')"
+bad_line "precision 'fp16' is not one of" "$(row '"precision": "float"' '"precision": "fp16"')"
+bad_line "'reps' must be a whole number" "$(row '"reps": 3' '"reps": 2.5')"
+bad_line "unknown field 'flops'" "$(row '"reps": 3' '"flops": 3')"
+bad_line "'status' is required" "$(row '"status": "ok", ' '')"
+expect_error "cannot read the rows file" import peers_results.h5 peers_none.jsonl
+expect_error "import needs a result file and a rows file" import peers_results.h5
+expect_error "is not an HDF5 file" import peers_rows.jsonl peers_rows.jsonl
+
+# A new file: created with this build's provenance, the import recorded.
+out=$("$bench" import peers_new.h5 peers_rows.jsonl 2>&1)
+[ "$out" = "import: 1 rows appended, 0 replaced in peers_new.h5" ] && pass "import into a new file: $out" || fail "new file: $out"
+if "$python" -c '
+import h5py
+a = h5py.File("peers_new.h5", "r").attrs
+for n in ("format", "git_revision", "build_type", "compiler", "device", "host", "date", "command_line", "imported"):
+    assert n in a, n
+assert a["backend"] == "openmp" and "1 rows (1 appended, 0 replaced)" in a["imported"], dict(a)' &&
+   "$bench" export peers_new.h5 --format csv | grep -q 'peer=numpy'; then
+  pass "the new file has the provenance attributes and its row exports"
+else fail "the new file's attributes or rows"
+fi
+
+# --- --list-points ------------------------------------------------------------
+cfg="$source_dir/experiments/quick.cfg"
+"$bench" run "$cfg" --list-points --out peers_listed.h5 >peers_points.jsonl; rc=$?
+planned=$("$bench" run "$cfg" --dry-run --out peers_listed.h5 | grep -o '^[0-9]* points:' | grep -o '[0-9]*')
+if [ "$rc" = 0 ] && [ ! -e peers_listed.h5 ] && out=$("$python" -c '
+import json, sys
+points = [json.loads(line) for line in open("peers_points.jsonl")]
+for p in points:
+    assert set(p) == {"form", "family", "precision", "backend", "variant", "options", "axes"}, p
+    assert p["form"] in ("softmax/full", "linear/chunk") and p["axes"]["heads"] == 2, p
+assert len(points) == int(sys.argv[1]), (len(points), sys.argv[1])
+print(len(points), "points")' "$planned"); then
+  pass "run quick.cfg --list-points: $out, as --dry-run plans, nothing written"
+else fail "run quick.cfg --list-points (exit $rc, $planned planned): $out"
+fi
+out=$("$bench" sweep --forms lion-s/chunk --seq 1k --mask-convention B --unscaled --list-points)
+if "$python" -c '
+import json, sys
+p = json.loads(sys.argv[1])
+assert p["options"] == {"mask-convention": "B", "unscaled": "true", "decay-floor": "false"}, p
+assert p["variant"] == "mask-convention=B unscaled" and p["axes"]["chunk"] == 64, p' "$out"; then
+  pass "sweep --list-points: a form's options as given"
+else fail "sweep --list-points: $out"
+fi
+
+rm -f peers_*.h5 peers_*.jsonl
+echo "$failures failures"
+[ "$failures" = 0 ]
