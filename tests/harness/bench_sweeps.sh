@@ -176,7 +176,7 @@ else pass "oom at 32k: 64k skipped"
 fi
 
 # --- an older (v2) file is read but not appended to ---------------------------
-cp "$source_dir/results/lion_fig3.h5" old.h5 && chmod u+w old.h5
+cp "$source_dir/tests/data/fixtures/lion_fig3.h5" old.h5 && chmod u+w old.h5
 "$bench" sweep --forms softmax/full --seq 64 --heads 1 --dk 16 --reps 1 --backend host --out old.h5 \
   >old.out 2>old.err; rc=$?
 if [ "$rc" != 2 ] || [ "$(stderr_lines old.err)" != 1 ] || ! grep -q 'older result file.*--fresh' old.err ||
@@ -353,7 +353,7 @@ if [ "$rc" != 0 ] || [ "$(grep -c 'no significant change$' nudged.out)" != "$tot
 else pass "compare, times 1.000001 times A's, past --threshold: no significant change, no REGRESSION"
 fi
 # A file without samples (format v2): the threshold rule, and a note saying so.
-"$bench" compare "$source_dir/results/lion_fig3.h5" "$source_dir/results/lion_fig3.h5" --threshold 1.1 >old_compare.out 2>&1; rc=$?
+"$bench" compare "$source_dir/tests/data/fixtures/lion_fig3.h5" "$source_dir/tests/data/fixtures/lion_fig3.h5" --threshold 1.1 >old_compare.out 2>&1; rc=$?
 if [ "$rc" != 0 ] || ! grep -q "lion_fig3.h5 holds no samples (a file before format v5): differences are judged by --threshold alone" old_compare.out ||
    grep -q 'no significant change$' old_compare.out; then
   fail "compare of files without samples: exit $rc"; cat old_compare.out
@@ -362,16 +362,16 @@ fi
 # Axes are the file's columns: an older file's shape columns (v2: no slots) are exported as they
 # are, and a table with an axis this build never had (`pass`, added here to a committed v3 file)
 # is exported and compared on it; two files are matched on the axes both have.
-"$bench" export "$source_dir/results/lion_fig3.h5" --format csv | head -1 >v2_columns.csv
+"$bench" export "$source_dir/tests/data/fixtures/lion_fig3.h5" --format csv | head -1 >v2_columns.csv
 if ! grep -qx 'form,family,backend,precision,status,note,variant,batch,heads,seq,dk,dv,chunk,reps,.*,iterations' v2_columns.csv; then
   fail "export of a v2 file: $(cat v2_columns.csv)"
 else pass "export of a v2 file: its axis columns, batch to chunk, no slots"
 fi
-/usr/bin/python3 "$source_dir"/tests/harness/with_pass_axis.py "$source_dir/results/gsa_seq.h5" pass.h5 || fail "writing a table with a pass axis"
-points=$(/usr/bin/python3 -c 'import h5py, sys; print(len(h5py.File(sys.argv[1])["points"]))' "$source_dir/results/gsa_seq.h5")
+/usr/bin/python3 "$source_dir"/tests/harness/with_pass_axis.py "$source_dir/tests/data/fixtures/gsa_seq.h5" pass.h5 || fail "writing a table with a pass axis"
+points=$(/usr/bin/python3 -c 'import h5py, sys; print(len(h5py.File(sys.argv[1])["points"]))' "$source_dir/tests/data/fixtures/gsa_seq.h5")
 "$bench" export pass.h5 --format csv >pass.csv
 "$bench" compare pass.h5 pass.h5 >pass_self.out 2>&1; rc_self=$?
-"$bench" compare "$source_dir/results/gsa_seq.h5" pass.h5 >pass_old.out 2>&1; rc_old=$?
+"$bench" compare "$source_dir/tests/data/fixtures/gsa_seq.h5" pass.h5 >pass_old.out 2>&1; rc_old=$?
 if ! head -1 pass.csv | grep -q ',chunk,slots,pass,reps,' || [ "$(grep -c ',2,[0-9]*,' pass.csv)" -lt "$points" ] ||
    [ "$rc_self" != 0 ] || ! grep -qE '^form +prec +batch +heads +seq +dk +dv +chunk +slots +pass +A ms' pass_self.out ||
    ! grep -q "^$((2 * points)) points matched" pass_self.out ||

@@ -20,7 +20,7 @@ fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 
 # lion_fig3.h5 has oom rows and LION forms (resolution axis); lightning_fig4_baselines.h5, oom rows on seq.
 for name in lion_fig3 lightning_fig4_baselines; do
-  if ! "$render" "$repo/results/$name.h5" --out "$tmp/figures" >"$tmp/out.txt" 2>&1; then
+  if ! "$render" "$repo/tests/data/fixtures/$name.h5" --out "$tmp/figures" >"$tmp/out.txt" 2>&1; then
     fail "render $name.h5: $(cat "$tmp/out.txt")"
   fi
   for kind in time memory roofline; do
@@ -33,14 +33,14 @@ for name in lion_fig3 lightning_fig4_baselines; do
   head -c 5 "$tmp/figures/$name-time.pdf" | grep -q '%PDF' || fail "$name-time.pdf is not a PDF"
 done
 # Drawn again, SVG and PDF are the same bytes (no date in them): re-rendering does not churn git.
-"$render" "$repo/results/lion_fig3.h5" --out "$tmp/again" >/dev/null 2>&1
+"$render" "$repo/tests/data/fixtures/lion_fig3.h5" --out "$tmp/again" >/dev/null 2>&1
 for ext in svg pdf; do
   cmp -s "$tmp/figures/lion_fig3-memory.$ext" "$tmp/again/lion_fig3-memory.$ext" || fail "lion_fig3-memory.$ext differs when drawn again"
 done
 
 # Peer rows: lightning/fwd as measured by a public implementation (variant peer=NAME), added here to a
 # committed table, half our time and one oom point.
-/usr/bin/python3 - "$repo/results/lightning_fig4.h5" "$tmp/peer.h5" <<'PY' || fail "writing a table with peer rows"
+/usr/bin/python3 - "$repo/tests/data/fixtures/lightning_fig4.h5" "$tmp/peer.h5" <<'PY' || fail "writing a table with peer rows"
 import sys, h5py, numpy as np
 with h5py.File(sys.argv[1], "r") as f:
     table, attrs = f["points"][...], dict(f.attrs)
@@ -53,7 +53,7 @@ with h5py.File(sys.argv[2], "w") as f:
     f.create_dataset("points", data=np.concatenate([table, peer]))
     f.attrs.update(attrs)
 PY
-if ! "$render" "$tmp/peer.h5" "$repo/results/lightning_fig4_baselines.h5" --merge peers --baseline softmax/causal \
+if ! "$render" "$tmp/peer.h5" "$repo/tests/data/fixtures/lightning_fig4_baselines.h5" --merge peers --baseline softmax/causal \
      --out "$tmp/figures" >"$tmp/out.txt" 2>&1; then
   fail "render with peer rows and --baseline: $(cat "$tmp/out.txt")"
 fi
@@ -62,9 +62,9 @@ for kind in time memory roofline speedup; do
     [ -s "$tmp/figures/peers-$kind.$ext" ] || fail "peers-$kind.$ext missing or empty"
   done
 done
-"$render" "$repo/results/gsa_seq.h5" --panels none --out "$tmp/none" >"$tmp/out.txt" 2>&1 || fail "--panels none: $(cat "$tmp/out.txt")"
+"$render" "$repo/tests/data/fixtures/gsa_seq.h5" --panels none --out "$tmp/none" >"$tmp/out.txt" 2>&1 || fail "--panels none: $(cat "$tmp/out.txt")"
 # What the figures hold, read from the axes just before they are saved.
-/usr/bin/python3 - "$render" "$tmp/peer.h5" "$repo/results/lightning_fig4_baselines.h5" "$tmp/drawn" <<'PY' || fail "figure contents"
+/usr/bin/python3 - "$render" "$tmp/peer.h5" "$repo/tests/data/fixtures/lightning_fig4_baselines.h5" "$tmp/drawn" <<'PY' || fail "figure contents"
 import importlib.machinery, sys
 render = importlib.machinery.SourceFileLoader("render", sys.argv[1]).load_module()
 drawn = {}
@@ -140,15 +140,15 @@ expect_exit_2 "not an HDF5 result file" "$tmp/text.h5" --out "$tmp"
 /usr/bin/python3 -c 'import h5py, sys; h5py.File(sys.argv[1], "w").create_dataset("other", data=[1])' "$tmp/other.h5"
 expect_exit_2 "no /points" "$tmp/other.h5" --out "$tmp"
 expect_exit_2 "the file has no bogus column (its axes: batch, heads, seq, dk, dv, chunk; or resolution)" \
-  "$repo/results/lion_fig3.h5" --x bogus --out "$tmp"
-expect_exit_2 "--x slots: the file has no slots column" "$repo/results/lion_fig3.h5" --x slots --out "$tmp"
-expect_exit_2 "--fastest bogus: the file has no bogus column" "$repo/results/all_forms.h5" --fastest bogus --out "$tmp"
+  "$repo/tests/data/fixtures/lion_fig3.h5" --x bogus --out "$tmp"
+expect_exit_2 "--x slots: the file has no slots column" "$repo/tests/data/fixtures/lion_fig3.h5" --x slots --out "$tmp"
+expect_exit_2 "--fastest bogus: the file has no bogus column" "$repo/tests/data/fixtures/all_forms.h5" --fastest bogus --out "$tmp"
 "$render" --help | grep -q -- "--device-memory-gib" || fail "--help"
-expect_exit_2 "--baseline bogus/form: no row of form bogus/form" "$repo/results/gsa_seq.h5" --baseline bogus/form --out "$tmp"
+expect_exit_2 "--baseline bogus/form: no row of form bogus/form" "$repo/tests/data/fixtures/gsa_seq.h5" --baseline bogus/form --out "$tmp"
 expect_exit_2 "--baseline softmax/causal@peer=torch: no row of form softmax/causal with variant containing" \
-  "$repo/results/gsa_seq.h5" --baseline softmax/causal@peer=torch --out "$tmp"
+  "$repo/tests/data/fixtures/gsa_seq.h5" --baseline softmax/causal@peer=torch --out "$tmp"
 # Rows of the baseline, but none at a point of another line (here: another precision).
-/usr/bin/python3 - "$repo/results/gsa_seq.h5" "$tmp/bf16.h5" <<'PY'
+/usr/bin/python3 - "$repo/tests/data/fixtures/gsa_seq.h5" "$tmp/bf16.h5" <<'PY'
 import sys, h5py
 with h5py.File(sys.argv[1], "r") as f:
     table, attrs = f["points"][...], dict(f.attrs)
@@ -159,21 +159,21 @@ with h5py.File(sys.argv[2], "w") as f:
 PY
 expect_exit_2 "--baseline softmax/causal: no ok baseline point matches a point of another line" \
   "$tmp/bf16.h5" --baseline softmax/causal --out "$tmp"
-expect_exit_2 "argument --panels: invalid choice" "$repo/results/gsa_seq.h5" --panels bogus --out "$tmp"
-expect_exit_2 "expected COLUMN=VALUE" "$repo/results/all_forms.h5" --where bogus=1 --out "$tmp"
-expect_exit_2 "not a whole number" "$repo/results/all_forms.h5" --where slots=many --out "$tmp"
-expect_exit_2 "no row of the file" "$repo/results/all_forms.h5" --where seq=3 --out "$tmp"
+expect_exit_2 "argument --panels: invalid choice" "$repo/tests/data/fixtures/gsa_seq.h5" --panels bogus --out "$tmp"
+expect_exit_2 "expected COLUMN=VALUE" "$repo/tests/data/fixtures/all_forms.h5" --where bogus=1 --out "$tmp"
+expect_exit_2 "not a whole number" "$repo/tests/data/fixtures/all_forms.h5" --where slots=many --out "$tmp"
+expect_exit_2 "no row of the file" "$repo/tests/data/fixtures/all_forms.h5" --where seq=3 --out "$tmp"
 # Found under hostile input: a 5000-character title ended in a traceback, a negative memory line was drawn.
-expect_exit_2 "at most 200" "$repo/results/lion_fig3.h5" --title "$(printf 'x%.0s' $(seq 1 5000))" --out "$tmp"
-expect_exit_2 "not a finite number >= 0" "$repo/results/lion_fig3.h5" --device-memory-gib -3 --out "$tmp"
+expect_exit_2 "at most 200" "$repo/tests/data/fixtures/lion_fig3.h5" --title "$(printf 'x%.0s' $(seq 1 5000))" --out "$tmp"
+expect_exit_2 "not a finite number >= 0" "$repo/tests/data/fixtures/lion_fig3.h5" --device-memory-gib -3 --out "$tmp"
 # A `$` in a title or a legend entry was parsed as mathtext: '$x^{$' ended in a traceback when saving.
-if ! "$render" "$repo/results/lion_fig3.h5" --title '$x^{$ \foo' --out "$tmp/dollar" >"$tmp/out.txt" 2>&1 ||
+if ! "$render" "$repo/tests/data/fixtures/lion_fig3.h5" --title '$x^{$ \foo' --out "$tmp/dollar" >"$tmp/out.txt" 2>&1 ||
    [ ! -s "$tmp/dollar/lion_fig3-time.png" ]; then
   fail "render --title '\$x^{\$': $(tail -1 "$tmp/out.txt")"
 fi
 
 # --where and --fastest: the all-forms sweep as one line per form, the fastest chunk at each L.
-if ! "$render" "$repo/results/all_forms.h5" --where slots=64 --fastest chunk --merge picked --out "$tmp/figures" \
+if ! "$render" "$repo/tests/data/fixtures/all_forms.h5" --where slots=64 --fastest chunk --merge picked --out "$tmp/figures" \
      >"$tmp/out.txt" 2>&1 || [ ! -s "$tmp/figures/picked-time.png" ]; then
   fail "render --where slots=64 --fastest chunk: $(cat "$tmp/out.txt")"
 fi
@@ -203,8 +203,8 @@ PY
 # Axes are read from the file: a table with an axis no build had before (here `pass`, added to a
 # committed v3 file) is drawn against it, split into lines by it, and selected on; a v2 file (no
 # slots column) merged with a v3 one reads slots 0 there.
-/usr/bin/python3 "$repo"/tests/harness/with_pass_axis.py "$repo/results/gsa_seq.h5" "$tmp/pass.h5" || fail "writing a table with a pass axis"
-/usr/bin/python3 - "$render" "$tmp/pass.h5" "$repo/results/lion_fig3.h5" <<'PY' || fail "axes read from the file"
+/usr/bin/python3 "$repo"/tests/harness/with_pass_axis.py "$repo/tests/data/fixtures/gsa_seq.h5" "$tmp/pass.h5" || fail "writing a table with a pass axis"
+/usr/bin/python3 - "$render" "$tmp/pass.h5" "$repo/tests/data/fixtures/lion_fig3.h5" <<'PY' || fail "axes read from the file"
 import importlib.machinery, sys
 render = importlib.machinery.SourceFileLoader("render", sys.argv[1]).load_module()
 rows, _, axes = render.load_results(sys.argv[2])
