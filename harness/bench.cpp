@@ -106,21 +106,35 @@ void add_declared_option(po::options_description& o, const OptionSpec& option) {
   o.add_options()(option.name.c_str(), value, option.help.c_str());
 }
 
-po::options_description sweep_options() {
-  po::options_description o("sweep options");
-  o.add_options()("help,h", "this help")(
-      "forms", po::value<std::string>()->default_value("all"),
-      "forms or families, comma-separated (see bench list), or all")(
-      "seq", po::value<std::string>()->default_value("1k..16k"), "sequence lengths L")(
-      "batch", po::value<std::string>()->default_value("1"), "batch sizes B")(
-      "heads", po::value<std::string>()->default_value("8"), "head counts H")(
-      "dk", po::value<std::string>()->default_value("64"), "query/key head sizes")(
-      "dv", po::value<std::string>(), "value head sizes (default: equal to dk)");
+// The sizes, the families' swept parameters and their options: lists of
+// values for a sweep (`lists`), one value each for bench problem.
+void add_shape_options(po::options_description& o, bool lists) {
+  const auto size = [&](const char* name, const char* list_default, const char* one_default,
+                        const char* one, const char* many) {
+    o.add_options()(name,
+                    po::value<std::string>()->default_value(lists ? list_default : one_default),
+                    lists ? many : one);
+  };
+  size("seq", "1k..16k", "1k", "sequence length L", "sequence lengths L");
+  size("batch", "1", "1", "batch size B", "batch sizes B");
+  size("heads", "8", "8", "head count H", "head counts H");
+  size("dk", "64", "64", "query/key head size", "query/key head sizes");
+  o.add_options()(
+      "dv", po::value<std::string>(),
+      lists ? "value head sizes (default: equal to dk)" : "value head size (default: equal to dk)");
   for (const Param& param : declared_params())
     o.add_options()(param.name.c_str(),
                     po::value<std::string>()->default_value(param.default_values),
                     param.help.c_str());
   for (const OptionSpec& option : declared_options()) add_declared_option(o, option);
+}
+
+po::options_description sweep_options() {
+  po::options_description o("sweep options");
+  o.add_options()("help,h", "this help")(
+      "forms", po::value<std::string>()->default_value("all"),
+      "forms or families, comma-separated (see bench list), or all");
+  add_shape_options(o, true);
   o.add_options()(
       "precision", po::value<std::string>()->default_value("float"),
       "precisions, comma-separated, or all (= float,double,tf32,bf16): float: fp32 storage, "
@@ -581,17 +595,8 @@ int export_command(const std::vector<std::string>& args) {
 po::options_description problem_options() {
   po::options_description o("problem options");
   o.add_options()("help,h", "this help")("form", po::value<std::string>(),
-                                         "the form (see bench list); required")(
-      "seq", po::value<std::string>()->default_value("1k"), "sequence length L")(
-      "batch", po::value<std::string>()->default_value("1"), "batch size B")(
-      "heads", po::value<std::string>()->default_value("8"), "head count H")(
-      "dk", po::value<std::string>()->default_value("64"), "query/key head size")(
-      "dv", po::value<std::string>(), "value head size (default: equal to dk)");
-  for (const Param& param : declared_params())
-    o.add_options()(param.name.c_str(),
-                    po::value<std::string>()->default_value(param.default_values),
-                    param.help.c_str());
-  for (const OptionSpec& option : declared_options()) add_declared_option(o, option);
+                                         "the form (see bench list); required");
+  add_shape_options(o, false);
   o.add_options()("seed", po::value<std::string>()->default_value("2024"),
                   "seed of the random inputs, as bench sweep --seed: the same seed draws the "
                   "same inputs as a sweep's point")(

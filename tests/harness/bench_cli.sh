@@ -3,8 +3,7 @@
 # a tiny sweep over every form writes a complete table.
 set -u
 bench=$1
-failures=0
-source "$(dirname "$0")/expect_error.sh"
+source "$(dirname "$0")/checks.sh"
 # Result files that an earlier run of this script left here would be resumed
 # (their rows kept, or refused when of an older format): start without them.
 rm -f advice.h5 bom.h5 mixed.h5 none.h5 tiny.h5 x.h5 tiny.csv tiny.json tiny.md dry.h5 cold.h5 warm.h5 tiny_gb.json

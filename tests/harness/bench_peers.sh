@@ -8,10 +8,7 @@
 set -u
 bench=$1
 source_dir=$(cd "$(dirname "$0")/../.." && pwd)
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-pass() { echo "ok: $*"; }
-source "$(dirname "$0")/expect_error.sh"
+source "$(dirname "$0")/checks.sh"
 python=/usr/bin/python3  # Debian's, with h5py and numpy
 rm -f peers_*.h5 peers_*.jsonl
 

@@ -5,9 +5,7 @@
 set -u
 bench=$1
 source_dir=$(cd "$(dirname "$0")/../.." && pwd)
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-pass() { echo "ok: $*"; }
+source "$(dirname "$0")/checks.sh"
 
 rows_of() {  # the number of rows of FILE's points table
   h5dump -H -d points "$1" | grep -o 'DATASPACE  SIMPLE { ( [0-9]*' | grep -o '[0-9]*$'

@@ -10,9 +10,7 @@ source_dir=$(cd "$(dirname "$0")/../.." && pwd)
 peers=$source_dir/experiments/peers
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-pass() { echo "ok: $*"; }
+source "$(dirname "$0")/checks.sh"
 grid=(sweep --forms softmax/causal,linear/chunk --seq 64,100 --heads 2 --dk 16 --dv 24 --reps 2)
 
 "$bench" "${grid[@]}" --out "$work/t.h5" >/dev/null 2>&1 || fail "our sweep"
