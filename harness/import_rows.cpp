@@ -3,6 +3,9 @@
 #include <fmt/core.h>
 #include <fmt/ranges.h>
 
+// property_tree's JSON parser includes the deprecated boost/bind.hpp, which
+// prints a note at every compile unless its global placeholders are asked for.
+#define BOOST_BIND_GLOBAL_PLACEHOLDERS
 #include <boost/property_tree/json_parser.hpp>
 #include <boost/property_tree/ptree.hpp>
 
