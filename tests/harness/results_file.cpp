@@ -197,8 +197,8 @@ TEST_CASE("each row's samples are stored beside it, and replaced with it",
   CHECK(rows[0].time_stddev_s == 3e-4);
   CHECK(rows[0].iterations == 4);
   CHECK(rows[1].samples == b.samples);
-  // A committed v3 file has no samples: its rows read with none.
-  for (const auto& r : ResultFile::read(ATTN_RESULTS_DIR "/quick_openmp.h5")) {
+  // A v3 file has no samples: its rows read with none.
+  for (const auto& r : ResultFile::read(ATTN_FIXTURES_DIR "/quick_openmp.h5")) {
     CHECK(r.samples.empty());
     CHECK(r.iterations == 0);
   }
@@ -207,7 +207,7 @@ TEST_CASE("each row's samples are stored beside it, and replaced with it",
 TEST_CASE("v2 files are read (their shape columns the axes, no slots) but not appended to",
           "[harness][hdf5][resume]") {
   const std::string committed =
-      ATTN_RESULTS_DIR "/lion_fig3.h5";  // written by the v2 harness, no slots column
+      ATTN_FIXTURES_DIR "/lion_fig3.h5";  // written by the v2 harness, no slots column
   REQUIRE(ResultFile::read_attributes(committed).at("format") == "attn-harness points v2");
   const auto rows = ResultFile::read(committed);
   REQUIRE(rows.size() == 27);
@@ -242,16 +242,19 @@ TEST_CASE("v2 files are read (their shape columns the axes, no slots) but not ap
 }
 
 // Reading refuses rows bench would not have written (junk over a row): the
-// files bench did write, every committed one, must all still read.
+// files bench did write, every committed one (results and the tests' older
+// fixtures), must all still read.
 TEST_CASE("every committed result file reads", "[harness][hdf5]") {
-  int files = 0;
-  for (const auto& entry : std::filesystem::directory_iterator(ATTN_RESULTS_DIR)) {
-    if (entry.path().extension() != ".h5") continue;
-    INFO(entry.path().string());
-    CHECK_NOTHROW(ResultFile::read(entry.path().string()));
-    ++files;
+  for (const char* folder : {ATTN_RESULTS_DIR, ATTN_FIXTURES_DIR}) {
+    int files = 0;
+    for (const auto& entry : std::filesystem::directory_iterator(folder)) {
+      if (entry.path().extension() != ".h5") continue;
+      INFO(entry.path().string());
+      CHECK_NOTHROW(ResultFile::read(entry.path().string()));
+      ++files;
+    }
+    CHECK(files > 0);
   }
-  CHECK(files > 0);
 }
 
 TEST_CASE("a file that is not a result file is not resumed", "[harness][hdf5][resume][errors]") {
