@@ -1,6 +1,7 @@
 """Peers for testing experiments/peers where torch is absent (loaded with --peers-module): numpy
 computations of softmax and causal linear attention, plus one that computes the wrong function (linear
-attention without its normaliser), whose error the runner must report as large."""
+attention without its normaliser), whose error the runner must report as large, and one whose output
+is not finite, which the runner must record as an error."""
 import contextlib
 
 import numpy as np
@@ -34,7 +35,8 @@ def linear(normalised):
 def peers():
     return [Peer("numpy.softmax", ("softmax/full", "softmax/causal"), softmax),
             Peer("numpy.linear", ("linear/chunk",), linear(True)),
-            Peer("numpy.linear_unnormalised", ("linear/chunk",), linear(False))]
+            Peer("numpy.linear_unnormalised", ("linear/chunk",), linear(False)),
+            Peer("numpy.nan", ("softmax/causal",), lambda x, point: lambda: {"o": np.full_like(x["v"], np.nan)})]
 
 
 class Device:

@@ -52,15 +52,21 @@ for seq in (64, 100):
             want(r["rel_l2_err"] < 1e-5, f"{variant}: rel. error {r['rel_l2_err']}")
         if checked and variant == "peer=numpy.linear_unnormalised":
             want(r["rel_l2_err"] > 0.1, f"{variant}: the wrong function passes ({r['rel_l2_err']})")
+for seq, status in ((64, "error"), (100, "ok")):  # its output is checked at L = 64 only
+    r = by.get(("softmax/causal", "peer=numpy.nan", seq))
+    want(r is not None and text(r["status"]) == status, f"peer=numpy.nan {seq}: not {status}")
+    if r is not None and status == "error":
+        want(text(r["note"]) == "non-finite output", f"peer=numpy.nan: note {text(r['note'])}")
 print("\n".join(problems) or "all rows as expected")
 sys.exit(1 if problems else 0)
 EOF
 if [ $? = 0 ]; then pass "peer rows"; else fail "peer rows: $(cat "$work/check.out")"; fi
 
-# A rerun keeps the rows it holds; --fresh measures them again.
+# A rerun keeps the ok rows it holds; --fresh measures them again.
 /usr/bin/python3 "$peers" --bench "$bench" --out "$work/t.h5" --peers-module \
   "$source_dir/tests/harness/numpy_peers.py" -- "${grid[@]}" >"$work/rerun.out" 2>&1
-grep -q "0 rows added to .*, 6 kept" "$work/rerun.out" && pass "rerun keeps rows" \
+# (the error row of numpy.nan is measured again)
+grep -q "1 rows added to .*, 7 kept" "$work/rerun.out" && pass "rerun keeps rows" \
   || fail "rerun: $(tail -n1 "$work/rerun.out")"
 
 # Bad use: one line, non-zero exit.
