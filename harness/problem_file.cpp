@@ -9,55 +9,38 @@
 #include <vector>
 
 #include "git_revision.hpp"
+#include "hdf5_handle.hpp"
 #include "inputs.hpp"
 
 namespace attn {
 namespace {
 
-// An HDF5 identifier closed when it goes out of scope; a failed call's
-// negative identifier throws at once, naming what could not be written.
-class Id {
- public:
-  Id(hid_t id, herr_t (*close)(hid_t), const std::string& what) : id_(id), close_(close) {
-    if (id_ < 0) throw std::invalid_argument(what);
-  }
-  ~Id() { close_(id_); }
-  Id(const Id&) = delete;
-  Id& operator=(const Id&) = delete;
-  operator hid_t() const { return id_; }
-
- private:
-  hid_t id_;
-  herr_t (*close_)(hid_t);
-};
+// An HDF5 identifier of a call that must succeed: a failed call's negative
+// identifier throws at once, naming what could not be written.
+Hdf5Handle opened(hid_t id, herr_t (*close)(hid_t), const std::string& what) {
+  Hdf5Handle handle(id, close);
+  if (!handle.valid()) throw std::invalid_argument(what);
+  return handle;
+}
 
 void check(herr_t status, const std::string& what) {
   if (status < 0) throw std::invalid_argument(what);
 }
 
-void write_text_attribute(hid_t file, const std::string& name, const std::string& value) {
-  const Id type(H5Tcopy(H5T_C_S1), H5Tclose, "cannot make a string type");
-  check(H5Tset_size(type, H5T_VARIABLE), "cannot make a string type");
-  check(H5Tset_cset(type, H5T_CSET_UTF8), "cannot make a string type");
-  const Id space(H5Screate(H5S_SCALAR), H5Sclose, "cannot make a dataspace");
-  const Id attribute(H5Acreate2(file, name.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT),
-                     H5Aclose, "cannot write the attribute '" + name + "'");
-  const char* text = value.c_str();
-  check(H5Awrite(attribute, type, &text), "cannot write the attribute '" + name + "'");
-}
-
 void write_integer_attribute(hid_t file, const std::string& name, long long value) {
-  const Id space(H5Screate(H5S_SCALAR), H5Sclose, "cannot make a dataspace");
-  const Id attribute(H5Acreate2(file, name.c_str(), H5T_STD_I64LE, space, H5P_DEFAULT, H5P_DEFAULT),
-                     H5Aclose, "cannot write the attribute '" + name + "'");
+  const Hdf5Handle space = opened(H5Screate(H5S_SCALAR), H5Sclose, "cannot make a dataspace");
+  const Hdf5Handle attribute =
+      opened(H5Acreate2(file, name.c_str(), H5T_STD_I64LE, space, H5P_DEFAULT, H5P_DEFAULT),
+             H5Aclose, "cannot write the attribute '" + name + "'");
   check(H5Awrite(attribute, H5T_NATIVE_LLONG, &value), "cannot write the attribute '" + name + "'");
 }
 
 void write_dataset(hid_t group, const std::string& name, const std::vector<hsize_t>& dims,
                    const std::vector<double>& data) {
   const std::string what = "cannot write the dataset '" + name + "'";
-  const Id space(H5Screate_simple(int(dims.size()), dims.data(), nullptr), H5Sclose, what);
-  const Id dataset(
+  const Hdf5Handle space =
+      opened(H5Screate_simple(int(dims.size()), dims.data(), nullptr), H5Sclose, what);
+  const Hdf5Handle dataset = opened(
       H5Dcreate2(group, name.c_str(), H5T_IEEE_F64LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
       H5Dclose, what);
   check(H5Dwrite(dataset, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, data.data()), what);
@@ -70,19 +53,20 @@ void write_tensor(hid_t group, const std::string& name, const ref::Tensor& t) {
 
 void write_contents(hid_t file, const Form& form, const Shape& shape, const FormParams& params,
                     std::uint64_t seed, bool reference, const AxisValues& axes) {
-  write_text_attribute(file, "format", problem_format);
-  write_text_attribute(file, "form", form.name);
-  write_text_attribute(file, "family", form.family);
-  write_text_attribute(file, "variant", variant_of(form, params));
-  write_text_attribute(file, "git_revision", ATTN_GIT_REVISION);
+  write_string_attribute(file, "format", problem_format);
+  write_string_attribute(file, "form", form.name);
+  write_string_attribute(file, "family", form.family);
+  write_string_attribute(file, "variant", variant_of(form, params));
+  write_string_attribute(file, "git_revision", ATTN_GIT_REVISION);
   // An integer attribute holds the seed as its bits: seeds reach 10^19 - 1.
-  write_text_attribute(file, "seed", std::to_string(seed));
+  write_string_attribute(file, "seed", std::to_string(seed));
   for (const auto& [name, value] : axes) write_integer_attribute(file, name, value);
 
   HostProblem problem = random_problem(shape, form, seed, params);
   {
-    const Id inputs(H5Gcreate2(file, "inputs", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose,
-                    "cannot create the group /inputs");
+    const Hdf5Handle inputs =
+        opened(H5Gcreate2(file, "inputs", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose,
+               "cannot create the group /inputs");
     for (const TensorSpec& t : form.tensors) {
       if (t.role != Role::input) continue;
       if (t.name == "decay_rate")  // the one [H] input (random_problem)
@@ -93,8 +77,9 @@ void write_contents(hid_t file, const Form& form, const Shape& shape, const Form
   }
   if (!reference) return;
   const ref::Outputs results = form.reference(problem, params, {});
-  const Id group(H5Gcreate2(file, "reference", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose,
-                 "cannot create the group /reference");
+  const Hdf5Handle group =
+      opened(H5Gcreate2(file, "reference", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose,
+             "cannot create the group /reference");
   for (const TensorSpec& t : form.tensors)
     if (t.role != Role::input) write_tensor(group, t.name, results.*outputs_member(t.name));
 }
@@ -117,10 +102,13 @@ void write_problem_file(const std::string& path, const Form& form, const Shape& 
   if (created < 0) throw std::invalid_argument("cannot create '" + path + "'");
   // No half-written problem is left for a runner to read.
   try {
-    const Id file(created, H5Fclose, "");
+    const Hdf5Handle file = opened(created, H5Fclose, "");
     write_contents(file, form, shape, params, seed, reference, axes);
     check(H5Fflush(file, H5F_SCOPE_GLOBAL), "cannot flush the file");
   } catch (const std::invalid_argument& e) {
+    std::remove(path.c_str());
+    throw std::invalid_argument(fmt::format("'{}': {}", path, e.what()));
+  } catch (const std::runtime_error& e) {  // an attribute that could not be written
     std::remove(path.c_str());
     throw std::invalid_argument(fmt::format("'{}': {}", path, e.what()));
   } catch (...) {

@@ -20,30 +20,14 @@
 #include <type_traits>
 
 #include "axes.hpp"
+#include "hdf5_handle.hpp"
 #include "registry.hpp"
 #include "text.hpp"
 
 namespace attn {
 namespace {
 
-// An HDF5 identifier closed when it goes out of scope.
-class Handle {
- public:
-  Handle(hid_t id, herr_t (*close)(hid_t)) : id_(id), close_(close) {}
-  ~Handle() {
-    if (id_ >= 0) close_(id_);
-  }
-  Handle(Handle&& other) noexcept : id_(other.id_), close_(other.close_) { other.id_ = -1; }
-  Handle(const Handle&) = delete;
-  Handle& operator=(const Handle&) = delete;
-  Handle& operator=(Handle&&) = delete;
-  operator hid_t() const { return id_; }
-  bool valid() const { return id_ >= 0; }
-
- private:
-  hid_t id_;
-  herr_t (*close_)(hid_t);
-};
+using Handle = Hdf5Handle;
 
 // The fixed columns of /points: TEXT(name, width of the fixed-length strings
 // before v5) and NUMBER(name, C type, HDF5 type), the identity columns, then
@@ -121,19 +105,6 @@ const std::set<std::string>& fixed_columns() {
 #undef ATTN_TEXT_NAME
 #undef ATTN_NUMBER_NAME
   return names;
-}
-
-// A text member's HDF5 type: bytes of a fixed width, or variable (width 0).
-Handle text_type(std::size_t width) {
-  Handle type(H5Tcopy(H5T_C_S1), H5Tclose);
-  if (width == 0) {
-    H5Tset_size(type, H5T_VARIABLE);
-    H5Tset_cset(type, H5T_CSET_UTF8);
-  } else {
-    H5Tset_size(type, width);
-    H5Tset_strpad(type, H5T_STR_NULLTERM);
-  }
-  return type;
 }
 
 // Whether member `name` of struct S is a fixed-length string (a char array).
@@ -230,17 +201,6 @@ ResultRow from_record(const unsigned char* bytes, const std::vector<std::string>
 #undef ATTN_IS_FIXED
 
 void quiet_hdf5() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
-
-void write_string_attribute(hid_t object, const std::string& name, const std::string& value) {
-  if (H5Aexists(object, name.c_str()) > 0) H5Adelete(object, name.c_str());
-  const Handle type = text_type(0);
-  const Handle space(H5Screate(H5S_SCALAR), H5Sclose);
-  const Handle attr(H5Acreate2(object, name.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT),
-                    H5Aclose);
-  const char* text = value.c_str();
-  if (!attr.valid() || H5Awrite(attr, type, &text) < 0)
-    throw std::runtime_error("cannot write the attribute '" + name + "'");
-}
 
 std::map<std::string, std::string> read_string_attributes(hid_t file) {
   std::map<std::string, std::string> out;
