@@ -270,42 +270,79 @@ std::string option_words(const Form& form, const FormParams& params) {
   return words;
 }
 
-// Everything random_problem draws from: the shape, the form's declared inputs
-// (name, draw and stream), the seed, the form's options (those no draw reads
-// too: a sweep holds them fixed, so no input is drawn twice for them), and the
-// slot count of forms with an input of m slots.
+bool has_slots(const TensorSpec& t) {
+  return std::find(t.shape.begin(), t.shape.end(), Size::slots) != t.shape.end();
+}
+
+// Everything random_problem draws one input from (each input has its own
+// stream, so it does not depend on the form's other inputs), by the input's
+// name: the shape, its name, draw and stream, the seed, the form's options
+// (those no draw reads too: a sweep holds them fixed, so no input is drawn
+// twice for them), and the slot count of an input of m slots.
+std::map<std::string, std::string> input_keys(const Shape& s, const Form& form, std::uint64_t seed,
+                                              const FormParams& params) {
+  std::map<std::string, std::string> keys;
+  const std::string options = option_words(form, params);
+  for (const TensorSpec& t : form.tensors)
+    if (t.role == Role::input)
+      keys[t.name] = fmt::format("{} {} {} {} {} | {}:{}:{} | {} |{} | {}", s.batch, s.heads, s.seq,
+                                 s.dk, s.dv, t.name, t.draw->name, t.stream, seed, options,
+                                 has_slots(t) ? params.slots : 0);
+  return keys;
+}
+
 std::string problem_key(const Shape& s, const Form& form, std::uint64_t seed,
                         const FormParams& params) {
-  std::string inputs;
-  bool slotted = false;
-  for (const TensorSpec& t : form.tensors) {
-    if (t.role != Role::input) continue;
-    inputs += fmt::format(" {}:{}:{}", t.name, t.draw->name, t.stream);
-    slotted = slotted || std::find(t.shape.begin(), t.shape.end(), Size::slots) != t.shape.end();
-  }
-  return fmt::format("{} {} {} {} {} |{} | {} |{} | {}", s.batch, s.heads, s.seq, s.dk, s.dv,
-                     inputs, seed, option_words(form, params), slotted ? params.slots : 0);
+  std::string key;
+  for (const auto& [name, input_key] : input_keys(s, form, seed, params)) key += input_key + "\n";
+  return key;
+}
+
+// Where a problem holds its input `name`: the per-head decay rates apart,
+// problem_tensor's member or extra.
+bool holds_input(HostProblem& p, const std::string& name) {
+  if (name == "decay_rate") return !p.decay_rate.empty();
+  return !problem_tensor(p, name).data.empty();
+}
+
+// Moves input `name` from `from` to `to` (an absent extra leaves an empty
+// entry in `from`, which the callers drop).
+void move_input(HostProblem& from, HostProblem& to, const std::string& name) {
+  if (name == "decay_rate")
+    to.decay_rate = std::move(from.decay_rate);
+  else if (ref::Tensor& t = problem_tensor(from, name); !t.data.empty())
+    problem_tensor(to, name) = std::move(t);
 }
 
 }  // namespace
 
 void PointCache::select(const Shape& shape, const Form& form, std::uint64_t seed,
                         const FormParams& params) {
+  // Every input problem_ holds was drawn with the key the previous selection
+  // gives it (this function keeps no other).
+  const std::map<std::string, std::string> held =
+      form_ ? input_keys(shape_, *form_, seed_, params_) : std::map<std::string, std::string>{};
   shape_ = shape;
   form_ = &form;
   seed_ = seed;
   params_ = params;
   selected_key_ = problem_key(shape, form, seed, params);
   if (selected_key_ == problem_key_) return;
-  problem_ = {};
+  // Keep the inputs this point draws as the previous one did (the same q, k, v
+  // for another precision, form of the family or slot count); free the rest
+  // now, so that free memory can be measured before drawing.
+  HostProblem kept;
+  for (const auto& [name, key] : input_keys(shape, form, seed, params))
+    if (const auto it = held.find(name); it != held.end() && it->second == key)
+      move_input(problem_, kept, name);
+  problem_ = std::move(kept);
   reference_ = {};
   problem_key_.clear();
   reference_key_.clear();
 }
 
 double PointCache::reusable_bytes() const {
-  if (problem_key_.empty() || problem_key_ != selected_key_) return 0;
-  double elements = 0;
+  double elements = double(problem_.decay_rate.size());
   for (const ref::Tensor* t : {&problem_.q, &problem_.k, &problem_.v, &problem_.log_decay,
                                &problem_.log_gate, &problem_.d_o})
     elements += double(t->data.size());
@@ -316,7 +353,14 @@ double PointCache::reusable_bytes() const {
 const HostProblem& PointCache::problem() {
   if (!form_) throw std::logic_error("PointCache::problem before select");
   if (problem_key_ != selected_key_) {
-    problem_ = random_problem(shape_, *form_, seed_, params_);
+    // Draw the inputs select() did not keep: random_problem of a form that
+    // declares only those (each input from its own stream, so the same values).
+    Form missing = *form_;
+    missing.tensors.clear();
+    for (const TensorSpec& t : form_->tensors)
+      if (t.role == Role::input && !holds_input(problem_, t.name)) missing.tensors.push_back(t);
+    HostProblem drawn = random_problem(shape_, missing, seed_, params_);
+    for (const TensorSpec& t : missing.tensors) move_input(drawn, problem_, t.name);
     problem_key_ = selected_key_;
   }
   return problem_;

@@ -44,14 +44,17 @@ struct MeasureOptions {
 };
 
 // What consecutive points of a sweep share, kept from one to the next: the
-// drawn inputs (the same for every chunk size) and the fp64 reference's
-// outputs (no reference depends on the chunk size). A sweep varies the chunk
-// innermost, so these are drawn and computed once per chunk series.
+// drawn inputs, each kept while the next point draws it alike (the same for
+// every chunk size and precision, and q, k, v for the forms of a family and
+// every slot count), and the fp64 reference's outputs (no reference depends on
+// the chunk size or precision). A sweep runs the points of one shape together
+// (plan_points), so an input is drawn again only where the shape, the form's
+// family or options, or the slot count of gates change.
 class PointCache {
  public:
-  // Makes these the current point's arguments: what the previous point drew
-  // for the same arguments is kept, anything else freed (so that free memory
-  // can be measured before drawing).
+  // Makes these the current point's arguments: the inputs the previous point
+  // drew as this one draws them are kept, anything else freed (so that free
+  // memory can be measured before drawing).
   void select(const Shape& shape, const Form& form, std::uint64_t seed, const FormParams& params);
   // Host bytes already held for the current point (0 when it draws anew).
   double reusable_bytes() const;

@@ -27,7 +27,9 @@ struct Point {
 // Every combination of the axes, once: a parameter a form does not take is 0
 // in its points, so the combinations that differ only there collapse into one;
 // dv takes dk's value when --dv is not given. A form is planned only in the
-// precisions it has a kernel for.
+// precisions it has a kernel for. In the order they run: by shape (L
+// ascending), then form (the sweep's order), slot count, precision and chunk
+// size, so that the points that share inputs follow each other.
 std::vector<Point> plan_points(const Sweep& sweep, const std::string& backend);
 
 // The (form, precision) pairs of the sweep that have no kernel, as one line

@@ -1,5 +1,6 @@
 #include "axes.hpp"
 
+#include <fmt/core.h>
 #include <catch2/catch.hpp>
 
 #include "plan.hpp"
@@ -74,4 +75,34 @@ TEST_CASE("planned rows carry every declared axis, 0 where a form does not take 
     CHECK(softmax.axis(axis) == value);
   CHECK(points[2].planned.axis("slots") == 16);
   CHECK(points[2].planned.axis("chunk") == 32);
+}
+
+TEST_CASE("planned points run by shape, L ascending, then form, slots, precision and chunk",
+          "[harness][axes]") {
+  attn::Sweep sweep;
+  sweep.forms = {attn::find_form("gsa/chunk"), attn::find_form("softmax/full")};
+  sweep.precisions = {"bf16", "float"};
+  sweep.batch = parse_axis("batch", "1");
+  sweep.heads = parse_axis("heads", "2");
+  sweep.dk = parse_axis("dk", "16");
+  sweep.dv = {"dv", {0}};
+  sweep.seq = parse_axis("seq", "256,64");
+  for (const attn::Param& param : attn::declared_params())
+    sweep.param_values[param.name] = parse_axis(param.name, param.default_values);
+  sweep.param_values["slots"] = parse_axis("slots", "8,16");
+  sweep.param_values["chunk"] = parse_axis("chunk", "16,32");
+  std::vector<std::string> order;
+  for (const auto& p : attn::plan_points(sweep, "openmp"))
+    order.push_back(fmt::format("{} {} m{} {} c{}", p.shape.seq, p.form->name, p.params.slots,
+                                p.precision, p.params.chunk));
+  std::vector<std::string> want;
+  for (int seq : {64, 256}) {
+    for (int slots : {8, 16})
+      for (const char* precision : {"bf16", "float"})
+        for (int chunk : {16, 32})
+          want.push_back(fmt::format("{} gsa/chunk m{} {} c{}", seq, slots, precision, chunk));
+    for (const char* precision : {"bf16", "float"})
+      want.push_back(fmt::format("{} softmax/full m0 {} c0", seq, precision));
+  }
+  CHECK(order == want);
 }

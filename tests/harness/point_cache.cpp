@@ -1,5 +1,6 @@
-// PointCache: consecutive sweep points that differ only in the chunk size
-// share their drawn inputs and reference outputs; anything else draws anew.
+// PointCache: consecutive sweep points share every input they draw alike, and
+// their reference outputs where only the chunk size differs; anything else is
+// drawn anew.
 #include "measure.hpp"
 
 #include <catch2/catch.hpp>
@@ -13,7 +14,7 @@ using namespace attn::test;
 
 bool same_values(const ref::Tensor& a, const ref::Tensor& b) { return a.data == b.data; }
 
-TEST_CASE("the point cache reuses inputs and references across chunk sizes only",
+TEST_CASE("the point cache reuses the inputs drawn alike, and references across chunk sizes",
           "[harness][measure]") {
   const Shape s{1, 2, 37, 8, 5};
   const std::uint64_t seed = test_seed();
@@ -38,15 +39,31 @@ TEST_CASE("the point cache reuses inputs and references across chunk sizes only"
   CHECK(&cache.problem() == &first);
   CHECK(&cache.reference(gsa, p32, heads) == &want);
 
-  // Another slot count: gates of another width, and their own reference.
+  // Another slot count: the same q, k, v, gates of another width, and their own reference.
+  const double* q_values = first.q.data.data();
   FormParams p_slots = p16;
   p_slots.slots = 7;
   cache.select(s, gsa, seed, p_slots);
-  CHECK(cache.reusable_bytes() == 0);
+  CHECK(cache.reusable_bytes() ==
+        double(first.q.data.size() + first.k.data.size() + first.v.data.size()) * sizeof(double));
+  CHECK(cache.problem().q.data.data() == q_values);
   CHECK(cache.problem().log_gate.dim == 7);
   CHECK(same_values(cache.problem().log_gate, random_problem(s, gsa, seed, p_slots).log_gate));
   CHECK(same_values(cache.reference(gsa, p_slots, heads).o,
                     gsa.reference(random_problem(s, gsa, seed, p_slots), p_slots, heads).o));
+
+  // The forward+backward form of the family: its inputs kept, d_o drawn, each
+  // as random_problem draws it for that form; the reference its own.
+  const Form& gsa_fwd_bwd = *find_form("gsa/chunk_fwd_bwd");
+  cache.select(s, gsa_fwd_bwd, seed, p_slots);
+  CHECK(cache.reusable_bytes() > 0);
+  const HostProblem& with_d_o = cache.problem();
+  CHECK(with_d_o.q.data.data() == q_values);
+  const HostProblem fwd_bwd_drawn = random_problem(s, gsa_fwd_bwd, seed, p_slots);
+  for (const char* name : {"q", "k", "v", "log_gate", "d_o"})
+    CHECK(same_values(problem_tensor(with_d_o, name), problem_tensor(fwd_bwd_drawn, name)));
+  CHECK(same_values(cache.reference(gsa_fwd_bwd, p_slots, heads).dq,
+                    gsa_fwd_bwd.reference(fwd_bwd_drawn, p_slots, heads).dq));
 
   // Another value of an option the draws read: drawn anew.
   FormParams cooler = p_slots;
