@@ -162,6 +162,23 @@ void check_close(const Result& got, const Result& want, double conditioning = 1)
   CHECK(e.rel_l2 <= conditioning * Tolerance<P>::rel_l2);
 }
 
+// For results whose gradients can be tiny differences of cancelling terms
+// (GSA's dq, dk and dg at L = 1 or at extreme gates): o within tolerance of
+// its own scale, and each gradient within the absolute tolerance of the
+// largest value of all the results (magnitude), not of its own norm.
+template <class P>
+void check_close_by_largest(const ref::Outputs& got, const ref::Outputs& want,
+                            double conditioning = 1) {
+  check_close<P>(got.o, want.o, conditioning);
+  for (auto member : {&ref::Outputs::dq, &ref::Outputs::dk, &ref::Outputs::dv, &ref::Outputs::dg}) {
+    if ((want.*member).data.empty()) continue;
+    const ErrorStats e = compare(got.*member, want.*member);
+    INFO("gradient max abs error " << e.max_abs << ", largest value " << magnitude(want));
+    CHECK(e.finite);
+    CHECK(e.max_abs <= conditioning * magnitude(want) * Tolerance<P>::max_abs);
+  }
+}
+
 // The parameters a form takes, set: chunk and slots as given, any other to
 // its first default value (bench sweep's); the others stay 0 (do not apply).
 inline FormParams params_for(const Form& form, int chunk, int slots) {

@@ -94,20 +94,11 @@ TEMPLATE_LIST_TEST_CASE("GSA forms at the gate extremes and with many slots", "[
           const ref::Outputs got = run_form<Exec, P>(form, p, params);
           // Float gate sums reach |b| ~ 1000 at tau = 1, so weights exp(b_t - b_u)
           // carry ~1000 eps of relative rounding: 4x the usual tolerance.
-          const double conditioning = 4;
-          check_close<P>(got.o, want.o, conditioning);
           // Gradients are judged against the largest output, not their own norms:
           // at these gates p is nearly uniform and d o' = p (dp - <p, dp>), like
           // dg = revcumsum(p dp + o' do' - s ds) (§3.6), is a difference of terms
           // that cancel, so dq, dk and dg are tiny and carry those terms' rounding.
-          for (auto member :
-               {&ref::Outputs::dq, &ref::Outputs::dk, &ref::Outputs::dv, &ref::Outputs::dg}) {
-            if ((want.*member).data.empty()) continue;
-            const ErrorStats e = compare(got.*member, want.*member);
-            INFO("gradient max abs error " << e.max_abs << ", largest output " << magnitude(want));
-            CHECK(e.finite);
-            CHECK(e.max_abs <= conditioning * magnitude(want) * Tolerance<P>::max_abs);
-          }
+          check_close_by_largest<P>(got, want, 4);
         });
       }
   }
@@ -146,7 +137,13 @@ TEMPLATE_LIST_TEST_CASE("GSA chunk forms on every tile path", "[gsa][forms][tile
                          << " segments (0: chosen), L=" << c.shape.seq << " dk=" << c.shape.dk
                          << " dv=" << c.shape.dv << " chunk=" << c.chunk << " m=" << c.slots
                          << ", seed " << seed);
-          check_close<P>(run_form<Exec, P>(form, p, params), want);
+          // At L = 1 dg is a difference of cancelling terms (see above),
+          // whose own norm is no scale for its rounding.
+          const ref::Outputs got = run_form<Exec, P>(form, p, params);
+          if (c.shape.seq == 1)
+            check_close_by_largest<P>(got, want);
+          else
+            check_close<P>(got, want);
         });
       });
     }
