@@ -298,7 +298,7 @@ std::string problem_key(const Shape& s, const Form& form, std::uint64_t seed,
   return key;
 }
 
-// Where a problem holds its input `name`: the per-head decay rates apart,
+// Whether a problem holds its input `name`: the per-head decay rates, or
 // problem_tensor's member or extra.
 bool holds_input(HostProblem& p, const std::string& name) {
   if (name == "decay_rate") return !p.decay_rate.empty();
