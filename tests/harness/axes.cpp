@@ -45,22 +45,36 @@ TEST_CASE("bad axis specs name the axis and the problem", "[harness][axes][error
   CHECK_THROWS_WITH(parse_axis("seq", "1k:1k"), Catch::Contains("unknown suffix"));
 }
 
-TEST_CASE("planned rows carry every declared axis, 0 where a form does not take it",
-          "[harness][axes]") {
+namespace {
+
+// A sweep of `forms` in `precisions` at B=2, H=3, d=16 (dv following dk), over
+// the given seq, slots and chunk specs; every other declared parameter at
+// bench's default, as bench sweeps them.
+attn::Sweep small_sweep(std::vector<const attn::Form*> forms, std::vector<std::string> precisions,
+                        const char* seq, const char* slots, const char* chunk) {
   attn::Sweep sweep;
-  sweep.forms = {attn::find_form("softmax/full"), attn::find_form("gsa/chunk")};
-  sweep.precisions = {"float"};
+  sweep.forms = std::move(forms);
+  sweep.precisions = std::move(precisions);
   sweep.batch = parse_axis("batch", "2");
   sweep.heads = parse_axis("heads", "3");
   sweep.dk = parse_axis("dk", "16");
   sweep.dv = {"dv", {0}};  // dv follows dk
-  sweep.seq = parse_axis("seq", "64");
-  // Every declared parameter at bench's default, as bench sweeps them; then slots and chunk.
+  sweep.seq = parse_axis("seq", seq);
   for (const attn::Param& param : attn::declared_params())
     sweep.param_values[param.name] = parse_axis(param.name, param.default_values);
-  sweep.param_values["slots"] = parse_axis("slots", "8,16");
-  sweep.param_values["chunk"] = parse_axis("chunk", "32");
-  const auto points = attn::plan_points(sweep, "openmp");
+  sweep.param_values["slots"] = parse_axis("slots", slots);
+  sweep.param_values["chunk"] = parse_axis("chunk", chunk);
+  return sweep;
+}
+
+}  // namespace
+
+TEST_CASE("planned rows carry every declared axis, 0 where a form does not take it",
+          "[harness][axes]") {
+  const auto points =
+      attn::plan_points(small_sweep({attn::find_form("softmax/full"), attn::find_form("gsa/chunk")},
+                                    {"float"}, "64", "8,16", "32"),
+                        "openmp");
   REQUIRE(points.size() == 3);  // softmax/full once (no slots, no chunk), gsa/chunk per slots
   for (const auto& p : points) CHECK(attn::axes_of({p.planned}) == attn::axis_columns());
   const attn::ResultRow& softmax = points[0].planned;
@@ -79,18 +93,9 @@ TEST_CASE("planned rows carry every declared axis, 0 where a form does not take 
 
 TEST_CASE("planned points run by shape, L ascending, then form, slots, precision and chunk",
           "[harness][axes]") {
-  attn::Sweep sweep;
-  sweep.forms = {attn::find_form("gsa/chunk"), attn::find_form("softmax/full")};
-  sweep.precisions = {"bf16", "float"};
-  sweep.batch = parse_axis("batch", "1");
-  sweep.heads = parse_axis("heads", "2");
-  sweep.dk = parse_axis("dk", "16");
-  sweep.dv = {"dv", {0}};
-  sweep.seq = parse_axis("seq", "256,64");
-  for (const attn::Param& param : attn::declared_params())
-    sweep.param_values[param.name] = parse_axis(param.name, param.default_values);
-  sweep.param_values["slots"] = parse_axis("slots", "8,16");
-  sweep.param_values["chunk"] = parse_axis("chunk", "16,32");
+  const attn::Sweep sweep =
+      small_sweep({attn::find_form("gsa/chunk"), attn::find_form("softmax/full")},
+                  {"bf16", "float"}, "256,64", "8,16", "16,32");
   std::vector<std::string> order;
   for (const auto& p : attn::plan_points(sweep, "openmp"))
     order.push_back(fmt::format("{} {} m{} {} c{}", p.shape.seq, p.form->name, p.params.slots,
