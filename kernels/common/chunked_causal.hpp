@@ -22,6 +22,7 @@
 // in accum_t<P>; in tf32 the operands are rounded to TF32 on loading.
 #pragma once
 #include "common/chunked_causal_tensor_core.hpp"
+#include "common/head_blocks.hpp"
 #include "common/math.hpp"
 #include "common/team_tiles.hpp"
 #include "common/value_blocks.hpp"
@@ -46,6 +47,55 @@ void chunked_causal_attention(const Exec& exec, const char* label,
                               const Tensor4<Exec, storage_t<P>>& k,
                               const Tensor4<Exec, storage_t<P>>& v,
                               const Vector<Exec, storage_t<P>>& decay_rate,
+                              const Tensor4<Exec, storage_t<P>>& o, ChunkedCausalOptions options);
+
+// Heads wider than `width`, as sweeps of blocks of at most `width` columns
+// (common/head_blocks.hpp). The decay is per head, so every block sweeps with
+// it; the normaliser q_t . z_t is the same sweep with v = 1, summed over the
+// key blocks alike, and divides after the sums.
+template <class P, class Exec>
+void chunked_causal_head_blocks(const Exec& exec, const std::string& name,
+                                const Tensor4<Exec, storage_t<P>>& q,
+                                const Tensor4<Exec, storage_t<P>>& k,
+                                const Tensor4<Exec, storage_t<P>>& v,
+                                const Vector<Exec, storage_t<P>>& decay_rate,
+                                const Tensor4<Exec, storage_t<P>>& o, ChunkedCausalOptions options,
+                                int width) {
+  using T = accum_t<P>;
+  using S = storage_t<P>;
+  using Block = Tensor4<Exec, S>;
+  const int B = int(q.extent(0)), H = int(q.extent(1)), L = int(q.extent(2)), Y = int(v.extent(3));
+  ChunkedCausalOptions unnormalised = options;
+  unnormalised.normalise = false;
+  auto sweep = [&](const Block& q_block, const Block& k_block, const Block& v_block, int, int, int,
+                   int, const Block& part) {
+    const std::string label = name + " (head block)";
+    chunked_causal_attention<P>(exec, label.c_str(), q_block, k_block, v_block, decay_rate, part,
+                                unnormalised);
+  };
+  const auto numerator = sum_over_head_blocks<P>(exec, name, q, k, v, width, sweep);
+  Tensor4<Exec, T> denominator;
+  if (options.normalise) {
+    const Block ones(Kokkos::view_alloc(name + ": ones", Kokkos::WithoutInitializing), B, H, L, 1);
+    for_each_block_element(
+        exec, name + ": ones", B, H, L, 1,
+        KOKKOS_LAMBDA(int b, int h, int l, int c) { ones(b, h, l, c) = S(T(1)); });
+    denominator = sum_over_head_blocks<P>(exec, name + " normaliser", q, k, ones, width, sweep);
+  }
+  const bool normalise = options.normalise;
+  for_each_block_element(
+      exec, name + ": output", B, H, L, Y, KOKKOS_LAMBDA(int b, int h, int l, int c) {
+        o(b, h, l, c) =
+            S(normalise ? numerator(b, h, l, c) / denominator(b, h, l, 0) : numerator(b, h, l, c));
+      });
+}
+
+template <class P, class Exec>
+void chunked_causal_attention(const Exec& exec, const char* label,
+                              const Tensor4<Exec, storage_t<P>>& q,
+                              const Tensor4<Exec, storage_t<P>>& k,
+                              const Tensor4<Exec, storage_t<P>>& v,
+                              const Vector<Exec, storage_t<P>>& decay_rate,
                               const Tensor4<Exec, storage_t<P>>& o, ChunkedCausalOptions options) {
   using T = accum_t<P>;
   using Scratch = ScratchMatrix<Exec, T>;
@@ -57,6 +107,8 @@ void chunked_causal_attention(const Exec& exec, const char* label,
     throw std::invalid_argument(std::string(label) +
                                 ": the decay rates must have one entry per head");
   if (s.seq == 0 || s.batch == 0 || s.heads == 0) return;
+  if (const int width = head_block_width<P, Exec>(); width > 0 && (s.dk > width || s.dv > width))
+    return chunked_causal_head_blocks<P>(exec, label, q, k, v, decay_rate, o, options, width);
 #if defined(KOKKOS_ENABLE_CUDA)
   if constexpr (std::is_same_v<Exec, Kokkos::Cuda> && !std::is_same_v<P, double>)
     if (tensor_cores_enabled() &&

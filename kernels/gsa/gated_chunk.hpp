@@ -21,6 +21,7 @@
 // (gsa/gated_chunk_tensor_core.hpp) where its tiles apply. Tensors are stored
 // as storage_t<P>, the gate sums and every sum kept in accum_t<P>.
 #pragma once
+#include "common/head_blocks.hpp"
 #include "common/math.hpp"
 #include "common/precision.hpp"
 #include "common/views.hpp"
@@ -114,50 +115,6 @@ struct GatedChunkOptions {
       softmax;  // when given (value gate): also the softmax of every output row, written here
 };
 
-// The widest query/key (X) and value (Y) axes one gated sweep takes whole;
-// wider ones are cut into blocks of this many columns (head_blocks below).
-// 0, the default, cuts only where the tensor cores would otherwise decline
-// (with_padded_sizes: above 128, on CUDA in float, tf32 and bf16); the tests
-// set it lower to run the blocks on every backend.
-inline int& gated_head_block() {
-  static int block = 0;
-  return block;
-}
-
-template <class P, class Exec>
-int head_block_width() {
-  if (gated_head_block() > 0) return gated_head_block();
-#if defined(KOKKOS_ENABLE_CUDA)
-  if constexpr (std::is_same_v<Exec, Kokkos::Cuda> && !std::is_same_v<P, double>)
-    if (tensor_cores_enabled()) return 128;
-#endif
-  return 0;
-}
-
-// f(b, h, l, c) for every element of a [B, H, L, n] block, in parallel.
-template <class Exec, class F>
-void for_each_block_element(const Exec& exec, const std::string& label, int B, int H, int L, int n,
-                            F f) {
-  Kokkos::parallel_for(
-      label, Kokkos::RangePolicy<Exec>(exec, 0, std::size_t(B) * H * L * n),
-      KOKKOS_LAMBDA(std::size_t i) {
-        const int c = int(i % n), l = int(i / n % L), bh = int(i / (std::size_t(n) * L));
-        f(bh / H, bh % H, l, c);
-      });
-}
-
-// Columns [c0, c0 + n) of x, as a tensor of their own.
-template <class Exec, class T>
-Tensor4<Exec, T> column_block(const Exec& exec, const std::string& label, const Tensor4<Exec, T>& x,
-                              int c0, int n) {
-  Tensor4<Exec, T> block(Kokkos::view_alloc(label, Kokkos::WithoutInitializing), x.extent(0),
-                         x.extent(1), x.extent(2), n);
-  for_each_block_element(
-      exec, label, int(x.extent(0)), int(x.extent(1)), int(x.extent(2)), n,
-      KOKKOS_LAMBDA(int b, int h, int l, int c) { block(b, h, l, c) = x(b, h, l, c0 + c); });
-  return block;
-}
-
 template <class P, class Exec>
 void gated_chunk_attention(const Exec& exec, const char* label,
                            const Tensor4<Exec, storage_t<P>>& query,
@@ -168,60 +125,36 @@ void gated_chunk_attention(const Exec& exec, const char* label,
                            const GatedChunkOptions<Exec, storage_t<P>>& options);
 
 // A sweep whose X or Y exceeds `width`, as sweeps of blocks of at most `width`
-// columns of each. Both gated sums are linear in each: out's value columns y
-// depend only on value's columns y (and, value-gated, the gates of y), and the
-// query-key products sum over x, so every block of X adds a part (in
-// accum_t<P>) of the same output block; key-gated, the gates of x go with
-// their x block. The row softmax, over all Y, follows the sum. Each part is
-// stored as storage_t<P> before it is added, so bf16 outputs carry one
-// rounding per X block instead of one.
+// columns of each (common/head_blocks.hpp): the gate axis is cut with its
+// block (x key-gated, y value-gated), and the row softmax, over all Y,
+// follows the sum.
 template <class P, class Exec>
-void head_blocks(const Exec& exec, const std::string& name,
-                 const Tensor4<Exec, storage_t<P>>& query, const Tensor4<Exec, storage_t<P>>& key,
-                 const Tensor4<Exec, storage_t<P>>& value, const GateSums<Exec, accum_t<P>>& sums,
-                 const Tensor4<Exec, storage_t<P>>& out,
-                 const GatedChunkOptions<Exec, storage_t<P>>& options, int width) {
-  using T = accum_t<P>;
+void gated_head_blocks(const Exec& exec, const std::string& name,
+                       const Tensor4<Exec, storage_t<P>>& query,
+                       const Tensor4<Exec, storage_t<P>>& key,
+                       const Tensor4<Exec, storage_t<P>>& value,
+                       const GateSums<Exec, accum_t<P>>& sums,
+                       const Tensor4<Exec, storage_t<P>>& out,
+                       const GatedChunkOptions<Exec, storage_t<P>>& options, int width) {
   using S = storage_t<P>;
-  const int B = int(query.extent(0)), H = int(query.extent(1)), L = int(query.extent(2));
-  const int X = int(query.extent(3)), Y = int(value.extent(3));
+  using Block = Tensor4<Exec, S>;
   const bool key_gated = options.gate == GateAxis::key;
-  for (int y0 = 0; y0 < Y; y0 += width) {
-    const int ny = std::min(width, Y - y0);
-    const auto value_block =
-        Y > width ? column_block(exec, name + ": value block", value, y0, ny) : value;
-    const Tensor4<Exec, S> part(
-        Kokkos::view_alloc(name + ": output block", Kokkos::WithoutInitializing), B, H, L, ny);
-    Tensor4<Exec, T> total;  // the sum of the X blocks' parts
-    if (X > width)
-      total = Tensor4<Exec, T>(
-          Kokkos::view_alloc(name + ": output block sum", Kokkos::WithoutInitializing), B, H, L,
-          ny);
-    for (int x0 = 0; x0 < X; x0 += width) {
-      const int nx = std::min(width, X - x0);
-      GateSums<Exec, T> block_sums = sums;
-      if (key_gated ? X > width : Y > width)
-        block_sums.b = column_block(exec, name + ": gate sums block", sums.b, key_gated ? x0 : y0,
-                                    key_gated ? nx : ny);
-      const std::string label = name + " (head block)";
-      gated_chunk_attention<P>(
-          exec, label.c_str(),
-          X > width ? column_block(exec, name + ": query block", query, x0, nx) : query,
-          X > width ? column_block(exec, name + ": key block", key, x0, nx) : key, value_block,
-          block_sums, part, {options.gate, {}});
-      if (X > width) {
-        const bool first = x0 == 0;
-        for_each_block_element(
-            exec, name + ": add the block", B, H, L, ny, KOKKOS_LAMBDA(int b, int h, int l, int c) {
-              total(b, h, l, c) = (first ? T(0) : total(b, h, l, c)) + T(part(b, h, l, c));
-            });
-      }
-    }
-    for_each_block_element(
-        exec, name + ": output columns", B, H, L, ny, KOKKOS_LAMBDA(int b, int h, int l, int c) {
-          out(b, h, l, y0 + c) = X > width ? S(total(b, h, l, c)) : part(b, h, l, c);
-        });
-  }
+  const int X = int(query.extent(3)), Y = int(value.extent(3));
+  const auto total = sum_over_head_blocks<P>(
+      exec, name, query, key, value, width,
+      [&](const Block& q, const Block& k, const Block& v, int x0, int nx, int y0, int ny,
+          const Block& part) {
+        GateSums<Exec, accum_t<P>> block_sums = sums;
+        if (key_gated ? X > width : Y > width)
+          block_sums.b = column_block(exec, name + ": gate sums block", sums.b, key_gated ? x0 : y0,
+                                      key_gated ? nx : ny);
+        const std::string label = name + " (head block)";
+        gated_chunk_attention<P>(exec, label.c_str(), q, k, v, block_sums, part,
+                                 {options.gate, {}});
+      });
+  for_each_block_element(
+      exec, name + ": output", int(out.extent(0)), int(out.extent(1)), int(out.extent(2)), Y,
+      KOKKOS_LAMBDA(int b, int h, int l, int c) { out(b, h, l, c) = S(total(b, h, l, c)); });
   if (options.softmax.data()) row_softmax<P>(exec, name, out, options.softmax);
 }
 
@@ -252,7 +185,7 @@ void gated_chunk_attention(const Exec& exec, const char* label,
     throw std::invalid_argument(name + ": a row softmax is over the gate axis, the value columns");
   if (L == 0 || s.batch == 0 || H == 0 || X == 0 || Y == 0) return;
   if (const int width = head_block_width<P, Exec>(); width > 0 && (X > width || Y > width))
-    return head_blocks<P>(exec, name, query, key, value, sums, out, options, width);
+    return gated_head_blocks<P>(exec, name, query, key, value, sums, out, options, width);
   const int C = sums.chunk, chunks = ceil_div(L, C);
   const bool reverse = sums.reverse;
   const int BH = s.batch * H;

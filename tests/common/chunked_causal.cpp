@@ -3,9 +3,10 @@
 // tensor-core kernels, which store the state entering every chunk and compute
 // the chunks in parallel, and the portable kernel, which walks them in order.
 // Several chunks and one, a ragged last chunk, L = 1, head sizes 16 .. 256
-// (above 128 the tensor-core dispatch falls back), d_v != d_k both ways, and
-// chunk sizes the tensor-core tiles take (64, 128) and leave to the portable
-// path (16, 100), an odd d_v. Lightning's backward runs the same kernel in reverse time.
+// (above 128 the sweeps run in blocks of 128 columns on CUDA: common/head_blocks.hpp), d_v != d_k
+// both ways, and chunk sizes the tensor-core tiles take (64, 128) and leave to the portable path
+// (16, 100), an odd d_v. Lightning's backward runs the same kernel in reverse time.
+#include "common/head_blocks.hpp"
 #include "forms/check.hpp"
 
 using namespace attn;
@@ -60,4 +61,39 @@ TEMPLATE_LIST_TEST_CASE(
     });
   });
   require_ran<P>(ran, "chunked form");
+}
+
+// Heads cut into blocks of columns (common/head_blocks.hpp), forced to 16
+// columns so that every backend and tile path cuts d_k and d_v, short last
+// blocks included: the numerators summed over the key blocks, linear
+// attention's normaliser alike, Lightning's backward sweeps in reverse time.
+TEMPLATE_LIST_TEST_CASE("chunked causal forms with heads cut into column blocks",
+                        "[forms][lightning]", Configs) {
+  using Exec = typename TestType::Exec;
+  using P = typename TestType::Precision;
+  const std::uint64_t seed = test_seed();
+  struct Restore {
+    ~Restore() { detail::head_block() = 0; }
+  } restore;
+  const ChunkCase cases[] = {
+      {{1, 2, 150, 40, 24}, 64}, {{2, 1, 70, 16, 48}, 64}, {{1, 1, 1, 33, 17}, 64}};
+  for_each_tile_path<Exec>([&](bool tensor_cores) {
+    for (const ChunkCase& c : cases)
+      for (const char* name : {"linear/chunk", "lightning/fwd", "lightning/fwd_bwd"}) {
+        const Form& form = form_named(name);
+        const Shape& s = c.shape;
+        FormParams params;
+        params.chunk = c.chunk;
+        INFO(name << " on " << backend_name<Exec>() << " in " << precision_name<P>()
+                  << (tensor_cores ? "" : ", portable") << ", blocks of 16 columns, L=" << s.seq
+                  << " dk=" << s.dk << " dv=" << s.dv << ", seed " << seed);
+        const HostProblem p = random_problem(s, form, seed, params);
+        const ref::Outputs want = form.reference(p, params, {});
+        detail::head_block() = 16;
+        // Each key block's part is stored (rounded to storage_t<P>) before the
+        // sum: up to three roundings here where the whole sweep has one.
+        check_close<P>(run_form<Exec, P>(form, p, params), want, 2);
+        detail::head_block() = 0;
+      }
+  });
 }

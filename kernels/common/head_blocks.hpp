@@ -1,0 +1,106 @@
+// Heads wider than a tensor-core tile takes (above 128: mma::with_padded_head,
+// GSA's with_padded_sizes), as sums over blocks of columns. The linear sweeps
+// (chunked causal linear attention and Lightning, GSA's gated passes) are
+// linear in each of their axes: an output's value columns depend only on the
+// same value columns, and the query-key products sum over the key axis. So a
+// sweep of X query/key and Y value columns is the sum over X blocks of the
+// sweeps of the blocks, each Y block on its own, every block narrow enough for
+// the tensor cores. What does not distribute (GSA's row softmax, linear
+// attention's normaliser) follows the sum.
+#pragma once
+#include "common/mma_tiles.hpp"
+#include "common/precision.hpp"
+#include "common/views.hpp"
+
+#include <algorithm>
+#include <string>
+#include <type_traits>
+
+namespace attn::detail {
+
+// The widest query/key and value axes a sweep takes whole; wider ones are cut
+// into blocks of this many columns. 0, the default, cuts only where the
+// tensor cores would otherwise decline (above 128, on CUDA in float, tf32
+// and bf16); the tests set it lower to run the blocks on every backend.
+inline int& head_block() {
+  static int block = 0;
+  return block;
+}
+
+template <class P, class Exec>
+int head_block_width() {
+  if (head_block() > 0) return head_block();
+#if defined(KOKKOS_ENABLE_CUDA)
+  if constexpr (std::is_same_v<Exec, Kokkos::Cuda> && !std::is_same_v<P, double>)
+    if (tensor_cores_enabled()) return 128;
+#endif
+  return 0;
+}
+
+// f(b, h, l, c) for every element of a [B, H, L, n] block, in parallel.
+template <class Exec, class F>
+void for_each_block_element(const Exec& exec, const std::string& label, int B, int H, int L,
+                            int n, F f) {
+  Kokkos::parallel_for(
+      label, Kokkos::RangePolicy<Exec>(exec, 0, std::size_t(B) * H * L * n),
+      KOKKOS_LAMBDA(std::size_t i) {
+        const int c = int(i % n), l = int(i / n % L), bh = int(i / (std::size_t(n) * L));
+        f(bh / H, bh % H, l, c);
+      });
+}
+
+// Columns [c0, c0 + n) of x, as a tensor of their own.
+template <class Exec, class T>
+Tensor4<Exec, T> column_block(const Exec& exec, const std::string& label,
+                              const Tensor4<Exec, T>& x, int c0, int n) {
+  Tensor4<Exec, T> block(Kokkos::view_alloc(label, Kokkos::WithoutInitializing), x.extent(0),
+                         x.extent(1), x.extent(2), n);
+  for_each_block_element(
+      exec, label, int(x.extent(0)), int(x.extent(1)), int(x.extent(2)), n,
+      KOKKOS_LAMBDA(int b, int h, int l, int c) { block(b, h, l, c) = x(b, h, l, c0 + c); });
+  return block;
+}
+
+// The sum over the X blocks of sweep(query block, key block, value block, x0,
+// nx, y0, ny, part) for each Y block, where `sweep` writes into `part` ([B, H,
+// L, ny], storage_t<P>) the sweep of query and key columns [x0, x0 + nx) and
+// value columns [y0, y0 + ny) (the blocks are the tensors themselves where
+// their axis is not cut); in accum_t<P>, [B, H, L, Y]. Each part is stored as
+// storage_t<P> before it is added: bf16 outputs carry one rounding per X
+// block instead of one.
+template <class P, class Exec, class Sweep>
+Tensor4<Exec, accum_t<P>> sum_over_head_blocks(const Exec& exec, const std::string& name,
+                                               const Tensor4<Exec, storage_t<P>>& query,
+                                               const Tensor4<Exec, storage_t<P>>& key,
+                                               const Tensor4<Exec, storage_t<P>>& value,
+                                               int width, Sweep sweep) {
+  using T = accum_t<P>;
+  using S = storage_t<P>;
+  const int B = int(query.extent(0)), H = int(query.extent(1)), L = int(query.extent(2));
+  const int X = int(query.extent(3)), Y = int(value.extent(3));
+  const Tensor4<Exec, T> total(
+      Kokkos::view_alloc(name + ": sum of head blocks", Kokkos::WithoutInitializing), B, H, L, Y);
+  for (int x0 = 0; x0 < X; x0 += width) {
+    const int nx = std::min(width, X - x0);
+    const auto query_block =
+        X > width ? column_block(exec, name + ": query block", query, x0, nx) : query;
+    const auto key_block = X > width ? column_block(exec, name + ": key block", key, x0, nx) : key;
+    for (int y0 = 0; y0 < Y; y0 += width) {
+      const int ny = std::min(width, Y - y0);
+      const auto value_block =
+          Y > width ? column_block(exec, name + ": value block", value, y0, ny) : value;
+      const Tensor4<Exec, S> part(
+          Kokkos::view_alloc(name + ": head block", Kokkos::WithoutInitializing), B, H, L, ny);
+      sweep(query_block, key_block, value_block, x0, nx, y0, ny, part);
+      const bool first = x0 == 0;
+      for_each_block_element(
+          exec, name + ": add the head block", B, H, L, ny,
+          KOKKOS_LAMBDA(int b, int h, int l, int c) {
+            total(b, h, l, y0 + c) = (first ? T(0) : total(b, h, l, y0 + c)) + T(part(b, h, l, c));
+          });
+    }
+  }
+  return total;
+}
+
+}  // namespace attn::detail
