@@ -67,20 +67,22 @@ void chunked_causal_head_blocks(const Exec& exec, const std::string& name,
   const int B = int(q.extent(0)), H = int(q.extent(1)), L = int(q.extent(2)), Y = int(v.extent(3));
   ChunkedCausalOptions unnormalised = options;
   unnormalised.normalise = false;
-  auto sweep = [&](const Block& q_block, const Block& k_block, const Block& v_block, int, int, int,
-                   int, const Block& part) {
+  const HeadBlockSweep<P, Exec> sweep = [&](const Block& q_block, const Block& k_block,
+                                            const Block& v_block, int, int, int, int,
+                                            const Block& part) {
     const std::string label = name + " (head block)";
     chunked_causal_attention<P>(exec, label.c_str(), q_block, k_block, v_block, decay_rate, part,
                                 unnormalised);
   };
-  const auto numerator = sum_over_head_blocks<P>(exec, name, q, k, v, width, sweep);
+  const auto numerator = sum_over_head_blocks<P, Exec>(exec, name, q, k, v, width, sweep);
   Tensor4<Exec, T> denominator;
   if (options.normalise) {
     const Block ones(Kokkos::view_alloc(name + ": ones", Kokkos::WithoutInitializing), B, H, L, 1);
     for_each_block_element(
         exec, name + ": ones", B, H, L, 1,
         KOKKOS_LAMBDA(int b, int h, int l, int c) { ones(b, h, l, c) = S(T(1)); });
-    denominator = sum_over_head_blocks<P>(exec, name + " normaliser", q, k, ones, width, sweep);
+    denominator =
+        sum_over_head_blocks<P, Exec>(exec, name + " normaliser", q, k, ones, width, sweep);
   }
   const bool normalise = options.normalise;
   for_each_block_element(

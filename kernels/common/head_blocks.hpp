@@ -13,6 +13,7 @@
 #include "common/views.hpp"
 
 #include <algorithm>
+#include <functional>
 #include <string>
 #include <type_traits>
 
@@ -39,8 +40,8 @@ int head_block_width() {
 
 // f(b, h, l, c) for every element of a [B, H, L, n] block, in parallel.
 template <class Exec, class F>
-void for_each_block_element(const Exec& exec, const std::string& label, int B, int H, int L,
-                            int n, F f) {
+void for_each_block_element(const Exec& exec, const std::string& label, int B, int H, int L, int n,
+                            F f) {
   Kokkos::parallel_for(
       label, Kokkos::RangePolicy<Exec>(exec, 0, std::size_t(B) * H * L * n),
       KOKKOS_LAMBDA(std::size_t i) {
@@ -51,8 +52,8 @@ void for_each_block_element(const Exec& exec, const std::string& label, int B, i
 
 // Columns [c0, c0 + n) of x, as a tensor of their own.
 template <class Exec, class T>
-Tensor4<Exec, T> column_block(const Exec& exec, const std::string& label,
-                              const Tensor4<Exec, T>& x, int c0, int n) {
+Tensor4<Exec, T> column_block(const Exec& exec, const std::string& label, const Tensor4<Exec, T>& x,
+                              int c0, int n) {
   Tensor4<Exec, T> block(Kokkos::view_alloc(label, Kokkos::WithoutInitializing), x.extent(0),
                          x.extent(1), x.extent(2), n);
   for_each_block_element(
@@ -61,19 +62,26 @@ Tensor4<Exec, T> column_block(const Exec& exec, const std::string& label,
   return block;
 }
 
-// The sum over the X blocks of sweep(query block, key block, value block, x0,
-// nx, y0, ny, part) for each Y block, where `sweep` writes into `part` ([B, H,
-// L, ny], storage_t<P>) the sweep of query and key columns [x0, x0 + nx) and
-// value columns [y0, y0 + ny) (the blocks are the tensors themselves where
-// their axis is not cut); in accum_t<P>, [B, H, L, Y]. Each part is stored as
-// storage_t<P> before it is added: bf16 outputs carry one rounding per X
-// block instead of one.
-template <class P, class Exec, class Sweep>
+// sweep(query block, key block, value block, x0, nx, y0, ny, part) writes
+// into `part` ([B, H, L, ny], storage_t<P>) the sweep of query and key columns
+// [x0, x0 + nx) and value columns [y0, y0 + ny). A std::function, not a
+// template parameter: nvcc takes no device lambda in a function template
+// instantiated with a caller's local (lambda) type.
+template <class P, class Exec>
+using HeadBlockSweep = std::function<void(
+    const Tensor4<Exec, storage_t<P>>&, const Tensor4<Exec, storage_t<P>>&,
+    const Tensor4<Exec, storage_t<P>>&, int, int, int, int, const Tensor4<Exec, storage_t<P>>&)>;
+
+// The sum over the X blocks of the sweeps of each Y block (the blocks are the
+// tensors themselves where their axis is not cut), in accum_t<P>, [B, H, L,
+// Y]. Each part is stored as storage_t<P> before it is added: bf16 outputs
+// carry one rounding per X block instead of one.
+template <class P, class Exec>
 Tensor4<Exec, accum_t<P>> sum_over_head_blocks(const Exec& exec, const std::string& name,
                                                const Tensor4<Exec, storage_t<P>>& query,
                                                const Tensor4<Exec, storage_t<P>>& key,
-                                               const Tensor4<Exec, storage_t<P>>& value,
-                                               int width, Sweep sweep) {
+                                               const Tensor4<Exec, storage_t<P>>& value, int width,
+                                               const HeadBlockSweep<P, Exec>& sweep) {
   using T = accum_t<P>;
   using S = storage_t<P>;
   const int B = int(query.extent(0)), H = int(query.extent(1)), L = int(query.extent(2));

@@ -140,7 +140,7 @@ void gated_head_blocks(const Exec& exec, const std::string& name,
   using Block = Tensor4<Exec, S>;
   const bool key_gated = options.gate == GateAxis::key;
   const int X = int(query.extent(3)), Y = int(value.extent(3));
-  const auto total = sum_over_head_blocks<P>(
+  const auto total = sum_over_head_blocks<P, Exec>(
       exec, name, query, key, value, width,
       [&](const Block& q, const Block& k, const Block& v, int x0, int nx, int y0, int ny,
           const Block& part) {
