@@ -38,16 +38,15 @@ int head_block_width() {
   return 0;
 }
 
-// f(b, h, l, c) for every element of a [B, H, L, n] block, in parallel.
+// f(b, h, l, c) for every element of a [B, H, L, n] block, in parallel. The
+// policy calls f itself: wrapped in a lambda of ours, f (itself an extended
+// __host__ __device__ lambda under nvcc) was called on OpenMP through a null
+// pointer.
 template <class Exec, class F>
 void for_each_block_element(const Exec& exec, const std::string& label, int B, int H, int L, int n,
-                            F f) {
+                            const F& f) {
   Kokkos::parallel_for(
-      label, Kokkos::RangePolicy<Exec>(exec, 0, std::size_t(B) * H * L * n),
-      KOKKOS_LAMBDA(std::size_t i) {
-        const int c = int(i % n), l = int(i / n % L), bh = int(i / (std::size_t(n) * L));
-        f(bh / H, bh % H, l, c);
-      });
+      label, Kokkos::MDRangePolicy<Exec, Kokkos::Rank<4>>(exec, {0, 0, 0, 0}, {B, H, L, n}), f);
 }
 
 // Columns [c0, c0 + n) of x, as a tensor of their own.

@@ -30,6 +30,55 @@ using mma::CudaTensor;
 using mma::launch_tiles;
 using CudaRows = Tensor3<Kokkos::Cuda, float>;
 
+#if defined(ATTN_MMA_DEVICE_PASS)
+// The online softmax of a warp's 16 query rows (Alg. 1 lines 8-10), the two
+// rows of each thread: running max m and sum l, in base-2 units.
+struct OnlineSoftmax {
+  float m[2] = {-FLT_MAX, -FLT_MAX}, l[2] = {0.f, 0.f};
+
+  // S (raw scores q.k of keys k0 .. k0 + nk - 1 against the warp's rows from
+  // row0) becomes the weights exp2(s2 - m_new); O is rescaled by
+  // exp2(m_old - m_new) <= 1. Masked pairs are -inf, never exponentiated.
+  template <int Keys, int DV>
+  __device__ __forceinline__ void weigh(mma::Accumulator<Keys>& S, mma::Accumulator<DV>& O, int k0,
+                                        int nk, int row0, bool causal, float scale_log2) {
+    mma::for_each_entry(S, [&](int r, int c, float& s) {
+      const bool visible = c < nk && (!causal || k0 + c <= row0 + r);
+      s = visible ? s * scale_log2 : -INFINITY;
+    });
+    float m_new[2] = {m[0], m[1]};
+    mma::row_max(S, m_new);
+    mma::for_each_entry(
+        S, [&](int r, int, float& s) { s = s == -INFINITY ? 0.f : exp2f(s - m_new[r >> 3]); });
+    const float alpha[2] = {exp2f(m[0] - m_new[0]), exp2f(m[1] - m_new[1])};  // <= 1
+    mma::for_each_entry(O, [&](int r, int, float& x) { x *= alpha[r >> 3]; });
+    for (int i = 0; i < 2; ++i) {
+      l[i] *= alpha[i];
+      m[i] = m_new[i];
+    }
+    mma::add_row_sums(S, l);
+  }
+
+  // o(b, h, row0 + r, first_col + c) = O(r, c) / l for the columns below dv;
+  // with `logsumexp`, each row's natural-log logsumexp too.
+  template <class P, int DV>
+  __device__ __forceinline__ void store(mma::Accumulator<DV>& O, const CudaTensor<P>& o,
+                                        const CudaRows& logsumexp, int b, int h, int row0, int L,
+                                        int first_col, int dv) const {
+    const float sum[2] = {mma::quad_sum(l[0]), mma::quad_sum(l[1])};
+    mma::for_each_entry(O, [&](int r, int c, float& x) {
+      if (row0 + r < L && first_col + c < dv)
+        o(b, h, row0 + r, first_col + c) = storage_t<P>(x / sum[r >> 3]);
+    });
+    if (logsumexp.data() && mma::quad_leader())
+      for (int half = 0; half < 2; ++half) {
+        const int row = row0 + mma::entry_row(2 * half);
+        if (row < L) logsumexp(b, h, row) = (m[half] + log2f(sum[half])) * ln_2;
+      }
+  }
+};
+#endif
+
 // Forward, one team per (batch, head, 64 query rows): Q in registers, key and
 // value tiles streamed through shared memory, the running row max m, sum l and
 // output O in registers (online softmax, Alg. 1 lines 8-10).
@@ -61,7 +110,7 @@ struct FlashForward {
     mma::load_row_tiles<keys * ld>(team, Q, Ks, q, b, h, tile.first, L, dk);
     mma::Accumulator<D> O;
     mma::zero(O);
-    float m[2] = {-FLT_MAX, -FLT_MAX}, l[2] = {0.f, 0.f};  // per thread: its two rows (halves)
+    OnlineSoftmax softmax;
 
     // Online softmax over the key tiles; past the diagonal they are skipped.
     const int end = causal ? (tile.first + tile.count < L ? tile.first + tile.count : L) : L;
@@ -71,32 +120,77 @@ struct FlashForward {
           return !causal || k0 <= row0 + 15;
         },  // some query of the warp sees these keys
         [&](mma::Accumulator<keys>& S, int k0, int nk) {
-          mma::for_each_entry(S, [&](int r, int c, float& s) {
-            const bool visible = c < nk && (!causal || k0 + c <= row0 + r);
-            s = visible ? s * scale_log2 : -INFINITY;
-          });
-          float m_new[2] = {m[0], m[1]};
-          mma::row_max(S, m_new);
-          mma::for_each_entry(S, [&](int r, int, float& s) {
-            s = s == -INFINITY ? 0.f : exp2f(s - m_new[r >> 3]);
-          });
-          const float alpha[2] = {exp2f(m[0] - m_new[0]), exp2f(m[1] - m_new[1])};  // <= 1
-          mma::for_each_entry(O, [&](int r, int, float& x) { x *= alpha[r >> 3]; });
-          for (int i = 0; i < 2; ++i) {
-            l[i] *= alpha[i];
-            m[i] = m_new[i];
-          }
-          mma::add_row_sums(S, l);
+          softmax.weigh(S, O, k0, nk, row0, causal, scale_log2);
         });
-    const float sum[2] = {mma::quad_sum(l[0]), mma::quad_sum(l[1])};
-    mma::for_each_entry(O, [&](int r, int c, float& x) {
-      if (row0 + r < L && c < dv) o(b, h, row0 + r, c) = storage_t<P>(x / sum[r >> 3]);
-    });
-    if (logsumexp.data() && mma::quad_leader())
-      for (int half = 0; half < 2; ++half) {
-        const int row = row0 + mma::entry_row(2 * half);
-        if (row < L) logsumexp(b, h, row) = (m[half] + log2f(sum[half])) * ln_2;
+    softmax.store<P>(O, o, logsumexp, b, h, row0, L, 0, dv);
+#endif
+  }
+};
+
+// Forward for heads wider than the 128 columns FlashForward keeps in
+// registers (e.g. GSA's d = 512): one team per (batch, head, query tile,
+// block of 128 value columns). The scores are summed over d_k in blocks of
+// 128 columns, each block of the query tile copied to shared memory beside
+// the key block it meets (the warp's whole Q would not fit in registers);
+// every value block recomputes them, trading FLOPs for registers. Copies are
+// not overlapped with products: the 48 KB holds one query and one key block.
+template <class P>
+struct WideFlashForward {
+  static constexpr int block = 128;  // columns of a d_k block and of a value block
+  static constexpr bool bf = std::is_same_v<P, bf16>;
+  static constexpr int warps = bf ? 4 : 2, rows = 16 * warps, keys = bf ? 64 : 32;
+  static constexpr int ld = mma::padded_stride<P>(block);
+
+  CudaTensor<P> q, k, v, o;
+  CudaRows logsumexp;  // optional, as in FlashForward
+  int L, H, tiles, value_blocks, dk, dv;
+  float scale_log2;
+  bool causal;
+
+  KOKKOS_INLINE_FUNCTION void operator()(const CudaTeam& team) const {
+#if defined(ATTN_MMA_DEVICE_PASS)
+    using E = mma::operand_t<P>;
+    __shared__ __align__(16) E Qs[rows * ld];
+    __shared__ __align__(16) E KVs[keys * ld];  // a key block, then the value block
+    const int rank = causal ? team.league_size() - 1 - team.league_rank() : team.league_rank();
+    const int value_block = rank % value_blocks, first_value = block * value_block;
+    const TeamTile tile = team_tile(rank / value_blocks, tiles, H, rows, L);
+    const int b = tile.b, h = tile.h, tid = team.team_rank(), size = team.team_size();
+    const int warp_row0 = 16 * (tid / 32), row0 = tile.first + warp_row0;
+    auto columns = [](int total, int first) {
+      return total - first < block ? total - first : block;
+    };
+
+    mma::Accumulator<block> O;
+    mma::zero(O);
+    OnlineSoftmax softmax;
+    const int end = causal ? (tile.first + tile.count < L ? tile.first + tile.count : L) : L;
+    for (int k0 = 0; k0 < end; k0 += keys) {
+      const int nk = L - k0 < keys ? L - k0 : keys;
+      const bool visible = !causal || k0 <= row0 + 15;  // some query of the warp sees these keys
+      mma::Accumulator<keys> S;
+      mma::zero(S);
+      for (int c0 = 0; c0 < dk; c0 += block) {  // S += Q[:, c0 ..] K[:, c0 ..]^T
+        team.team_barrier();                    // the previous blocks are no longer read
+        mma::start_tile_copy<P>(Qs, ld, rows, block, q, b, h, tile.first, tile.count,
+                                columns(dk, c0), tid, size, -1, c0);
+        mma::start_tile_copy<P>(KVs, ld, keys, block, k, b, h, k0, nk, columns(dk, c0), tid, size,
+                                -1, c0);
+        mma::finish_tile_copy<0, P>(Qs, ld, rows, block, columns(dk, c0), tid, size);
+        mma::finish_tile_copy<0, P>(KVs, ld, keys, block, columns(dk, c0), tid, size);
+        team.team_barrier();
+        if (visible) mma::add_abt<P, keys, block>(S, Qs + warp_row0 * ld, ld, KVs, ld);
       }
+      if (visible) softmax.weigh(S, O, k0, nk, row0, causal, scale_log2);
+      team.team_barrier();  // every warp has read the keys
+      mma::start_tile_copy<P>(KVs, ld, keys, block, v, b, h, k0, nk, columns(dv, first_value), tid,
+                              size, -1, first_value);
+      mma::finish_tile_copy<0, P>(KVs, ld, keys, block, columns(dv, first_value), tid, size);
+      team.team_barrier();
+      if (visible) mma::add_ab<P>(O, S, KVs, ld);  // O += P V[:, value block]
+    }
+    softmax.store<P>(O, o, value_block == 0 ? logsumexp : CudaRows{}, b, h, row0, L, first_value,
+                     dv);
 #endif
   }
 };
@@ -207,8 +301,8 @@ struct FlashBackwardPass {
   }
 };
 
-// The tensor-core forward (shapes checked); false, with nothing run, when a
-// head size exceeds 128.
+// The tensor-core forward (shapes checked): FlashForward for head sizes up to
+// 128, WideFlashForward above.
 template <class P>
 bool tensor_core_forward(const Kokkos::Cuda& exec, const char* label, const CudaTensor<P>& q,
                          const CudaTensor<P>& k, const CudaTensor<P>& v, const CudaTensor<P>& o,
@@ -227,7 +321,13 @@ bool tensor_core_forward(const Kokkos::Cuda& exec, const char* label, const Cuda
     launch_tiles(label, exec, s.batch * s.heads * tiles, 32 * F::warps,
                  F{q, k, v, o, logsumexp, s.seq, s.heads, tiles, s.dk, s.dv, scale_log2, causal});
   };
-  return mma::with_padded_head(s.dk, s.dv, run);
+  if (mma::with_padded_head(s.dk, s.dv, run)) return true;
+  using W = WideFlashForward<P>;
+  const int tiles = ceil_div(s.seq, W::rows), value_blocks = ceil_div(s.dv, W::block);
+  launch_tiles(label, exec, s.batch * s.heads * tiles * value_blocks, 32 * W::warps,
+               W{q, k, v, o, logsumexp, s.seq, s.heads, tiles, value_blocks, s.dk, s.dv, scale_log2,
+                 causal});
+  return true;
 }
 
 // The tensor-core backward passes (delta = rowsum(dO O) already computed);

@@ -1,9 +1,9 @@
 // Softmax attention, full (bidirectional) and causal: softmax(scale Q K^T) V
 // with scale = 1/sqrt(dk), tiled with an online softmax so that memory stays
 // O(L d) (FlashAttention-2). The baseline every linear form is measured against.
-// On CUDA, float, tf32 and bf16 with head sizes up to 128 run on tensor cores
-// (softmax/tensor_core.hpp); everything else on the portable register-tiled
-// path (common/tiled_attention.hpp).
+// On CUDA, float, tf32 and bf16 run on tensor cores (softmax/tensor_core.hpp;
+// heads above 128 columns in blocks); double, and every precision on the host,
+// on the portable register-tiled path (common/tiled_attention.hpp).
 #pragma once
 #include "common/tiled_attention.hpp"
 #include "softmax/tensor_core.hpp"

@@ -13,7 +13,8 @@
 // (dS K); the dK, dV pass S and dP again + 2dv (P^T dO) + 2dk (dS^T Q); in
 // all 8dk + 6dv, and 2dv per row for D.
 // On CUDA, float, tf32 and bf16 with head sizes up to 128 run both passes on
-// tensor cores (softmax/tensor_core.hpp); this file holds the portable ones.
+// tensor cores (softmax/tensor_core.hpp); wider heads run the tensor-core
+// forward and these portable backward passes, which this file holds.
 #pragma once
 #include "softmax/tiled.hpp"
 
