@@ -665,7 +665,9 @@ __device__ __forceinline__ void start_tile_copy(operand_t<P>* dst, int ld, int r
                                                 int cols, int rank, int size, int mirror = -1,
                                                 int first_col = 0) {
   constexpr int per_chunk = 16 / sizeof(operand_t<P>);
-  if (cols % per_chunk == 0) {
+  // Whole chunks only where every one starts 16-byte aligned (x's rows and
+  // first_col) and ends inside the copied columns.
+  if (cols % per_chunk == 0 && first_col % per_chunk == 0 && int(x.extent(3)) % per_chunk == 0) {
     const int chunks = width / per_chunk;
     for (int i = rank; i < rows * chunks; i += size) {
       const int r = i / chunks, c = (i % chunks) * per_chunk;
@@ -692,7 +694,10 @@ __device__ __forceinline__ void finish_tile_copy(operand_t<P>* dst, int ld, int 
                                                  int cols, int rank, int size) {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending) : "memory");
   if constexpr (std::is_same_v<P, tf32>) {
-    if (cols % 4 != 0) return;  // copied element by element, already rounded
+    // Copied element by element where cols is ragged, already rounded (a tile
+    // copied so for its alignment alone is rounded again: TF32 rounding is
+    // idempotent).
+    if (cols % 4 != 0) return;
     const int chunks = width / 4;
     for (int i = rank; i < rows * chunks; i += size) {
       float4& v = *reinterpret_cast<float4*>(dst + (i / chunks) * ld + (i % chunks) * 4);
