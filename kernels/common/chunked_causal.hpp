@@ -68,8 +68,7 @@ void chunked_causal_head_blocks(const Exec& exec, const std::string& name,
   ChunkedCausalOptions unnormalised = options;
   unnormalised.normalise = false;
   const HeadBlockSweep<P, Exec> sweep = [&](const Block& q_block, const Block& k_block,
-                                            const Block& v_block, int, int, int, int,
-                                            const Block& part) {
+                                            const Block& v_block, const Block& part) {
     const std::string label = name + " (head block)";
     chunked_causal_attention<P>(exec, label.c_str(), q_block, k_block, v_block, decay_rate, part,
                                 unnormalised);

@@ -21,7 +21,6 @@
 // (gsa/gated_chunk_tensor_core.hpp) where its tiles apply. Tensors are stored
 // as storage_t<P>, the gate sums and every sum kept in accum_t<P>.
 #pragma once
-#include "common/head_blocks.hpp"
 #include "common/math.hpp"
 #include "common/precision.hpp"
 #include "common/views.hpp"
@@ -122,49 +121,6 @@ void gated_chunk_attention(const Exec& exec, const char* label,
                            const Tensor4<Exec, storage_t<P>>& value,
                            const GateSums<Exec, accum_t<P>>& sums,
                            const Tensor4<Exec, storage_t<P>>& out,
-                           const GatedChunkOptions<Exec, storage_t<P>>& options);
-
-// A sweep whose X or Y exceeds `width`, as sweeps of blocks of at most `width`
-// columns of each (common/head_blocks.hpp): the gate axis is cut with its
-// block (x key-gated, y value-gated), and the row softmax, over all Y,
-// follows the sum.
-template <class P, class Exec>
-void gated_head_blocks(const Exec& exec, const std::string& name,
-                       const Tensor4<Exec, storage_t<P>>& query,
-                       const Tensor4<Exec, storage_t<P>>& key,
-                       const Tensor4<Exec, storage_t<P>>& value,
-                       const GateSums<Exec, accum_t<P>>& sums,
-                       const Tensor4<Exec, storage_t<P>>& out,
-                       const GatedChunkOptions<Exec, storage_t<P>>& options, int width) {
-  using S = storage_t<P>;
-  using Block = Tensor4<Exec, S>;
-  const bool key_gated = options.gate == GateAxis::key;
-  const int X = int(query.extent(3)), Y = int(value.extent(3));
-  const auto total = sum_over_head_blocks<P, Exec>(
-      exec, name, query, key, value, width,
-      [&](const Block& q, const Block& k, const Block& v, int x0, int nx, int y0, int ny,
-          const Block& part) {
-        GateSums<Exec, accum_t<P>> block_sums = sums;
-        if (key_gated ? X > width : Y > width)
-          block_sums.b = column_block(exec, name + ": gate sums block", sums.b, key_gated ? x0 : y0,
-                                      key_gated ? nx : ny);
-        const std::string label = name + " (head block)";
-        gated_chunk_attention<P>(exec, label.c_str(), q, k, v, block_sums, part,
-                                 {options.gate, {}});
-      });
-  for_each_block_element(
-      exec, name + ": output", int(out.extent(0)), int(out.extent(1)), int(out.extent(2)), Y,
-      KOKKOS_LAMBDA(int b, int h, int l, int c) { out(b, h, l, c) = S(total(b, h, l, c)); });
-  if (options.softmax.data()) row_softmax<P>(exec, name, out, options.softmax);
-}
-
-template <class P, class Exec>
-void gated_chunk_attention(const Exec& exec, const char* label,
-                           const Tensor4<Exec, storage_t<P>>& query,
-                           const Tensor4<Exec, storage_t<P>>& key,
-                           const Tensor4<Exec, storage_t<P>>& value,
-                           const GateSums<Exec, accum_t<P>>& sums,
-                           const Tensor4<Exec, storage_t<P>>& out,
                            const GatedChunkOptions<Exec, storage_t<P>>& options) {
   using T = accum_t<P>;
   using Scratch = ScratchMatrix<Exec, T>;
@@ -184,8 +140,6 @@ void gated_chunk_attention(const Exec& exec, const char* label,
   if (options.softmax.data() && key_gated)
     throw std::invalid_argument(name + ": a row softmax is over the gate axis, the value columns");
   if (L == 0 || s.batch == 0 || H == 0 || X == 0 || Y == 0) return;
-  if (const int width = head_block_width<P, Exec>(); width > 0 && (X > width || Y > width))
-    return gated_head_blocks<P>(exec, name, query, key, value, sums, out, options, width);
   const int C = sums.chunk, chunks = ceil_div(L, C);
   const bool reverse = sums.reverse;
   const int BH = s.batch * H;

@@ -7,7 +7,6 @@
 
 #include "forms/check.hpp"
 #include "gsa.hpp"
-#include "gsa/gated_chunk.hpp"
 
 using namespace attn;
 using namespace attn::test;
@@ -149,104 +148,6 @@ TEMPLATE_LIST_TEST_CASE("GSA chunk forms on every tile path", "[gsa][forms][tile
       });
     }
   }
-}
-
-// Heads wider than one gated sweep takes whole (above 128 on the tensor
-// cores) run as blocks of columns (common/head_blocks.hpp). The block width is
-// forced to 16 here, so that every backend and tile path cuts d_k, d_v and
-// the slots into blocks, short last ones included, in every sweep of the
-// forward and backward passes.
-TEMPLATE_LIST_TEST_CASE("GSA chunk forms with heads cut into column blocks", "[gsa][forms][tiles]",
-                        Configs) {
-  using Exec = typename TestType::Exec;
-  using P = typename TestType::Precision;
-  const std::uint64_t seed = test_seed();
-  struct Restore {
-    ~Restore() { detail::head_block() = 0; }
-  } restore;
-  struct Case {
-    Shape shape;
-    int chunk, slots;
-  };
-  const Case cases[] = {
-      {{1, 2, 150, 40, 24}, 64, 20}, {{2, 1, 70, 16, 48}, 64, 36}, {{1, 1, 1, 33, 17}, 64, 5}};
-  for (const char* name : {"gsa/chunk", "gsa/chunk_fwd_bwd"}) {
-    const Form& form = form_named(name);
-    if (!form.supports<P>()) continue;
-    for (const Case& c : cases) {
-      const FormParams params = params_for(form, c.chunk, c.slots);
-      const HostProblem p = random_problem(c.shape, form, seed, params);
-      const ref::Outputs want = form.reference(p, params, {});
-      for_each_tile_path<Exec>([&](bool tensor_cores) {
-        INFO(form.name << " on " << backend_name<Exec>() << " in " << precision_name<P>()
-                       << (tensor_cores ? "" : ", portable")
-                       << ", blocks of 16 columns, L=" << c.shape.seq << " dk=" << c.shape.dk
-                       << " dv=" << c.shape.dv << " m=" << c.slots << ", seed " << seed);
-        detail::head_block() = 16;
-        // At L = 1 dg is such a difference of cancelling terms (see above).
-        // Each X block's part is stored (rounded to storage_t<P>) before the
-        // sum: up to three roundings here where the whole sweep has one.
-        check_close_by_largest<P>(run_form<Exec, P>(form, p, params), want, 2);
-        detail::head_block() = 0;
-      });
-    }
-  }
-}
-
-// detail::gated_head_blocks itself, against the same sweep taken whole, for both
-// gate axes, forward and reversed, with the row softmax where it applies:
-// blocks of 8 columns of X = 20 and Y = 12 (the gate axis cut too).
-TEMPLATE_LIST_TEST_CASE("a gated sweep in column blocks equals the sweep taken whole",
-                        "[gsa][tiles]", Configs) {
-  using Exec = typename TestType::Exec;
-  using P = typename TestType::Precision;
-  using S = storage_t<P>;
-  const std::uint64_t seed = test_seed();
-  const int B = 1, H = 2, L = 90, X = 20, Y = 12, C = 64;
-  std::mt19937_64 rng(seed);
-  // A [B, H, L, width] tensor on the backend: N(0, 1), or uniform in [-0.5,
-  // -1e-3) for log gates (alpha between 0.6 and 1).
-  auto draw = [&](int width, bool log_gates) {
-    ref::Tensor t(B, H, L, width);
-    std::normal_distribution<double> normal;
-    std::uniform_real_distribution<double> uniform(-0.5, -1e-3);
-    for (double& x : t.data) x = log_gates ? uniform(rng) : normal(rng);
-    return to_device<Exec, S>(t, "input");
-  };
-  const auto query = draw(X, false), key = draw(X, false), value = draw(Y, false);
-  const Exec exec;
-  for_each_tile_path<Exec>([&](bool tensor_cores) {
-    for (const auto gate : {detail::GateAxis::key, detail::GateAxis::value})
-      for (const bool reverse : {false, true}) {
-        const bool key_gated = gate == detail::GateAxis::key;
-        const auto sums =
-            detail::gate_sums<P>(exec, "test", draw(key_gated ? X : Y, true), C, reverse);
-        // The row softmax is over the value columns, which only a value gate has.
-        auto sweep = [&](int width) {
-          const Tensor4<Exec, S> out("out", B, H, L, Y),
-              probs = key_gated ? Tensor4<Exec, S>() : Tensor4<Exec, S>("probs", B, H, L, Y);
-          if (width > 0)
-            detail::gated_head_blocks<P>(exec, "test", query, key, value, sums, out, {gate, probs},
-                                         width);
-          else
-            detail::gated_chunk_attention<P>(exec, "test", query, key, value, sums, out,
-                                             {gate, probs});
-          exec.fence();
-          return std::pair{to_host(out), key_gated ? ref::Tensor() : to_host(probs)};
-        };
-        const auto whole = sweep(0), blocks = sweep(8);
-        INFO((key_gated ? "key" : "value")
-             << "-gated" << (reverse ? ", reversed" : "") << " on " << backend_name<Exec>()
-             << " in " << precision_name<P>() << (tensor_cores ? "" : ", portable") << ", seed "
-             << seed);
-        // Each X block's part is stored (rounded to storage_t<P>) before the
-        // sum: three roundings of the outputs here where the whole sweep has
-        // one, which the softmax passes on to the probabilities.
-        const double conditioning = 2;
-        check_close<P>(blocks.first, whole.first, conditioning);
-        if (!key_gated) check_close<P>(blocks.second, whole.second, conditioning);
-      }
-  });
 }
 
 TEMPLATE_LIST_TEST_CASE("GSA with closed gates (alpha = 0) returns v exactly", "[gsa][forms]",
