@@ -27,6 +27,17 @@ const ChunkCase chunk_cases[] = {
     {{1, 2, 190, 48, 33}, 64},  // odd d_v: output rows of odd length, stored entry by entry
 };
 
+// f(name, form, shape, params) for each case and each chunked form.
+template <class Cases, class F>
+void for_each_chunked_form(const Cases& cases, F f) {
+  for (const ChunkCase& c : cases)
+    for (const char* name : {"linear/chunk", "lightning/fwd", "lightning/fwd_bwd"}) {
+      FormParams params;
+      params.chunk = c.chunk;
+      f(name, form_named(name), c.shape, params);
+    }
+}
+
 }  // namespace
 
 TEMPLATE_LIST_TEST_CASE(
@@ -42,21 +53,17 @@ TEMPLATE_LIST_TEST_CASE(
     // in wide and in narrow value blocks.
     for_each_state_walk<Exec>(tensor_cores, {0, 1, 3}, [&](int segments) {
       for_each_output_width<Exec>(tensor_cores, [&](int widths) {
-        for (const ChunkCase& c : chunk_cases)
-          for (const char* name : {"linear/chunk", "lightning/fwd", "lightning/fwd_bwd"}) {
-            const Form& form = form_named(name);
-            const Shape& s = c.shape;
-            FormParams params;
-            params.chunk = c.chunk;
-            INFO(name << " on " << backend_name<Exec>() << " in " << precision_name<P>()
-                      << (tensor_cores ? "" : ", portable") << ", B=" << s.batch << " H=" << s.heads
-                      << " L=" << s.seq << " dk=" << s.dk << " dv=" << s.dv << " chunk=" << c.chunk
-                      << ", state segments " << segments << ", output blocks " << widths
-                      << " (1 wide, 2 narrow), seed " << seed);
-            const HostProblem p = random_problem(s, form, seed, params);
-            check_close<P>(run_form<Exec, P>(form, p, params), form.reference(p, params, {}));
-            ++ran;
-          }
+        for_each_chunked_form(chunk_cases, [&](const char* name, const Form& form, const Shape& s,
+                                               const FormParams& params) {
+          INFO(name << " on " << backend_name<Exec>() << " in " << precision_name<P>()
+                    << (tensor_cores ? "" : ", portable") << ", B=" << s.batch << " H=" << s.heads
+                    << " L=" << s.seq << " dk=" << s.dk << " dv=" << s.dv
+                    << " chunk=" << params.chunk << ", state segments " << segments
+                    << ", output blocks " << widths << " (1 wide, 2 narrow), seed " << seed);
+          const HostProblem p = random_problem(s, form, seed, params);
+          check_close<P>(run_form<Exec, P>(form, p, params), form.reference(p, params, {}));
+          ++ran;
+        });
       });
     });
   });
@@ -78,22 +85,18 @@ TEMPLATE_LIST_TEST_CASE("chunked causal forms with heads cut into column blocks"
   const ChunkCase cases[] = {
       {{1, 2, 150, 40, 24}, 64}, {{2, 1, 70, 16, 48}, 64}, {{1, 1, 1, 33, 17}, 64}};
   for_each_tile_path<Exec>([&](bool tensor_cores) {
-    for (const ChunkCase& c : cases)
-      for (const char* name : {"linear/chunk", "lightning/fwd", "lightning/fwd_bwd"}) {
-        const Form& form = form_named(name);
-        const Shape& s = c.shape;
-        FormParams params;
-        params.chunk = c.chunk;
-        INFO(name << " on " << backend_name<Exec>() << " in " << precision_name<P>()
-                  << (tensor_cores ? "" : ", portable") << ", blocks of 16 columns, L=" << s.seq
-                  << " dk=" << s.dk << " dv=" << s.dv << ", seed " << seed);
-        const HostProblem p = random_problem(s, form, seed, params);
-        const ref::Outputs want = form.reference(p, params, {});
-        detail::head_block() = 16;
-        // Each key block's part is stored (rounded to storage_t<P>) before the
-        // sum: up to three roundings here where the whole sweep has one.
-        check_close<P>(run_form<Exec, P>(form, p, params), want, 2);
-        detail::head_block() = 0;
-      }
+    for_each_chunked_form(
+        cases, [&](const char* name, const Form& form, const Shape& s, const FormParams& params) {
+          INFO(name << " on " << backend_name<Exec>() << " in " << precision_name<P>()
+                    << (tensor_cores ? "" : ", portable") << ", blocks of 16 columns, L=" << s.seq
+                    << " dk=" << s.dk << " dv=" << s.dv << ", seed " << seed);
+          const HostProblem p = random_problem(s, form, seed, params);
+          const ref::Outputs want = form.reference(p, params, {});
+          detail::head_block() = 16;
+          // Each key block's part is stored (rounded to storage_t<P>) before the
+          // sum: up to three roundings here where the whole sweep has one.
+          check_close<P>(run_form<Exec, P>(form, p, params), want, 2);
+          detail::head_block() = 0;
+        });
   });
 }
