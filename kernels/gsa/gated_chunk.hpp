@@ -23,6 +23,7 @@
 #pragma once
 #include "common/math.hpp"
 #include "common/precision.hpp"
+#include "common/team_tiles.hpp"
 #include "common/views.hpp"
 #include "gsa/gated_chunk_tensor_core.hpp"
 
@@ -102,8 +103,9 @@ void row_softmax(const Exec& exec, const std::string& name, const Tensor4<Exec, 
         T top = T(in[0]);
         for (int i = 1; i < m; ++i) top = T(in[i]) > top ? T(in[i]) : top;
         T sum = 0;
-        for (int i = 0; i < m; ++i) sum += attn::exp(T(in[i]) - top);
-        for (int i = 0; i < m; ++i) out[i] = S(attn::exp(T(in[i]) - top) / sum);
+        for (int i = 0; i < m; ++i) sum += exp_nonpositive(T(in[i]) - top);
+        const T scale = T(1) / sum;
+        for (int i = 0; i < m; ++i) out[i] = S(exp_nonpositive(T(in[i]) - top) * scale);
       });
 }
 
@@ -114,6 +116,289 @@ struct GatedChunkOptions {
       softmax;  // when given (value gate): also the softmax of every output row, written here
 };
 
+// Scores(r, j) += sum_{x < inner} Q(r, x) K(j, x) w(r, j, x) for the causal
+// pairs j <= r < rows of a diagonal tile, w = exp(G(r, x) - G(j, x)) with the
+// key gate (Gated), else 1; the masked pairs are never computed (their
+// weights would be exponentials of positive differences). On a GPU a thread
+// per pair. On the host a pair's weights are computed into a row of at most
+// 128 first, then its sum: both loops vectorise, where GCC 12 left the sum
+// with the exponential inside one loop scalar.
+template <bool Gated, class Member, class Tile>
+KOKKOS_INLINE_FUNCTION void team_add_causal_pair_scores(const Member& team, const Tile& Scores,
+                                                        const Tile& Q, const Tile& K, const Tile& G,
+                                                        int rows, int inner) {
+  using T = typename Tile::non_const_value_type;
+  auto weight = [&](int r, int j, int x) {
+    if constexpr (Gated)
+      return exp_nonpositive(G(r, x) - G(j, x));
+    else
+      return T(1);
+  };
+#if defined(__CUDA_ARCH__)
+  Kokkos::parallel_for(Kokkos::TeamThreadRange(team, rows * rows), [&](int i) {
+    const int r = i / rows, j = i % rows;
+    if (j > r) return;
+    T sum = 0;
+    for (int x = 0; x < inner; ++x) sum += Q(r, x) * K(j, x) * weight(r, j, x);
+    Scores(r, j) += sum;
+  });
+#else
+  Kokkos::parallel_for(Kokkos::TeamThreadRange(team, rows), [&](int r) {
+    const T* const q = &Q(r, 0);
+    for (int j = 0; j <= r; ++j) {
+      const T* const k = &K(j, 0);
+      T sum = 0;
+      constexpr int block = 128;
+      for (int x0 = 0; x0 < inner; x0 += block) {
+        const int n = inner - x0 < block ? inner - x0 : block;
+        T w[block];
+        ATTN_SIMD
+        for (int x = 0; x < n; ++x) w[x] = weight(r, j, x0 + x);
+        ATTN_SIMD_REDUCE(+, sum)
+        for (int x = 0; x < n; ++x) sum += q[x0 + x] * k[x0 + x] * w[x];
+      }
+      Scores(r, j) += sum;
+    }
+  });
+#endif
+}
+
+// acc(r, y) += sum_{j <= r} f(r, j, y) for r < rows, y < cols: a diagonal
+// tile's causal sums whose weights depend on the output column (the value
+// gate). On a GPU a thread per output; on the host a row at a time, each key's
+// terms added as one vectorised row.
+template <class Member, class Acc, class F>
+KOKKOS_INLINE_FUNCTION void team_add_causal_rows(const Member& team, const Acc& acc, int rows,
+                                                 int cols, const F& f) {
+#if defined(__CUDA_ARCH__)
+  Kokkos::parallel_for(Kokkos::TeamThreadRange(team, rows * cols), [&](int i) {
+    const int r = i / cols, y = i % cols;
+    decltype(f(0, 0, 0)) sum = 0;
+    for (int j = 0; j <= r; ++j) sum += f(r, j, y);
+    acc(r, y) += sum;
+  });
+#else
+  Kokkos::parallel_for(Kokkos::TeamThreadRange(team, rows), [&](int r) {
+    auto* const to = &acc(r, 0);
+    for (int j = 0; j <= r; ++j) {
+      ATTN_SIMD
+      for (int y = 0; y < cols; ++y) to[y] += f(r, j, y);
+    }
+  });
+#endif
+}
+
+// The portable path of gated_chunk_attention (below), the gate on the key
+// axis (KeyGated) or the value axis. Every weight is exp_nonpositive of a
+// difference of gate sums that is <= 0.
+template <class P, bool KeyGated, class Exec>
+void portable_gated_chunk(const Exec& exec, const std::string& name,
+                          const Tensor4<Exec, storage_t<P>>& query,
+                          const Tensor4<Exec, storage_t<P>>& key,
+                          const Tensor4<Exec, storage_t<P>>& value,
+                          const GateSums<Exec, accum_t<P>>& sums,
+                          const Tensor4<Exec, storage_t<P>>& out, const Shape& s) {
+  using T = accum_t<P>;
+  using Scratch = ScratchMatrix<Exec, T>;
+  using Member = typename Kokkos::TeamPolicy<Exec>::member_type;
+  const auto b = sums.b;
+  const int X = s.dk, Y = s.dv, L = s.seq, H = s.heads, BH = s.batch * H;
+  const int C = sums.chunk, chunks = ceil_div(L, C);
+  const bool reverse = sums.reverse;
+  constexpr bool host = is_host_space<Exec>();
+
+  // (2) states[bh][n] (X x Y): the state after chunks 0..n-1. One team per
+  // (batch, head, TS x TS tile) walks the chunks, S_(n+1) = exp(B_n) S_n +
+  // K~^T V~, the chunk's rows streaming through scratch in RS-row slabs, the
+  // gated side carrying exp(B_n - b_u). On the host a team is one core's and a
+  // 64 x 64 state tile stays in its cache; on a GPU 32 x 32 tiles give more teams.
+  constexpr int TS = host ? 64 : 32, RS = 32;
+  Kokkos::View<T*, typename Exec::memory_space> states(
+      Kokkos::view_alloc(name + ": chunk states", Kokkos::WithoutInitializing),
+      std::size_t(BH) * chunks * X * Y);
+  {
+    const int xt = ceil_div(X, TS), yt = ceil_div(Y, TS);
+    const std::size_t bytes = scratch_bytes<Exec, T>(TS, TS) + 2 * scratch_bytes<Exec, T>(RS, TS) +
+                              scratch_bytes<Exec, T>(1, TS);
+    auto policy = team_policy(exec, BH * xt * yt, 256).set_scratch_size(0, Kokkos::PerTeam(bytes));
+    Kokkos::parallel_for(
+        name + ": chunk states", policy, KOKKOS_LAMBDA(const Member& team) {
+          const int bh = team.league_rank() / (xt * yt), tile = team.league_rank() % (xt * yt);
+          const int bb = bh / H, hh = bh % H;
+          const int x0 = tile / yt * TS, y0 = tile % yt * TS;
+          const int nx = X - x0 < TS ? X - x0 : TS, ny = Y - y0 < TS ? Y - y0 : TS;
+          const int ng = KeyGated ? nx : ny, g0 = KeyGated ? x0 : y0;
+          // The operand of a product in precision P at `step` (mirrored when reversed).
+          auto operand = [&](const Tensor4<Exec, storage_t<P>>& x, int step, int col) {
+            return T(operand_value<P>(x(bb, hh, reverse ? L - 1 - step : step, col)));
+          };
+          Scratch S(team.team_scratch(0), TS, TS), Ks(team.team_scratch(0), RS, TS),
+              Vs(team.team_scratch(0), RS, TS), chunk_sum(team.team_scratch(0), 1, TS);
+          zero(team, S, nx, ny);
+          for (int n = 0; n < chunks; ++n) {
+            const int start = n * C, end = start + C < L ? start + C : L;
+            team.team_barrier();
+            T* const entering = states.data() + (std::size_t(bh) * chunks + n) * X * Y;
+            team_for_each(team, nx, ny,
+                          [&](int x, int y) { entering[(x0 + x) * Y + y0 + y] = S(x, y); });
+            Kokkos::parallel_for(Kokkos::TeamThreadRange(team, ng),
+                                 [&](int a) { chunk_sum(0, a) = b(bb, hh, end - 1, g0 + a); });
+            team.team_barrier();
+            team_for_each(team, nx, ny, [&](int x, int y) {
+              S(x, y) *= exp_nonpositive(chunk_sum(0, KeyGated ? x : y));
+            });
+            for (int j0 = start; j0 < end; j0 += RS) {
+              const int nj = end - j0 < RS ? end - j0 : RS;
+              team.team_barrier();
+              team_for_each(team, nj, nx, [&](int j, int x) {
+                Ks(j, x) = operand(key, j0 + j, x0 + x) *
+                           (KeyGated ? exp_nonpositive(chunk_sum(0, x) - b(bb, hh, j0 + j, x0 + x))
+                                     : T(1));
+              });
+              team_for_each(team, nj, ny, [&](int j, int y) {
+                Vs(j, y) =
+                    operand(value, j0 + j, y0 + y) *
+                    (KeyGated ? T(1)
+                              : exp_nonpositive(chunk_sum(0, y) - b(bb, hh, j0 + j, y0 + y)));
+              });
+              team.team_barrier();
+              add_transposed_product(team, S, Ks, Vs, nx, nj, ny);
+            }
+          }
+        });
+  }
+
+  // (3) Outputs: one team per (batch, head, chunk, W-column block), query
+  // sub-chunks of R rows, the x axis streamed in XT-wide tiles. On the host
+  // the sub-chunks are 32 rows and the tiles up to 128 wide, so that the
+  // products take whole register blocks and the key-gated scores, which every
+  // value block recomputes, are computed once for up to 128 value columns.
+  constexpr int R = host ? 32 : 16;
+  const int XT = host ? std::min(X, 128) : 32, W = host ? std::min(Y, 128) : 32;
+  const int GW = XT > W ? XT : W, yblocks = ceil_div(Y, W), x_tiles = ceil_div(X, XT);
+  const std::size_t bytes = 2 * scratch_bytes<Exec, T>(R, XT) + scratch_bytes<Exec, T>(XT, R) +
+                            scratch_bytes<Exec, T>(R, GW) + scratch_bytes<Exec, T>(R, R) +
+                            2 * scratch_bytes<Exec, T>(R, W) + scratch_bytes<Exec, T>(XT, W);
+  auto policy =
+      team_policy(exec, BH * chunks * yblocks, 128).set_scratch_size(0, Kokkos::PerTeam(bytes));
+  Kokkos::parallel_for(
+      name + ": chunk outputs", policy, KOKKOS_LAMBDA(const Member& team) {
+        const int yb = team.league_rank() % yblocks, n = team.league_rank() / yblocks % chunks;
+        const int bh = team.league_rank() / (yblocks * chunks), bb = bh / H, hh = bh % H;
+        const int y0 = yb * W, ny = Y - y0 < W ? Y - y0 : W;
+        const int start = n * C, end = start + C < L ? start + C : L;
+        auto gate = [&](int step, int a) { return b(bb, hh, step, a); };
+        auto operand = [&](const Tensor4<Exec, storage_t<P>>& x, int step, int col) {
+          return T(operand_value<P>(x(bb, hh, reverse ? L - 1 - step : step, col)));
+        };
+        Scratch Qs(team.team_scratch(0), R, XT), Ks(team.team_scratch(0), R, XT),
+            Kt(team.team_scratch(0), XT, R);      // keys as columns, for `scores`
+        Scratch Gs(team.team_scratch(0), R, GW);  // gate sums of the diagonal sub-chunk's rows
+        Scratch Scores(team.team_scratch(0), R, R), Vs(team.team_scratch(0), R, W),
+            acc(team.team_scratch(0), R, W), St(team.team_scratch(0), XT, W);
+        const T* const entering = states.data() + (std::size_t(bh) * chunks + n) * X * Y;
+
+        for (int q0 = start; q0 < end; q0 += R) {
+          const int nr = end - q0 < R ? end - q0 : R;
+          team.team_barrier();
+          zero(team, acc, nr, ny);
+          // Inter-chunk: the entering state, decayed from the chunk start by
+          // exp(b_t): key-gated on the query; value-gated on the output,
+          // exp(b at q0) here and exp(b_t - b at q0) after the off-diagonal pairs.
+          for (int x0 = 0; n > 0 && x0 < X; x0 += XT) {
+            const int nx = X - x0 < XT ? X - x0 : XT;
+            team.team_barrier();
+            team_for_each(team, nr, nx, [&](int r, int x) {
+              Qs(r, x) = operand(query, q0 + r, x0 + x) *
+                         (KeyGated ? exp_nonpositive(gate(q0 + r, x0 + x)) : T(1));
+            });
+            team_for_each(team, nx, ny,
+                          [&](int x, int y) { St(x, y) = entering[(x0 + x) * Y + y0 + y]; });
+            team.team_barrier();
+            add_product(team, acc, Qs, St, nr, nx, ny);
+          }
+          if (!KeyGated && n > 0) {
+            team.team_barrier();
+            team_for_each(team, nr, ny,
+                          [&](int r, int y) { acc(r, y) *= exp_nonpositive(gate(q0, y0 + y)); });
+          }
+          // Off-diagonal sub-chunks before q0, through the reference b at q0
+          // (§3.5): the queries' factor exp(b_t - b at q0) (key gate), loaded
+          // once when one x tile holds every column.
+          auto load_queries = [&](int x0, int nx) {
+            team_for_each(team, nr, nx, [&](int r, int x) {
+              Qs(r, x) =
+                  operand(query, q0 + r, x0 + x) *
+                  (KeyGated ? exp_nonpositive(gate(q0 + r, x0 + x) - gate(q0, x0 + x)) : T(1));
+            });
+          };
+          if (x_tiles == 1 && q0 > start) {
+            team.team_barrier();
+            load_queries(0, X);
+          }
+          for (int k0 = start; k0 < q0; k0 += R) {
+            team.team_barrier();
+            zero(team, Scores, nr, R);
+            for (int x0 = 0; x0 < X; x0 += XT) {
+              const int nx = X - x0 < XT ? X - x0 : XT;
+              team.team_barrier();
+              if (x_tiles > 1) load_queries(x0, nx);
+              team_for_each(team, R, nx, [&](int j, int x) {
+                Kt(x, j) =
+                    operand(key, k0 + j, x0 + x) *
+                    (KeyGated ? exp_nonpositive(gate(q0, x0 + x) - gate(k0 + j, x0 + x)) : T(1));
+              });
+              team.team_barrier();
+              scores(team, Qs, Kt, nr, R, nx, [&](int r, int j, T sum) { Scores(r, j) += sum; });
+            }
+            team_for_each(team, R, ny, [&](int j, int y) {
+              Vs(j, y) =
+                  operand(value, k0 + j, y0 + y) *
+                  (KeyGated ? T(1) : exp_nonpositive(gate(q0, y0 + y) - gate(k0 + j, y0 + y)));
+            });
+            team.team_barrier();
+            add_product(team, acc, Scores, Vs, nr, R, ny);
+          }
+          if (!KeyGated) {
+            team.team_barrier();
+            team_for_each(team, nr, ny, [&](int r, int y) {
+              acc(r, y) *= exp_nonpositive(gate(q0 + r, y0 + y) - gate(q0, y0 + y));
+            });
+          }
+          // Diagonal sub-chunk: pairwise weights for j <= r only.
+          team.team_barrier();
+          zero(team, Scores, nr, nr);
+          for (int x0 = 0; x0 < X; x0 += XT) {
+            const int nx = X - x0 < XT ? X - x0 : XT;
+            team.team_barrier();
+            team_for_each(team, nr, nx, [&](int r, int x) {
+              Qs(r, x) = operand(query, q0 + r, x0 + x);
+              Ks(r, x) = operand(key, q0 + r, x0 + x);
+              if (KeyGated) Gs(r, x) = gate(q0 + r, x0 + x);
+            });
+            team.team_barrier();
+            team_add_causal_pair_scores<KeyGated>(team, Scores, Qs, Ks, Gs, nr, nx);
+          }
+          team.team_barrier();
+          team_for_each(team, nr, ny, [&](int j, int y) {
+            Vs(j, y) = operand(value, q0 + j, y0 + y);
+            if (!KeyGated) Gs(j, y) = gate(q0 + j, y0 + y);
+          });
+          team.team_barrier();
+          if (KeyGated)
+            add_product(team, acc, Scores, Vs, nr, nr, ny, LowerBand{0});
+          else
+            team_add_causal_rows(team, acc, nr, ny, [&](int r, int j, int y) {
+              return Scores(r, j) * Vs(j, y) * exp_nonpositive(Gs(r, y) - Gs(j, y));
+            });
+          team.team_barrier();
+          team_for_each(team, nr, ny, [&](int r, int y) {
+            out(bb, hh, reverse ? L - 1 - (q0 + r) : q0 + r, y0 + y) = storage_t<P>(acc(r, y));
+          });
+        }
+      });
+}
+
 template <class P, class Exec>
 void gated_chunk_attention(const Exec& exec, const char* label,
                            const Tensor4<Exec, storage_t<P>>& query,
@@ -122,9 +407,6 @@ void gated_chunk_attention(const Exec& exec, const char* label,
                            const GateSums<Exec, accum_t<P>>& sums,
                            const Tensor4<Exec, storage_t<P>>& out,
                            const GatedChunkOptions<Exec, storage_t<P>>& options) {
-  using T = accum_t<P>;
-  using Scratch = ScratchMatrix<Exec, T>;
-  using Member = typename Kokkos::TeamPolicy<Exec>::member_type;
   const std::string name(label);
   const Shape s = checked_shape<Exec, storage_t<P>>(query, key, value, out);
   const bool key_gated = options.gate == GateAxis::key;
@@ -140,228 +422,21 @@ void gated_chunk_attention(const Exec& exec, const char* label,
   if (options.softmax.data() && key_gated)
     throw std::invalid_argument(name + ": a row softmax is over the gate axis, the value columns");
   if (L == 0 || s.batch == 0 || H == 0 || X == 0 || Y == 0) return;
-  const int C = sums.chunk, chunks = ceil_div(L, C);
-  const bool reverse = sums.reverse;
-  const int BH = s.batch * H;
 
 #if defined(KOKKOS_ENABLE_CUDA)
   if constexpr (std::is_same_v<Exec, Kokkos::Cuda> && !std::is_same_v<P, double>)
     if (tensor_cores_enabled() &&
-        (key_gated
-             ? tensor_core_gated_chunk<P, true>(exec, name, query, key, value, b, out, C, reverse)
-             : tensor_core_gated_chunk<P, false>(exec, name, query, key, value, b, out, C, reverse,
-                                                 options.softmax)))
+        (key_gated ? tensor_core_gated_chunk<P, true>(exec, name, query, key, value, b, out,
+                                                      sums.chunk, sums.reverse)
+                   : tensor_core_gated_chunk<P, false>(exec, name, query, key, value, b, out,
+                                                       sums.chunk, sums.reverse, options.softmax)))
       return;
 #endif
 
-  // (2) states[bh][n] (X x Y): the state after chunks 0..n-1. One team per
-  // (batch, head, TS x TS tile) walks the chunks; the chunk's rows stream
-  // through scratch in RS-row slabs, the gated side carrying exp(B_n - b_u).
-  constexpr int TS = 32, RS = 32;
-  Kokkos::View<T*, typename Exec::memory_space> states(
-      Kokkos::view_alloc(name + ": chunk states", Kokkos::WithoutInitializing),
-      std::size_t(BH) * chunks * X * Y);
-  {
-    const int xt = ceil_div(X, TS), yt = ceil_div(Y, TS);
-    const std::size_t bytes = scratch_bytes<Exec, T>(TS, TS) +
-                              2 * scratch_bytes<Exec, T>(RS, TS + 1) +
-                              scratch_bytes<Exec, T>(1, TS);
-    auto policy = team_policy(exec, BH * xt * yt, 256).set_scratch_size(0, Kokkos::PerTeam(bytes));
-    Kokkos::parallel_for(
-        name + ": chunk states", policy, KOKKOS_LAMBDA(const Member& team) {
-          const int bh = team.league_rank() / (xt * yt), tile = team.league_rank() % (xt * yt);
-          const int bb = bh / H, hh = bh % H;
-          const int x0 = tile / yt * TS, y0 = tile % yt * TS;
-          const int nx = X - x0 < TS ? X - x0 : TS, ny = Y - y0 < TS ? Y - y0 : TS;
-          const int ng = key_gated ? nx : ny, g0 = key_gated ? x0 : y0;
-          auto token = [&](int step) { return reverse ? L - 1 - step : step; };
-          auto state_at = [&](int n, int x, int y) -> T& {
-            return states.data()[((std::size_t(bh) * chunks + n) * X + x) * Y + y];
-          };
-          Scratch S(team.team_scratch(0), TS, TS), Ks(team.team_scratch(0), RS, TS + 1),
-              Vs(team.team_scratch(0), RS, TS + 1), chunk_sum(team.team_scratch(0), 1, TS);
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nx * ny),
-                               [&](int e) { S(e / ny, e % ny) = T(0); });
-          for (int n = 0; n < chunks; ++n) {
-            const int start = n * C, end = start + C < L ? start + C : L;
-            team.team_barrier();
-            Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nx * ny), [&](int e) {
-              state_at(n, x0 + e / ny, y0 + e % ny) = S(e / ny, e % ny);
-            });
-            Kokkos::parallel_for(Kokkos::TeamThreadRange(team, ng),
-                                 [&](int a) { chunk_sum(0, a) = b(bb, hh, end - 1, g0 + a); });
-            for (int j0 = start; j0 < end; j0 += RS) {
-              const int nj = end - j0 < RS ? end - j0 : RS;
-              team.team_barrier();
-              Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nj * nx), [&](int e) {
-                const int j = e / nx, x = e % nx;
-                const T to_end =
-                    key_gated ? attn::exp(chunk_sum(0, x) - b(bb, hh, j0 + j, x0 + x)) : T(1);
-                Ks(j, x) = operand_value<P>(key(bb, hh, token(j0 + j), x0 + x)) * to_end;
-              });
-              Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nj * ny), [&](int e) {
-                const int j = e / ny, y = e % ny;
-                const T to_end =
-                    key_gated ? T(1) : attn::exp(chunk_sum(0, y) - b(bb, hh, j0 + j, y0 + y));
-                Vs(j, y) = operand_value<P>(value(bb, hh, token(j0 + j), y0 + y)) * to_end;
-              });
-              team.team_barrier();
-              Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nx * ny), [&](int e) {
-                const int x = e / ny, y = e % ny;
-                T sum =
-                    j0 == start ? attn::exp(chunk_sum(0, key_gated ? x : y)) * S(x, y) : S(x, y);
-                for (int j = 0; j < nj; ++j) sum += Ks(j, x) * Vs(j, y);
-                S(x, y) = sum;
-              });
-            }
-          }
-        });
-  }
-
-  // (3) Outputs: one team per (batch, head, chunk, W-column block), query
-  // sub-chunks of R rows, the x axis streamed in XT-wide tiles.
-  constexpr int R = 16, XT = 32, W = 32, GW = XT > W ? XT : W;
-  const int yblocks = ceil_div(Y, W);
-  const std::size_t bytes = 2 * scratch_bytes<Exec, T>(R, XT + 1) + scratch_bytes<Exec, T>(R, GW) +
-                            scratch_bytes<Exec, T>(R, R + 1) + 2 * scratch_bytes<Exec, T>(R, W) +
-                            scratch_bytes<Exec, T>(XT, W);
-  auto policy =
-      team_policy(exec, BH * chunks * yblocks, 128).set_scratch_size(0, Kokkos::PerTeam(bytes));
-  Kokkos::parallel_for(
-      name + ": chunk outputs", policy, KOKKOS_LAMBDA(const Member& team) {
-        const int yb = team.league_rank() % yblocks, n = team.league_rank() / yblocks % chunks;
-        const int bh = team.league_rank() / (yblocks * chunks), bb = bh / H, hh = bh % H;
-        const int y0 = yb * W, ny = Y - y0 < W ? Y - y0 : W;
-        const int start = n * C, end = start + C < L ? start + C : L;
-        auto token = [&](int step) { return reverse ? L - 1 - step : step; };
-        Scratch Qs(team.team_scratch(0), R, XT + 1), Ks(team.team_scratch(0), R, XT + 1);
-        Scratch Gs(team.team_scratch(0), R, GW);  // gate sums of the diagonal sub-chunk's rows
-        Scratch Scores(team.team_scratch(0), R, R + 1), Vs(team.team_scratch(0), R, W),
-            acc(team.team_scratch(0), R, W);
-        Scratch St(team.team_scratch(0), XT, W);
-
-        // Scores(r, j) = sum over x of query_r[x] key_j[x] (x weight), zeroed first;
-        // `load` fills Qs, Ks (and Gq, Gk) for the x tile at x0.
-        auto scores = [&](int nr, int nj, auto load, auto weight) {
-          team.team_barrier();  // Scores, Qs, Ks of the previous use are consumed
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nr * nj),
-                               [&](int e) { Scores(e / nj, e % nj) = T(0); });
-          for (int x0 = 0; x0 < X; x0 += XT) {
-            const int nx = X - x0 < XT ? X - x0 : XT;
-            team.team_barrier();
-            load(x0, nx);
-            team.team_barrier();
-            Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nr * nj), [&](int e) {
-              const int r = e / nj, j = e % nj;
-              T sum = 0;
-              for (int x = 0; x < nx; ++x) sum += Qs(r, x) * Ks(j, x) * weight(r, j, x);
-              Scores(r, j) += sum;
-            });
-          }
-          team.team_barrier();
-        };
-        auto unit = [](int, int, int) { return T(1); };
-
-        for (int q0 = start; q0 < end; q0 += R) {
-          const int nr = end - q0 < R ? end - q0 : R;
-          team.team_barrier();
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nr * ny),
-                               [&](int e) { acc(e / ny, e % ny) = T(0); });
-          // Inter-chunk: the entering state, decayed from the chunk start by exp(b_t)
-          // (key-gated: on the query; value-gated: on the output, through exp(r)
-          // here and exp(b_t - r) after the off-diagonal pairs).
-          for (int x0 = 0; n > 0 && x0 < X; x0 += XT) {
-            const int nx = X - x0 < XT ? X - x0 : XT;
-            team.team_barrier();
-            Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nr * nx), [&](int e) {
-              const int r = e / nx, x = e % nx;
-              const T decay = key_gated ? attn::exp(b(bb, hh, q0 + r, x0 + x)) : T(1);
-              Qs(r, x) = operand_value<P>(query(bb, hh, token(q0 + r), x0 + x)) * decay;
-            });
-            Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nx * ny), [&](int e) {
-              St(e / ny, e % ny) =
-                  states
-                      .data()[((std::size_t(bh) * chunks + n) * X + x0 + e / ny) * Y + y0 + e % ny];
-            });
-            team.team_barrier();
-            Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nr * ny), [&](int e) {
-              const int r = e / ny, y = e % ny;
-              T sum = 0;
-              for (int x = 0; x < nx; ++x) sum += Qs(r, x) * St(x, y);
-              acc(r, y) += key_gated ? sum : sum * attn::exp(b(bb, hh, q0, y0 + y));
-            });
-          }
-          // Off-diagonal sub-chunks before q0, through r = b at q0 (§3.5).
-          for (int k0 = start; k0 < q0; k0 += R) {
-            scores(
-                nr, R,
-                [&](int x0, int nx) {
-                  Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nr * nx), [&](int e) {
-                    const int r = e / nx, x = e % nx;
-                    const T to_ref =
-                        key_gated ? attn::exp(b(bb, hh, q0 + r, x0 + x) - b(bb, hh, q0, x0 + x))
-                                  : T(1);
-                    Qs(r, x) = operand_value<P>(query(bb, hh, token(q0 + r), x0 + x)) * to_ref;
-                  });
-                  Kokkos::parallel_for(Kokkos::TeamThreadRange(team, R * nx), [&](int e) {
-                    const int j = e / nx, x = e % nx;
-                    const T from_ref =
-                        key_gated ? attn::exp(b(bb, hh, q0, x0 + x) - b(bb, hh, k0 + j, x0 + x))
-                                  : T(1);
-                    Ks(j, x) = operand_value<P>(key(bb, hh, token(k0 + j), x0 + x)) * from_ref;
-                  });
-                },
-                unit);
-            Kokkos::parallel_for(Kokkos::TeamThreadRange(team, R * ny), [&](int e) {
-              const int j = e / ny, y = e % ny;
-              const T from_ref =
-                  key_gated ? T(1) : attn::exp(b(bb, hh, q0, y0 + y) - b(bb, hh, k0 + j, y0 + y));
-              Vs(j, y) = operand_value<P>(value(bb, hh, token(k0 + j), y0 + y)) * from_ref;
-            });
-            team.team_barrier();
-            Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nr * ny), [&](int e) {
-              const int r = e / ny, y = e % ny;
-              T sum = 0;
-              for (int j = 0; j < R; ++j) sum += Scores(r, j) * Vs(j, y);
-              acc(r, y) += sum;
-            });
-          }
-          if (!key_gated) {
-            team.team_barrier();
-            Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nr * ny), [&](int e) {
-              const int r = e / ny, y = e % ny;
-              acc(r, y) *= attn::exp(b(bb, hh, q0 + r, y0 + y) - b(bb, hh, q0, y0 + y));
-            });
-          }
-          // Diagonal sub-chunk: pairwise weights for j <= r only.
-          scores(
-              nr, nr,
-              [&](int x0, int nx) {
-                Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nr * nx), [&](int e) {
-                  const int r = e / nx, x = e % nx;
-                  Qs(r, x) = operand_value<P>(query(bb, hh, token(q0 + r), x0 + x));
-                  Ks(r, x) = operand_value<P>(key(bb, hh, token(q0 + r), x0 + x));
-                  if (key_gated) Gs(r, x) = b(bb, hh, q0 + r, x0 + x);
-                });
-              },
-              [&](int r, int j, int x) {
-                return j > r ? T(0) : key_gated ? attn::exp(Gs(r, x) - Gs(j, x)) : T(1);
-              });
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nr * ny), [&](int e) {
-            const int j = e / ny, y = e % ny;
-            Vs(j, y) = operand_value<P>(value(bb, hh, token(q0 + j), y0 + y));
-            if (!key_gated) Gs(j, y) = b(bb, hh, q0 + j, y0 + y);
-          });
-          team.team_barrier();
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nr * ny), [&](int e) {
-            const int r = e / ny, y = e % ny;
-            T sum = 0;
-            for (int j = 0; j <= r; ++j)
-              sum += Scores(r, j) * Vs(j, y) * (key_gated ? T(1) : attn::exp(Gs(r, y) - Gs(j, y)));
-            out(bb, hh, token(q0 + r), y0 + y) = storage_t<P>(acc(r, y) + sum);
-          });
-        }
-      });
+  if (key_gated)
+    portable_gated_chunk<P, true>(exec, name, query, key, value, sums, out, s);
+  else
+    portable_gated_chunk<P, false>(exec, name, query, key, value, sums, out, s);
   if (options.softmax.data()) row_softmax<P>(exec, name, out, options.softmax);
 }
 

@@ -79,11 +79,11 @@ void gsa_recurrent_forward(const Exec& exec, const Tensor4<Exec, T>& q, const Te
                   h = bh % H;
         const int c0 = blk * columns, w = dv - c0 < columns ? dv - c0 : columns;
         Scratch slots(team.team_scratch(0), m, columns),
-            step(team.team_scratch(0), 3, m);  // alpha, s, o'
+            step(team.team_scratch(0), 3, m);  // alpha, s, then o' and softmax(o')
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, m * w),
                              [&](int e) { slots(e / w, e % w) = T(0); });
         for (int t = 0; t < L; ++t) {
-          team.team_barrier();  // last step's alpha, s, o' are consumed
+          team.team_barrier();  // last step's alpha, s, softmax(o') are consumed
           Kokkos::parallel_for(Kokkos::TeamThreadRange(team, m), [&](int i) {
             const T g = log_gate(b, h, t, i);
             step(0, i) = attn::exp(g);
@@ -91,19 +91,24 @@ void gsa_recurrent_forward(const Exec& exec, const Tensor4<Exec, T>& q, const Te
             step(2, i) = scores(b, h, t, i);
           });
           team.team_barrier();
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, w), [&](int c) {
+          // softmax(o'_t) once per step, for every column of the block.
+          Kokkos::single(Kokkos::PerTeam(team), [&]() {
             T top = step(2, 0);
             for (int i = 1; i < m; ++i) top = step(2, i) > top ? step(2, i) : top;
+            T sum = 0;
+            for (int i = 0; i < m; ++i) sum += step(2, i) = exp_nonpositive(step(2, i) - top);
+            for (int i = 0; i < m; ++i) step(2, i) /= sum;
+          });
+          team.team_barrier();
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, w), [&](int c) {
             const T x = v(b, h, t, c0 + c);
-            T sum = 0, weighted = 0;
+            T weighted = 0;
             for (int i = 0; i < m; ++i) {
               const T slot = step(0, i) * slots(i, c) + step(1, i) * x;
               slots(i, c) = slot;
-              const T p = attn::exp(step(2, i) - top);
-              sum += p;
-              weighted += p * slot;
+              weighted += step(2, i) * slot;
             }
-            o(b, h, t, c0 + c) = weighted / sum;
+            o(b, h, t, c0 + c) = weighted;
           });
         }
       });
