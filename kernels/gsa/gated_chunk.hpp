@@ -273,12 +273,16 @@ void portable_gated_chunk(const Exec& exec, const std::string& name,
   // the sub-chunks are 32 rows and the tiles up to 128 wide, so that the
   // products take whole register blocks and the key-gated scores, which every
   // value block recomputes, are computed once for up to 128 value columns.
-  constexpr int R = host ? 32 : 16;
+  // On a GPU the rows that a warp's threads read by row (the diagonal pairs
+  // read 16 key rows at once) are one entry longer, so that they fall in
+  // different shared-memory banks.
+  constexpr int R = host ? 32 : 16, pad = host ? 0 : 1;
   const int XT = host ? std::min(X, 128) : 32, W = host ? std::min(Y, 128) : 32;
   const int GW = XT > W ? XT : W, yblocks = ceil_div(Y, W), x_tiles = ceil_div(X, XT);
-  const std::size_t bytes = 2 * scratch_bytes<Exec, T>(R, XT) + scratch_bytes<Exec, T>(XT, R) +
-                            scratch_bytes<Exec, T>(R, GW) + scratch_bytes<Exec, T>(R, R) +
-                            2 * scratch_bytes<Exec, T>(R, W) + scratch_bytes<Exec, T>(XT, W);
+  const std::size_t bytes = 2 * scratch_bytes<Exec, T>(R, XT + pad) +
+                            scratch_bytes<Exec, T>(XT, R) + scratch_bytes<Exec, T>(R, GW + pad) +
+                            scratch_bytes<Exec, T>(R, R) + 2 * scratch_bytes<Exec, T>(R, W) +
+                            scratch_bytes<Exec, T>(XT, W);
   auto policy =
       team_policy(exec, BH * chunks * yblocks, 128).set_scratch_size(0, Kokkos::PerTeam(bytes));
   Kokkos::parallel_for(
@@ -291,9 +295,10 @@ void portable_gated_chunk(const Exec& exec, const std::string& name,
         auto operand = [&](const Tensor4<Exec, storage_t<P>>& x, int step, int col) {
           return T(operand_value<P>(x(bb, hh, reverse ? L - 1 - step : step, col)));
         };
-        Scratch Qs(team.team_scratch(0), R, XT), Ks(team.team_scratch(0), R, XT),
-            Kt(team.team_scratch(0), XT, R);      // keys as columns, for `scores`
-        Scratch Gs(team.team_scratch(0), R, GW);  // gate sums of the diagonal sub-chunk's rows
+        Scratch Qs(team.team_scratch(0), R, XT + pad), Ks(team.team_scratch(0), R, XT + pad),
+            Kt(team.team_scratch(0), XT, R);  // keys as columns, for `scores`
+        Scratch Gs(team.team_scratch(0), R,
+                   GW + pad);  // gate sums of the diagonal sub-chunk's rows
         Scratch Scores(team.team_scratch(0), R, R), Vs(team.team_scratch(0), R, W),
             acc(team.team_scratch(0), R, W), St(team.team_scratch(0), XT, W);
         const T* const entering = states.data() + (std::size_t(bh) * chunks + n) * X * Y;
