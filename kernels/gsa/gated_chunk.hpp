@@ -116,21 +116,23 @@ struct GatedChunkOptions {
       softmax;  // when given (value gate): also the softmax of every output row, written here
 };
 
-// Scores(r, j) += sum_{x < inner} Q(r, x) K(j, x) w(r, j, x) for the causal
-// pairs j <= r < rows of a diagonal tile, w = exp(G(r, x) - G(j, x)) with the
-// key gate (Gated), else 1; the masked pairs are never computed (their
-// weights would be exponentials of positive differences). On a GPU a thread
-// per pair. On the host a pair's weights are computed into a row of at most
-// 128 first, then its sum: both loops vectorise, where GCC 12 left the sum
-// with the exponential inside one loop scalar.
+// Scores(r, j) += sum_{x < inner} Q(r, x) Kt(x, j) w for the causal pairs
+// j <= r < rows of a diagonal tile, the keys given as columns (Kt(x, j) is
+// key j's entry x), w = exp(G(r, x) - Gt(x, j)) with the key gate (Gated,
+// G and Gt the rows' gate sums, Gt as columns), else 1. The masked pairs are
+// never computed (their weights would be exponentials of positive
+// differences). On a GPU a thread per pair (a warp's threads read
+// neighbouring columns); on the host a query row at a time, x by x, its
+// keys j <= r a vectorised loop over contiguous columns.
 template <bool Gated, class Member, class Tile>
 KOKKOS_INLINE_FUNCTION void team_add_causal_pair_scores(const Member& team, const Tile& Scores,
-                                                        const Tile& Q, const Tile& K, const Tile& G,
-                                                        int rows, int inner) {
+                                                        const Tile& Q, const Tile& Kt,
+                                                        const Tile& G, const Tile& Gt, int rows,
+                                                        int inner) {
   using T = typename Tile::non_const_value_type;
-  auto weight = [&](int r, int j, int x) {
+  auto weight = [&](T query_gate, T key_gate) {
     if constexpr (Gated)
-      return exp_nonpositive(G(r, x) - G(j, x));
+      return exp_nonpositive(query_gate - key_gate);
     else
       return T(1);
   };
@@ -139,25 +141,19 @@ KOKKOS_INLINE_FUNCTION void team_add_causal_pair_scores(const Member& team, cons
     const int r = i / rows, j = i % rows;
     if (j > r) return;
     T sum = 0;
-    for (int x = 0; x < inner; ++x) sum += Q(r, x) * K(j, x) * weight(r, j, x);
+    for (int x = 0; x < inner; ++x)
+      sum += Q(r, x) * Kt(x, j) * weight(Gated ? G(r, x) : T(0), Gated ? Gt(x, j) : T(0));
     Scores(r, j) += sum;
   });
 #else
   Kokkos::parallel_for(Kokkos::TeamThreadRange(team, rows), [&](int r) {
-    const T* const q = &Q(r, 0);
-    for (int j = 0; j <= r; ++j) {
-      const T* const k = &K(j, 0);
-      T sum = 0;
-      constexpr int block = 128;
-      for (int x0 = 0; x0 < inner; x0 += block) {
-        const int n = inner - x0 < block ? inner - x0 : block;
-        T w[block];
-        ATTN_SIMD
-        for (int x = 0; x < n; ++x) w[x] = weight(r, j, x0 + x);
-        ATTN_SIMD_REDUCE(+, sum)
-        for (int x = 0; x < n; ++x) sum += q[x0 + x] * k[x0 + x] * w[x];
-      }
-      Scores(r, j) += sum;
+    T* const to = &Scores(r, 0);
+    for (int x = 0; x < inner; ++x) {
+      const T query = Q(r, x), query_gate = Gated ? G(r, x) : T(0);
+      const T *const keys = &Kt(x, 0), *const key_gates = &Gt(x, 0);
+      ATTN_SIMD
+      for (int j = 0; j <= r; ++j)
+        to[j] += query * keys[j] * weight(query_gate, Gated ? key_gates[j] : T(0));
     }
   });
 #endif
@@ -273,16 +269,16 @@ void portable_gated_chunk(const Exec& exec, const std::string& name,
   // the sub-chunks are 32 rows and the tiles up to 128 wide, so that the
   // products take whole register blocks and the key-gated scores, which every
   // value block recomputes, are computed once for up to 128 value columns.
-  // On a GPU the rows that a warp's threads read by row (the diagonal pairs
-  // read 16 key rows at once) are one entry longer, so that they fall in
-  // different shared-memory banks.
+  // On a GPU the query rows and their gate sums, of which a warp's threads
+  // read two at once, are one entry longer, so that they fall in different
+  // shared-memory banks.
   constexpr int R = host ? 32 : 16, pad = host ? 0 : 1;
   const int XT = host ? std::min(X, 128) : 32, W = host ? std::min(Y, 128) : 32;
   const int GW = XT > W ? XT : W, yblocks = ceil_div(Y, W), x_tiles = ceil_div(X, XT);
-  const std::size_t bytes = 2 * scratch_bytes<Exec, T>(R, XT + pad) +
-                            scratch_bytes<Exec, T>(XT, R) + scratch_bytes<Exec, T>(R, GW + pad) +
-                            scratch_bytes<Exec, T>(R, R) + 2 * scratch_bytes<Exec, T>(R, W) +
-                            scratch_bytes<Exec, T>(XT, W);
+  const std::size_t bytes = scratch_bytes<Exec, T>(R, XT + pad) +
+                            2 * scratch_bytes<Exec, T>(XT, R) +
+                            scratch_bytes<Exec, T>(R, GW + pad) + scratch_bytes<Exec, T>(R, R) +
+                            2 * scratch_bytes<Exec, T>(R, W) + scratch_bytes<Exec, T>(XT, W);
   auto policy =
       team_policy(exec, BH * chunks * yblocks, 128).set_scratch_size(0, Kokkos::PerTeam(bytes));
   Kokkos::parallel_for(
@@ -295,8 +291,8 @@ void portable_gated_chunk(const Exec& exec, const std::string& name,
         auto operand = [&](const Tensor4<Exec, storage_t<P>>& x, int step, int col) {
           return T(operand_value<P>(x(bb, hh, reverse ? L - 1 - step : step, col)));
         };
-        Scratch Qs(team.team_scratch(0), R, XT + pad), Ks(team.team_scratch(0), R, XT + pad),
-            Kt(team.team_scratch(0), XT, R);  // keys as columns, for `scores`
+        Scratch Qs(team.team_scratch(0), R, XT + pad), Kt(team.team_scratch(0), XT, R),
+            Gt(team.team_scratch(0), XT, R);  // keys and their gate sums as columns
         Scratch Gs(team.team_scratch(0), R,
                    GW + pad);  // gate sums of the diagonal sub-chunk's rows
         Scratch Scores(team.team_scratch(0), R, R), Vs(team.team_scratch(0), R, W),
@@ -378,11 +374,11 @@ void portable_gated_chunk(const Exec& exec, const std::string& name,
             team.team_barrier();
             team_for_each(team, nr, nx, [&](int r, int x) {
               Qs(r, x) = operand(query, q0 + r, x0 + x);
-              Ks(r, x) = operand(key, q0 + r, x0 + x);
-              if (KeyGated) Gs(r, x) = gate(q0 + r, x0 + x);
+              Kt(x, r) = operand(key, q0 + r, x0 + x);
+              if (KeyGated) Gt(x, r) = Gs(r, x) = gate(q0 + r, x0 + x);
             });
             team.team_barrier();
-            team_add_causal_pair_scores<KeyGated>(team, Scores, Qs, Ks, Gs, nr, nx);
+            team_add_causal_pair_scores<KeyGated>(team, Scores, Qs, Kt, Gs, Gt, nr, nx);
           }
           team.team_barrier();
           team_for_each(team, nr, ny, [&](int j, int y) {
