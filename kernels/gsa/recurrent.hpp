@@ -9,12 +9,90 @@
 // slots' value memories of its block in team scratch.
 #pragma once
 #include "common/math.hpp"
+#include "common/team_tiles.hpp"
 #include "common/views.hpp"
 
 #include <stdexcept>
 #include <string>
 
 namespace attn {
+
+namespace detail {
+
+// One step of a GSA key memory (Eq. 6): slot[c] = alpha slot[c] + s k[c] for
+// c < dk, and the score sum_c slot[c] q[c], returned to every thread. On a
+// GPU the team's threads keep the same columns every step (no barrier
+// between steps) and reduce; on the host one vectorised loop.
+template <class Member, class T, class In>
+KOKKOS_INLINE_FUNCTION T key_slot_step(const Member& team, T* slot, T alpha, T write, const In* k,
+                                       const In* q, int dk) {
+  T score = 0;
+#if defined(__CUDA_ARCH__)
+  Kokkos::parallel_reduce(
+      Kokkos::TeamThreadRange(team, dk),
+      [&](int c, T& sum) {
+        const T x = alpha * slot[c] + write * T(k[c]);
+        slot[c] = x;
+        sum += x * T(q[c]);
+      },
+      score);
+#else
+  (void)team;
+  ATTN_SIMD_REDUCE(+, score)
+  for (int c = 0; c < dk; ++c) {
+    const T x = alpha * slot[c] + write * T(k[c]);
+    slot[c] = x;
+    score += x * T(q[c]);
+  }
+#endif
+  return score;
+}
+
+// One step of GSA's value memories for a block of `cols` value columns
+// (Eq. 6): slots(i, c) = alpha_i slots(i, c) + s_i x[c], then out[c] =
+// sum_i p_i slots(i, c), with alpha, s and p = softmax(o'_t) the rows of
+// `step`. On a GPU a thread per column walks the slots; on the host slot
+// after slot, each a vectorised row (a column's walk was one serial chain of
+// dependent additions).
+template <class Member, class Scratch, class In, class Out>
+KOKKOS_INLINE_FUNCTION void value_slots_step(const Member& team, const Scratch& slots,
+                                             const Scratch& step, int m, int cols, const In* x,
+                                             Out* out) {
+  using T = typename Scratch::non_const_value_type;
+#if defined(__CUDA_ARCH__)
+  Kokkos::parallel_for(Kokkos::TeamThreadRange(team, cols), [&](int c) {
+    const T xc = x[c];
+    T weighted = 0;
+    for (int i = 0; i < m; ++i) {
+      const T slot = step(0, i) * slots(i, c) + step(1, i) * xc;
+      slots(i, c) = slot;
+      weighted += step(2, i) * slot;
+    }
+    out[c] = Out(weighted);
+  });
+#else
+  Kokkos::single(Kokkos::PerTeam(team), [&]() {
+    constexpr int most = 32;  // columns per pass: a register row of sums
+    for (int c0 = 0; c0 < cols; c0 += most) {
+      const int n = cols - c0 < most ? cols - c0 : most;
+      T weighted[most] = {};
+      for (int i = 0; i < m; ++i) {
+        const T alpha = step(0, i), write = step(1, i), p = step(2, i);
+        T* const row = &slots(i, c0);
+        ATTN_SIMD
+        for (int c = 0; c < n; ++c) {
+          const T slot = alpha * row[c] + write * T(x[c0 + c]);
+          row[c] = slot;
+          weighted[c] += p * slot;
+        }
+      }
+      for (int c = 0; c < n; ++c) out[c0 + c] = Out(weighted[c]);
+    }
+  });
+#endif
+}
+
+}  // namespace detail
 
 template <class Exec, class T>
 void gsa_recurrent_forward(const Exec& exec, const Tensor4<Exec, T>& q, const Tensor4<Exec, T>& k,
@@ -46,16 +124,8 @@ void gsa_recurrent_forward(const Exec& exec, const Tensor4<Exec, T>& q, const Te
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, dk), [&](int c) { slot(0, c) = T(0); });
         for (int t = 0; t < L; ++t) {
           const T g = log_gate(b, h, t, i), alpha = attn::exp(g), write = -attn::expm1(g);
-          T score = 0;
-          // Each thread keeps the same columns every step: no barrier between steps.
-          Kokkos::parallel_reduce(
-              Kokkos::TeamThreadRange(team, dk),
-              [&](int c, T& sum) {
-                const T x = alpha * slot(0, c) + write * k(b, h, t, c);
-                slot(0, c) = x;
-                sum += x * q(b, h, t, c);
-              },
-              score);
+          const T score = detail::key_slot_step(team, &slot(0, 0), alpha, write, &k(b, h, t, 0),
+                                                &q(b, h, t, 0), dk);
           Kokkos::single(Kokkos::PerTeam(team), [&]() { scores(b, h, t, i) = score; });
         }
       });
@@ -100,16 +170,7 @@ void gsa_recurrent_forward(const Exec& exec, const Tensor4<Exec, T>& q, const Te
             for (int i = 0; i < m; ++i) step(2, i) /= sum;
           });
           team.team_barrier();
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, w), [&](int c) {
-            const T x = v(b, h, t, c0 + c);
-            T weighted = 0;
-            for (int i = 0; i < m; ++i) {
-              const T slot = step(0, i) * slots(i, c) + step(1, i) * x;
-              slots(i, c) = slot;
-              weighted += step(2, i) * slot;
-            }
-            o(b, h, t, c0 + c) = weighted;
-          });
+          detail::value_slots_step(team, slots, step, m, w, &v(b, h, t, c0), &o(b, h, t, c0));
         }
       });
 }
