@@ -8,9 +8,71 @@
 #include "common/value_blocks.hpp"
 
 #include <algorithm>
+#include <type_traits>
 #include <utility>
 
 namespace attn {
+
+namespace detail {
+
+// The host's walk of one tile of tokens (linear/recurrent): for t < tokens,
+// S(i, c) += K(t, i) V(t, c) and out(t, c) = sum_i Q(t, i) S(i, c), for
+// i < rows, c < cols, the same operations per state entry as token after
+// token. The state is taken in blocks of 16 rows x 64 bytes of columns that
+// stay in vector registers for the whole tile (walking the whole state for
+// each token read and wrote it from the cache twice per two multiply-adds);
+// each token's output row gathers the blocks' partial sums. Blocks cut by the
+// state's edge take the same loop with their own bounds.
+template <class Scratch>
+KOKKOS_INLINE_FUNCTION void recurrent_tile_host(const Scratch& S, const Scratch& K,
+                                                const Scratch& V, const Scratch& Q,
+                                                const Scratch& out, int tokens, int rows,
+                                                int cols) {
+  using T = typename Scratch::non_const_value_type;
+  constexpr int block_rows = 16, block_cols = 64 / int(sizeof(T));
+  for (int t = 0; t < tokens; ++t) {
+    T* const o = &out(t, 0);
+    ATTN_SIMD
+    for (int c = 0; c < cols; ++c) o[c] = 0;
+  }
+  for (int c0 = 0; c0 < cols; c0 += block_cols)
+    for (int i0 = 0; i0 < rows; i0 += block_rows) {
+      auto walk = [&](auto nr, auto nc) {
+        T state[block_rows][block_cols];
+        for (int i = 0; i < nr; ++i) {
+          ATTN_SIMD
+          for (int c = 0; c < nc; ++c) state[i][c] = S(i0 + i, c0 + c);
+        }
+        for (int t = 0; t < tokens; ++t) {
+          const T* const v = &V(t, c0);
+          T sum[block_cols] = {};
+          for (int i = 0; i < nr; ++i) {
+            const T k = K(t, i0 + i), q = Q(t, i0 + i);
+            ATTN_SIMD
+            for (int c = 0; c < nc; ++c) {
+              state[i][c] += k * v[c];
+              sum[c] += q * state[i][c];
+            }
+          }
+          T* const o = &out(t, c0);
+          ATTN_SIMD
+          for (int c = 0; c < nc; ++c) o[c] += sum[c];
+        }
+        for (int i = 0; i < nr; ++i) {
+          ATTN_SIMD
+          for (int c = 0; c < nc; ++c) S(i0 + i, c0 + c) = state[i][c];
+        }
+      };
+      const int nr = rows - i0 < block_rows ? rows - i0 : block_rows,
+                nc = cols - c0 < block_cols ? cols - c0 : block_cols;
+      if (nr == block_rows && nc == block_cols)
+        walk(std::integral_constant<int, block_rows>{}, std::integral_constant<int, block_cols>{});
+      else
+        walk(nr, nc);
+    }
+}
+
+}  // namespace detail
 
 template <class Exec, class T>
 void linear_recurrent_forward(const Exec& exec, const Tensor4<Exec, T>& q,
@@ -69,8 +131,7 @@ void linear_recurrent_forward(const Exec& exec, const Tensor4<Exec, T>& q,
           team.team_barrier();
       // Column c of S depends only on k and v[c]: no synchronisation between
       // tokens. On a GPU each thread walks the tokens for its column; on the
-      // host the columns are the vector lanes (rows of S are contiguous), with
-      // the same operations in the same order per column.
+      // host blocks of S walk the tile in registers (recurrent_tile_host).
 #if defined(__CUDA_ARCH__)
           Kokkos::parallel_for(Kokkos::TeamThreadRange(team, w + 1), [&](int c) {
             for (int t = 0; t < nt; ++t) {
@@ -85,23 +146,8 @@ void linear_recurrent_forward(const Exec& exec, const Tensor4<Exec, T>& q,
             }
           });
 #else
-      Kokkos::single(Kokkos::PerTeam(team), [&]() {
-        for (int t = 0; t < nt; ++t) {
-          T* const num = &out(t, 0);
-          const T* const vt = &Vs(t, 0);
-          ATTN_SIMD
-          for (int c = 0; c <= w; ++c) num[c] = 0;
-          for (int i = 0; i < dk; ++i) {
-            T* const state = &S(i, 0);
-            const T ki = Ks(t, i), qi = Qs(t, i);
-            ATTN_SIMD
-            for (int c = 0; c <= w; ++c) {
-              state[c] += ki * vt[c];
-              num[c] += qi * state[c];
-            }
-          }
-        }
-      });
+      Kokkos::single(Kokkos::PerTeam(team),
+                     [&]() { detail::recurrent_tile_host(S, Ks, Vs, Qs, out, nt, dk, w + 1); });
 #endif
           team.team_barrier();
           Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nt * w), [&](int i) {
