@@ -8,71 +8,9 @@
 #include "common/value_blocks.hpp"
 
 #include <algorithm>
-#include <type_traits>
 #include <utility>
 
 namespace attn {
-
-namespace detail {
-
-// The host's walk of one tile of tokens (linear/recurrent): for t < tokens,
-// S(i, c) += K(t, i) V(t, c) and out(t, c) = sum_i Q(t, i) S(i, c), for
-// i < rows, c < cols, the same operations per state entry as token after
-// token. The state is taken in blocks of 16 rows x 64 bytes of columns that
-// stay in vector registers for the whole tile (walking the whole state for
-// each token read and wrote it from the cache twice per two multiply-adds);
-// each token's output row gathers the blocks' partial sums. Blocks cut by the
-// state's edge take the same loop with their own bounds.
-template <class Scratch>
-KOKKOS_INLINE_FUNCTION void recurrent_tile_host(const Scratch& S, const Scratch& K,
-                                                const Scratch& V, const Scratch& Q,
-                                                const Scratch& out, int tokens, int rows,
-                                                int cols) {
-  using T = typename Scratch::non_const_value_type;
-  constexpr int block_rows = 16, block_cols = 64 / int(sizeof(T));
-  for (int t = 0; t < tokens; ++t) {
-    T* const o = &out(t, 0);
-    ATTN_SIMD
-    for (int c = 0; c < cols; ++c) o[c] = 0;
-  }
-  for (int c0 = 0; c0 < cols; c0 += block_cols)
-    for (int i0 = 0; i0 < rows; i0 += block_rows) {
-      auto walk = [&](auto nr, auto nc) {
-        T state[block_rows][block_cols];
-        for (int i = 0; i < nr; ++i) {
-          ATTN_SIMD
-          for (int c = 0; c < nc; ++c) state[i][c] = S(i0 + i, c0 + c);
-        }
-        for (int t = 0; t < tokens; ++t) {
-          const T* const v = &V(t, c0);
-          T sum[block_cols] = {};
-          for (int i = 0; i < nr; ++i) {
-            const T k = K(t, i0 + i), q = Q(t, i0 + i);
-            ATTN_SIMD
-            for (int c = 0; c < nc; ++c) {
-              state[i][c] += k * v[c];
-              sum[c] += q * state[i][c];
-            }
-          }
-          T* const o = &out(t, c0);
-          ATTN_SIMD
-          for (int c = 0; c < nc; ++c) o[c] += sum[c];
-        }
-        for (int i = 0; i < nr; ++i) {
-          ATTN_SIMD
-          for (int c = 0; c < nc; ++c) S(i0 + i, c0 + c) = state[i][c];
-        }
-      };
-      const int nr = rows - i0 < block_rows ? rows - i0 : block_rows,
-                nc = cols - c0 < block_cols ? cols - c0 : block_cols;
-      if (nr == block_rows && nc == block_cols)
-        walk(std::integral_constant<int, block_rows>{}, std::integral_constant<int, block_cols>{});
-      else
-        walk(nr, nc);
-    }
-}
-
-}  // namespace detail
 
 template <class Exec, class T>
 void linear_recurrent_forward(const Exec& exec, const Tensor4<Exec, T>& q,
@@ -120,18 +58,15 @@ void linear_recurrent_forward(const Exec& exec, const Tensor4<Exec, T>& q,
         for (int t0 = 0; t0 < L; t0 += tokens) {
           const int nt = (L - t0 < tokens) ? L - t0 : tokens;
           team.team_barrier();  // the previous tile's outputs are written out
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nt * dk), [&](int i) {
-            Qs(i / dk, i % dk) = q(b, h, t0 + i / dk, i % dk);
-            Ks(i / dk, i % dk) = k(b, h, t0 + i / dk, i % dk);
-          });
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nt * (w + 1)), [&](int i) {
-            const int t = i / (w + 1), c = i % (w + 1);
+          detail::load_rows(team, Qs, q, b, h, t0, nt, dk);
+          detail::load_rows(team, Ks, k, b, h, t0, nt, dk);
+          detail::team_for_each(team, nt, w + 1, [&](int t, int c) {
             Vs(t, c) = c < w ? v(b, h, t0 + t, c0 + c) : T(1);
           });
           team.team_barrier();
       // Column c of S depends only on k and v[c]: no synchronisation between
       // tokens. On a GPU each thread walks the tokens for its column; on the
-      // host blocks of S walk the tile in registers (recurrent_tile_host).
+      // host blocks of S walk the tile in registers (host_recurrent_tile).
 #if defined(__CUDA_ARCH__)
           Kokkos::parallel_for(Kokkos::TeamThreadRange(team, w + 1), [&](int c) {
             for (int t = 0; t < nt; ++t) {
@@ -146,14 +81,14 @@ void linear_recurrent_forward(const Exec& exec, const Tensor4<Exec, T>& q,
             }
           });
 #else
-      Kokkos::single(Kokkos::PerTeam(team),
-                     [&]() { detail::recurrent_tile_host(S, Ks, Vs, Qs, out, nt, dk, w + 1); });
+      Kokkos::single(Kokkos::PerTeam(team), [&]() {
+        detail::host_recurrent_tile<false>(S, Ks, Vs, Qs, out, nt, dk, w + 1, false,
+                                           [](int) { return T(0); });
+      });
 #endif
           team.team_barrier();
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nt * w), [&](int i) {
-            const int t = i / w, c = i % w;
-            o(b, h, t0 + t, c0 + c) = out(t, c) / out(t, w);
-          });
+          detail::team_for_each(
+              team, nt, w, [&](int t, int c) { o(b, h, t0 + t, c0 + c) = out(t, c) / out(t, w); });
         }
       });
 }

@@ -52,11 +52,11 @@ void lion_rnn_forward(const Exec& exec, const Tensor4<Exec, T>& q, const Tensor4
   const auto step_decay = detail::lion_step_decay<Exec, T>(options, decay_rate, log_decay);
 
   // Per team: state block S (dk x cols); a tile of tokens' q, k, v; per token
-  // the step decay minus one and (q . k)/2; one token's q.S per column (host).
+  // the step decay minus one and (q . k)/2; each token's q.S per column (host).
   auto bytes = [&](int tokens, int cols) {
     return scratch_bytes<Exec, T>(dk, cols) + 2 * scratch_bytes<Exec, T>(tokens, dk) +
            scratch_bytes<Exec, T>(tokens, cols) + scratch_bytes<Exec, T>(tokens, 2) +
-           scratch_bytes<Exec, T>(1, cols);
+           scratch_bytes<Exec, T>(is_host_space<Exec>() ? tokens : 1, cols);
   };
   // On a GPU a thread per state column (a warp of 32); on the host every
   // column in one team (they are its vector lanes).
@@ -99,7 +99,7 @@ void lion_rnn_forward(const Exec& exec, const Tensor4<Exec, T>& q, const Tensor4
         Scratch Vs(team.team_scratch(0), tokens, cols);
         Scratch token_scalars(team.team_scratch(0), tokens, 2);  // g_t - 1, (q_t . k_t)/2
 #if !defined(__CUDA_ARCH__)
-        Scratch q_state(team.team_scratch(0), 1, cols);  // q_t . S[:, c] per column
+        Scratch q_state(team.team_scratch(0), tokens, cols);  // q_t . S[:, c] per token, column
 #endif
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, dk * w),
                              [&](int i) { S(i / w, i % w) = T(0); });
@@ -111,13 +111,10 @@ void lion_rnn_forward(const Exec& exec, const Tensor4<Exec, T>& q, const Tensor4
           const int nt =
               backward ? L - n * tokens - first : (L - first < tokens ? L - first : tokens);
           team.team_barrier();  // the previous tile is consumed
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nt * dk), [&](int i) {
-            Qs(i / dk, i % dk) = q(b, h, first + i / dk, i % dk);
-            Ks(i / dk, i % dk) = k(b, h, first + i / dk, i % dk);
-          });
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nt * w), [&](int i) {
-            const int t = i / w, c = c0 + i % w;
-            Vs(t, i % w) = c < dv ? v(b, h, first + t, c) : T(1);
+          detail::load_rows(team, Qs, q, b, h, first, nt, dk);
+          detail::load_rows(team, Ks, k, b, h, first, nt, dk);
+          detail::team_for_each(team, nt, w, [&](int t, int c) {
+            Vs(t, c) = c0 + c < dv ? v(b, h, first + t, c0 + c) : T(1);
           });
           // The first token of each sweep starts from a zero state: its decay is unused.
           Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nt), [&](int t) {
@@ -128,11 +125,9 @@ void lion_rnn_forward(const Exec& exec, const Tensor4<Exec, T>& q, const Tensor4
                     : (token > 0 ? attn::expm1(step_decay.log_forward(b, h, token)) : T(0));
           });
           team.team_barrier();
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nt), [&](int t) {
-            T dot = 0;
-            for (int i = 0; i < dk; ++i) dot += Qs(t, i) * Ks(t, i);
-            token_scalars(t, 1) = dot / 2;
-          });
+          detail::team_row_sums(
+              team, nt, dk, [&](int t, int i) { return Qs(t, i) * Ks(t, i); },
+              [&](int t, T dot) { token_scalars(t, 1) = dot / 2; });
           team.team_barrier();
           // Column c of S (and of z) depends only on k and v[c]: no synchronisation
           // between tokens. On a GPU each thread walks the tokens for its column;
@@ -161,24 +156,15 @@ void lion_rnn_forward(const Exec& exec, const Tensor4<Exec, T>& q, const Tensor4
           });
 #else
       Kokkos::single(Kokkos::PerTeam(team), [&]() {
-        T* const qS = &q_state(0, 0);
-        for (int step_index = 0; step_index < nt; ++step_index) {
-          const int t = backward ? nt - 1 - step_index : step_index;
-          const T* const vt = &Vs(t, 0);
-          const T decay_minus_one = token_scalars(t, 0);
+        detail::host_recurrent_tile<true>(S, Ks, Vs, Qs, q_state, nt, dk, w, backward,
+                                          [&](int t) { return token_scalars(t, 0); });  // (83a, 83b)
+        const int values = dv - c0 < w ? dv - c0 : w;  // the block's columns of y; then z's
+        for (int t = 0; t < nt; ++t) {
+          const T half = token_scalars(t, 1);
+          T* const to = &y(b, h, first + t, c0);
           ATTN_SIMD
-          for (int c = 0; c < w; ++c) qS[c] = 0;
-          for (int i = 0; i < dk; ++i) {
-            T* const row = &S(i, 0);
-            const T ki = Ks(t, i), qi = Qs(t, i);
-            ATTN_SIMD
-            for (int c = 0; c < w; ++c) {
-              const T state = row[c] + (decay_minus_one * row[c] + ki * vt[c]);  // (83a, 83b)
-              row[c] = state;
-              qS[c] += qi * state;
-            }
-          }
-          for (int c = 0; c < w; ++c) write(t, c, qS[c] - token_scalars(t, 1) * vt[c]);  // (84a, 83c)
+          for (int c = 0; c < values; ++c) to[c] = q_state(t, c) - half * Vs(t, c);  // (84a)
+          if (values < w) write(t, values, q_state(t, values) - half * Vs(t, values));  // (83c)
         }
       });
 #endif
