@@ -18,8 +18,8 @@ namespace attn {
 
 namespace detail {
 
-// S(bh, t, u) = (x_t . y_u) lambda^(t-u) for t >= u, else exactly 0 (the
-// exponent of a masked entry is never evaluated).
+// S(bh, t, u) = (x_t . y_u) lambda^(t-u) for t >= u, else exactly 0 (a
+// masked entry's weight is exp(0), never of a positive exponent).
 template <class Exec, class T>
 SquareMatrices<Exec, T> decayed_scores(const Exec& exec, const char* label,
                                        const Tensor4<Exec, T>& x, const Tensor4<Exec, T>& y,
@@ -31,7 +31,8 @@ SquareMatrices<Exec, T> decayed_scores(const Exec& exec, const char* label,
       KOKKOS_LAMBDA(int bh, int t, int p) { return x(bh / H, bh % H, t, p); },
       KOKKOS_LAMBDA(int bh, int p, int u) { return y(bh / H, bh % H, u, p); },
       KOKKOS_LAMBDA(int bh, int t, int u, T value) {
-        s.at(bh, t, u) = t >= u ? value * attn::exp(-decay_rate(bh % H) * T(t - u)) : T(0);
+        const T weight = exp_nonpositive(-decay_rate(bh % H) * T(t >= u ? t - u : 0));
+        s.at(bh, t, u) = t >= u ? value * weight : T(0);
       });
   return s;
 }

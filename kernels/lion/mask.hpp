@@ -152,7 +152,7 @@ KOKKOS_INLINE_FUNCTION T lion_mask_entry(int i, const MaskCoordinate& forward_i,
                                          const MaskCoordinate& backward_i, int j,
                                          const MaskCoordinate& forward_j,
                                          const MaskCoordinate& backward_j) {
-  return attn::exp(T(i >= j ? forward_i - forward_j : backward_j - backward_i));
+  return exp_nonpositive(T(i >= j ? forward_i - forward_j : backward_j - backward_i));
 }
 
 // coords(r, 0), coords(r, 1) = the forward and backward coordinates of token
