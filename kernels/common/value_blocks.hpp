@@ -26,6 +26,12 @@ std::pair<int, int> fit_rows_and_columns(int max_rows, int max_cols, Bytes bytes
   return {0, 0};
 }
 
+// f(0), f(1), ..., f(n - 1), unrolled.
+template <class F, int... I>
+KOKKOS_INLINE_FUNCTION void each_of(std::integer_sequence<int, I...>, const F& f) {
+  (f(I), ...);
+}
+
 // The host's walk of one tile of tokens through a state block (the recurrent
 // forms: linear/recurrent, lion-*/rnn), token after token (from the last when
 // `reverse`): S(i, c) += d(t) S(i, c) + K(t, i) V(t, c) with d(t) =
@@ -37,12 +43,6 @@ std::pair<int, int> fit_rows_and_columns(int max_rows, int max_cols, Bytes bytes
 // twice per two multiply-adds); each token's output row gathers the blocks'
 // partial sums. Blocks cut by the state's edge take the same loop with their
 // own bounds.
-// f(0), f(1), ..., f(n - 1), unrolled.
-template <class F, int... I>
-KOKKOS_INLINE_FUNCTION void each_of(std::integer_sequence<int, I...>, const F& f) {
-  (f(I), ...);
-}
-
 template <bool Decayed, class Scratch, class DecayMinusOne>
 KOKKOS_INLINE_FUNCTION void host_recurrent_tile(const Scratch& S, const Scratch& K,
                                                 const Scratch& V, const Scratch& Q,
