@@ -5,6 +5,7 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <unordered_set>
 
 namespace attn::memory {
 namespace {
@@ -14,18 +15,29 @@ struct Usage {
 };
 std::mutex mutex;
 std::map<std::string, Usage> usage;
+// The allocations counted in `live`. Kokkos made some before the hooks were
+// installed (the host backends' per-thread team data, at initialize); when
+// those are freed (the first kernel that needs more team scratch reallocates
+// each thread's, the threads at once) they are not subtracted: subtracting
+// them clamped `live` at 0, and a point's peak then depended on the order in
+// which the threads freed and allocated.
+std::unordered_set<const void*> counted;
 
-void on_allocate(Kokkos::Tools::SpaceHandle space, const char*, const void*, std::uint64_t size) {
+void on_allocate(Kokkos::Tools::SpaceHandle space, const char*, const void* ptr,
+                 std::uint64_t size) {
   std::lock_guard<std::mutex> lock(mutex);
+  counted.insert(ptr);
   auto& u = usage[space.name];
   u.live += size;
   if (u.live > u.peak) u.peak = u.live;
 }
 
-void on_deallocate(Kokkos::Tools::SpaceHandle space, const char*, const void*, std::uint64_t size) {
+void on_deallocate(Kokkos::Tools::SpaceHandle space, const char*, const void* ptr,
+                   std::uint64_t size) {
   std::lock_guard<std::mutex> lock(mutex);
+  if (counted.erase(ptr) == 0) return;
   auto& u = usage[space.name];
-  u.live = size > u.live ? 0 : u.live - size;
+  u.live -= size;
 }
 
 }  // namespace
