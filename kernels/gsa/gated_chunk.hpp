@@ -16,8 +16,9 @@
 // at the query sub-chunk's first row, exp(b_t - r) * exp(r - b_u), both <= 1;
 // the diagonal pair takes exp(b_t - b_u) pairwise for u <= t only. No exponent
 // is ever positive, so strong decay underflows to zeros and never overflows.
-// That is the portable path, one team per chunk and value block, every
-// product a scalar sum; on CUDA, float, tf32 and bf16 run on tensor cores
+// That is the portable path, one team per chunk and value block, its
+// products the team tile products of common/team_tiles.hpp (register-blocked
+// on the host); on CUDA, float, tf32 and bf16 run on tensor cores
 // (gsa/gated_chunk_tensor_core.hpp) where its tiles apply. Tensors are stored
 // as storage_t<P>, the gate sums and every sum kept in accum_t<P>.
 #pragma once
