@@ -117,6 +117,14 @@ struct GatedChunkOptions {
       softmax;  // when given (value gate): also the softmax of every output row, written here
 };
 
+// x(b, h, step, col) as a product in precision P sees it (operand_value), in
+// accum_t<P>; a reversed sweep's steps run from token L - 1 down.
+template <class P, class View>
+KOKKOS_INLINE_FUNCTION accum_t<P> step_operand(const View& x, int b, int h, int step, int col,
+                                               int L, bool reverse) {
+  return accum_t<P>(operand_value<P>(x(b, h, reverse ? L - 1 - step : step, col)));
+}
+
 // Scores(r, j) += sum_{x < inner} Q(r, x) Kt(x, j) w for the causal pairs
 // j <= r < rows of a diagonal tile, the keys given as columns (Kt(x, j) is
 // key j's entry x), w = exp(G(r, x) - Gt(x, j)) with the key gate (Gated,
@@ -225,10 +233,6 @@ void portable_gated_chunk(const Exec& exec, const std::string& name,
           const int x0 = tile / yt * TS, y0 = tile % yt * TS;
           const int nx = X - x0 < TS ? X - x0 : TS, ny = Y - y0 < TS ? Y - y0 : TS;
           const int ng = KeyGated ? nx : ny, g0 = KeyGated ? x0 : y0;
-          // The operand of a product in precision P at `step` (mirrored when reversed).
-          auto operand = [&](const Tensor4<Exec, storage_t<P>>& x, int step, int col) {
-            return T(operand_value<P>(x(bb, hh, reverse ? L - 1 - step : step, col)));
-          };
           Scratch S(team.team_scratch(0), TS, TS), Ks(team.team_scratch(0), RS, TS),
               Vs(team.team_scratch(0), RS, TS), chunk_sum(team.team_scratch(0), 1, TS);
           zero(team, S, nx, ny);
@@ -248,13 +252,13 @@ void portable_gated_chunk(const Exec& exec, const std::string& name,
               const int nj = end - j0 < RS ? end - j0 : RS;
               team.team_barrier();
               team_for_each(team, nj, nx, [&](int j, int x) {
-                Ks(j, x) = operand(key, j0 + j, x0 + x) *
+                Ks(j, x) = step_operand<P>(key, bb, hh, j0 + j, x0 + x, L, reverse) *
                            (KeyGated ? exp_nonpositive(chunk_sum(0, x) - b(bb, hh, j0 + j, x0 + x))
                                      : T(1));
               });
               team_for_each(team, nj, ny, [&](int j, int y) {
                 Vs(j, y) =
-                    operand(value, j0 + j, y0 + y) *
+                    step_operand<P>(value, bb, hh, j0 + j, y0 + y, L, reverse) *
                     (KeyGated ? T(1)
                               : exp_nonpositive(chunk_sum(0, y) - b(bb, hh, j0 + j, y0 + y)));
               });
@@ -289,9 +293,6 @@ void portable_gated_chunk(const Exec& exec, const std::string& name,
         const int y0 = yb * W, ny = Y - y0 < W ? Y - y0 : W;
         const int start = n * C, end = start + C < L ? start + C : L;
         auto gate = [&](int step, int a) { return b(bb, hh, step, a); };
-        auto operand = [&](const Tensor4<Exec, storage_t<P>>& x, int step, int col) {
-          return T(operand_value<P>(x(bb, hh, reverse ? L - 1 - step : step, col)));
-        };
         Scratch Qs(team.team_scratch(0), R, XT + pad), Kt(team.team_scratch(0), XT, R),
             Gt(team.team_scratch(0), XT, R);  // keys and their gate sums as columns
         Scratch Gs(team.team_scratch(0), R,
@@ -311,7 +312,7 @@ void portable_gated_chunk(const Exec& exec, const std::string& name,
             const int nx = X - x0 < XT ? X - x0 : XT;
             team.team_barrier();
             team_for_each(team, nr, nx, [&](int r, int x) {
-              Qs(r, x) = operand(query, q0 + r, x0 + x) *
+              Qs(r, x) = step_operand<P>(query, bb, hh, q0 + r, x0 + x, L, reverse) *
                          (KeyGated ? exp_nonpositive(gate(q0 + r, x0 + x)) : T(1));
             });
             team_for_each(team, nx, ny,
@@ -330,7 +331,7 @@ void portable_gated_chunk(const Exec& exec, const std::string& name,
           auto load_queries = [&](int x0, int nx) {
             team_for_each(team, nr, nx, [&](int r, int x) {
               Qs(r, x) =
-                  operand(query, q0 + r, x0 + x) *
+                  step_operand<P>(query, bb, hh, q0 + r, x0 + x, L, reverse) *
                   (KeyGated ? exp_nonpositive(gate(q0 + r, x0 + x) - gate(q0, x0 + x)) : T(1));
             });
           };
@@ -347,7 +348,7 @@ void portable_gated_chunk(const Exec& exec, const std::string& name,
               if (x_tiles > 1) load_queries(x0, nx);
               team_for_each(team, R, nx, [&](int j, int x) {
                 Kt(x, j) =
-                    operand(key, k0 + j, x0 + x) *
+                    step_operand<P>(key, bb, hh, k0 + j, x0 + x, L, reverse) *
                     (KeyGated ? exp_nonpositive(gate(q0, x0 + x) - gate(k0 + j, x0 + x)) : T(1));
               });
               team.team_barrier();
@@ -355,7 +356,7 @@ void portable_gated_chunk(const Exec& exec, const std::string& name,
             }
             team_for_each(team, R, ny, [&](int j, int y) {
               Vs(j, y) =
-                  operand(value, k0 + j, y0 + y) *
+                  step_operand<P>(value, bb, hh, k0 + j, y0 + y, L, reverse) *
                   (KeyGated ? T(1) : exp_nonpositive(gate(q0, y0 + y) - gate(k0 + j, y0 + y)));
             });
             team.team_barrier();
@@ -374,8 +375,8 @@ void portable_gated_chunk(const Exec& exec, const std::string& name,
             const int nx = X - x0 < XT ? X - x0 : XT;
             team.team_barrier();
             team_for_each(team, nr, nx, [&](int r, int x) {
-              Qs(r, x) = operand(query, q0 + r, x0 + x);
-              Kt(x, r) = operand(key, q0 + r, x0 + x);
+              Qs(r, x) = step_operand<P>(query, bb, hh, q0 + r, x0 + x, L, reverse);
+              Kt(x, r) = step_operand<P>(key, bb, hh, q0 + r, x0 + x, L, reverse);
               if (KeyGated) Gt(x, r) = Gs(r, x) = gate(q0 + r, x0 + x);
             });
             team.team_barrier();
@@ -383,7 +384,7 @@ void portable_gated_chunk(const Exec& exec, const std::string& name,
           }
           team.team_barrier();
           team_for_each(team, nr, ny, [&](int j, int y) {
-            Vs(j, y) = operand(value, q0 + j, y0 + y);
+            Vs(j, y) = step_operand<P>(value, bb, hh, q0 + j, y0 + y, L, reverse);
             if (!KeyGated) Gs(j, y) = gate(q0 + j, y0 + y);
           });
           team.team_barrier();
