@@ -50,8 +50,11 @@ KOKKOS_INLINE_FUNCTION T key_slot_step(const Member& team, T* slot, T alpha, T w
 
 // One step of GSA's value memories for a block of `cols` value columns
 // (Eq. 6): slots(i, c) = alpha_i slots(i, c) + s_i x[c], then out[c] =
-// sum_i p_i slots(i, c), with alpha, s and p = softmax(o'_t) the rows of
-// `step`. On a GPU a thread per column walks the slots; on the host slot
+// sum_i p_i slots(i, c) with p = softmax(o'_t); alpha, s and o' are the rows
+// of `step`. On a GPU a thread per column walks the slots and takes the
+// softmax as it goes (m exponentials per column, all columns at once: one
+// thread's softmax for the team, behind a barrier, took 1.3x the time on an
+// H200); on the host the softmax once, into step's third row, then slot
 // after slot, each a vectorised row (a column's walk was one serial chain of
 // dependent additions).
 template <class Member, class Scratch, class In, class Out>
@@ -61,17 +64,26 @@ KOKKOS_INLINE_FUNCTION void value_slots_step(const Member& team, const Scratch& 
   using T = typename Scratch::non_const_value_type;
 #if defined(__CUDA_ARCH__)
   Kokkos::parallel_for(Kokkos::TeamThreadRange(team, cols), [&](int c) {
+    T top = step(2, 0);
+    for (int i = 1; i < m; ++i) top = step(2, i) > top ? step(2, i) : top;
     const T xc = x[c];
-    T weighted = 0;
+    T sum = 0, weighted = 0;
     for (int i = 0; i < m; ++i) {
       const T slot = step(0, i) * slots(i, c) + step(1, i) * xc;
       slots(i, c) = slot;
-      weighted += step(2, i) * slot;
+      const T p = exp_nonpositive(step(2, i) - top);
+      sum += p;
+      weighted += p * slot;
     }
-    out[c] = Out(weighted);
+    out[c] = Out(weighted / sum);
   });
 #else
   Kokkos::single(Kokkos::PerTeam(team), [&]() {
+    T top = step(2, 0);
+    for (int i = 1; i < m; ++i) top = step(2, i) > top ? step(2, i) : top;
+    T sum = 0;
+    for (int i = 0; i < m; ++i) sum += step(2, i) = exp_nonpositive(step(2, i) - top);
+    for (int i = 0; i < m; ++i) step(2, i) /= sum;
     constexpr int most = 32;  // columns per pass: a register row of sums
     for (int c0 = 0; c0 < cols; c0 += most) {
       const int n = cols - c0 < most ? cols - c0 : most;
@@ -149,25 +161,16 @@ void gsa_recurrent_forward(const Exec& exec, const Tensor4<Exec, T>& q, const Te
                   h = bh % H;
         const int c0 = blk * columns, w = dv - c0 < columns ? dv - c0 : columns;
         Scratch slots(team.team_scratch(0), m, columns),
-            step(team.team_scratch(0), 3, m);  // alpha, s, then o' and softmax(o')
+            step(team.team_scratch(0), 3, m);  // alpha, s, o'
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, m * w),
                              [&](int e) { slots(e / w, e % w) = T(0); });
         for (int t = 0; t < L; ++t) {
-          team.team_barrier();  // last step's alpha, s, softmax(o') are consumed
+          team.team_barrier();  // last step's alpha, s, o' are consumed
           Kokkos::parallel_for(Kokkos::TeamThreadRange(team, m), [&](int i) {
             const T g = log_gate(b, h, t, i);
             step(0, i) = attn::exp(g);
             step(1, i) = -attn::expm1(g);
             step(2, i) = scores(b, h, t, i);
-          });
-          team.team_barrier();
-          // softmax(o'_t) once per step, for every column of the block.
-          Kokkos::single(Kokkos::PerTeam(team), [&]() {
-            T top = step(2, 0);
-            for (int i = 1; i < m; ++i) top = step(2, i) > top ? step(2, i) : top;
-            T sum = 0;
-            for (int i = 0; i < m; ++i) sum += step(2, i) = exp_nonpositive(step(2, i) - top);
-            for (int i = 0; i < m; ++i) step(2, i) /= sum;
           });
           team.team_barrier();
           detail::value_slots_step(team, slots, step, m, w, &v(b, h, t, c0), &o(b, h, t, c0));

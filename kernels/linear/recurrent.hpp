@@ -58,8 +58,7 @@ void linear_recurrent_forward(const Exec& exec, const Tensor4<Exec, T>& q,
         for (int t0 = 0; t0 < L; t0 += tokens) {
           const int nt = (L - t0 < tokens) ? L - t0 : tokens;
           team.team_barrier();  // the previous tile's outputs are written out
-          detail::load_rows(team, Qs, q, b, h, t0, nt, dk);
-          detail::load_rows(team, Ks, k, b, h, t0, nt, dk);
+          detail::load_rows(team, Qs, q, Ks, k, b, h, t0, nt, dk);
           detail::team_for_each(team, nt, w + 1, [&](int t, int c) {
             Vs(t, c) = c < w ? v(b, h, t0 + t, c0 + c) : T(1);
           });

@@ -111,8 +111,7 @@ void lion_rnn_forward(const Exec& exec, const Tensor4<Exec, T>& q, const Tensor4
           const int nt =
               backward ? L - n * tokens - first : (L - first < tokens ? L - first : tokens);
           team.team_barrier();  // the previous tile is consumed
-          detail::load_rows(team, Qs, q, b, h, first, nt, dk);
-          detail::load_rows(team, Ks, k, b, h, first, nt, dk);
+          detail::load_rows(team, Qs, q, Ks, k, b, h, first, nt, dk);
           detail::team_for_each(team, nt, w, [&](int t, int c) {
             Vs(t, c) = c0 + c < dv ? v(b, h, first + t, c0 + c) : T(1);
           });
