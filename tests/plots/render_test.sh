@@ -115,9 +115,11 @@ assert {render.panel_of({"family": f}, "family") for f in ("lion-lit", "lion-d",
 assert render.panel_of({"family": "gsa"}, "none") == ""
 no = argparse.Namespace(device_memory_gib=None, peak_gbps=None, peak_gflops=None)
 memory, roof = render.device_limits("NVIDIA H200", no, None, {"float", "bf16"})
-assert memory == 140 and roof == (4800, [("bf16 tensor core", 990e3), ("fp32 FMA", 67e3)]), roof
+assert memory == 140 and roof == (4800, [("bf16 tensor core", 990e3), ("fp32 FMA", 67e3),
+                                          ("3xTF32 tensor core", 165e3)]), roof
 assert render.device_limits("NVIDIA H100 80GB HBM3", no, None, {"tf32"})[1] == (3000, [("tf32 tensor core", 495e3)])
-assert render.device_limits("NVIDIA A100-SXM4-80GB", no, None, {"float"})[1] == (2000, [("fp32 FMA", 19.5e3)])
+assert render.device_limits("NVIDIA A100-SXM4-80GB", no, None, {"float"})[1] == (2000, [("fp32 FMA", 19.5e3),
+                                                                                      ("3xTF32 tensor core", 52e3)])
 assert render.device_limits("AMD EPYC", no, (40.0, 90.0), {"float"}) == (None, (40.0, [("measured FMA", 90.0)]))
 assert render.device_limits("AMD EPYC", no, None, {"float"}) == (None, None)
 given = argparse.Namespace(device_memory_gib=0, peak_gbps=100.0, peak_gflops=200.0)
