@@ -1,8 +1,9 @@
 // Causal linear attention, recurrent form (Katharopoulos et al. 2020, Eq. 18-20):
 //   S_t = S_{t-1} + k_t v_t^T,  z_t = z_{t-1} + k_t,  o_t = S_t^T q_t / (z_t . q_t)
-// One team per (batch, head, value block); each thread owns one state column
-// and walks the tokens in order. Memory O(L d): only the state block lives in
-// team scratch.
+// One team per (batch, head, value block); on a GPU each thread owns one state
+// column and walks the tokens in order, on the host blocks of the state walk each
+// tile of tokens in registers (host_recurrent_tile). Memory O(L d): only the
+// state block lives in team scratch.
 #pragma once
 #include "common/team_tiles.hpp"
 #include "common/value_blocks.hpp"

@@ -7,8 +7,10 @@
 // remove the diagonal that both directions count; the division waits until F
 // and B are summed.
 // The two sweeps run concurrently: one team per (batch, head, value block,
-// direction); each thread owns one column of the state block (the normaliser z
-// is one more column, driven by v = 1) and walks the tokens in its direction.
+// direction); on a GPU each thread owns one column of the state block (the
+// normaliser z is one more column, driven by v = 1) and walks the tokens in its
+// direction, on the host blocks of the state walk each tile of tokens in
+// registers (host_recurrent_tile).
 // The decay is applied as S + ((g - 1) S + k v^T) with g - 1 = expm1(ln g):
 // in fp32, g = 1 - 1e-6 itself would be off by ~3% in 1 - g, which over 16K
 // steps costs ~1e-4 relative error; this form keeps ~5e-7.
@@ -130,8 +132,8 @@ void lion_rnn_forward(const Exec& exec, const Tensor4<Exec, T>& q, const Tensor4
           team.team_barrier();
           // Column c of S (and of z) depends only on k and v[c]: no synchronisation
           // between tokens. On a GPU each thread walks the tokens for its column;
-          // on the host the columns are the vector lanes (rows of S are
-          // contiguous), with the same operations in the same order per column.
+          // on the host blocks of S walk the tile in registers (host_recurrent_tile),
+          // with the same operations in the same order per column.
           auto write = [&](int t, int c, T result) {
             if (c0 + c < dv)
               y(b, h, first + t, c0 + c) = result;
