@@ -51,4 +51,14 @@ char* workspace(const std::string& name, std::size_t bytes) {
   return buffer.data();
 }
 
+// A View of type V (unmanaged) over the workspace buffer `name`, with these
+// extents: an intermediate tensor kept from one call to the next.
+template <class V, class... Extents>
+V workspace_view(const std::string& name, Extents... extents) {
+  using T = typename V::value_type;
+  const std::size_t elements = (std::size_t(1) * ... * std::size_t(extents));
+  return V(reinterpret_cast<T*>(workspace<typename V::memory_space>(name, elements * sizeof(T))),
+           extents...);
+}
+
 }  // namespace attn

@@ -13,11 +13,13 @@
 namespace attn {
 namespace detail {
 
-// A new uninitialised tensor of x's shape.
+// An uninitialised tensor of x's shape, kept from one call to the next
+// (common/workspace.hpp): allocating the four [B, H, L, m] intermediates of
+// every call took about 0.6 of the 0.85 ms of gsa/chunk at B=2 H=16 d=64
+// L=1k on an H200 (ncu: 0.22 ms of kernels), and varied by process.
 template <class View>
 View like(const View& x, const char* label) {
-  return View(Kokkos::view_alloc(std::string(label), Kokkos::WithoutInitializing), x.extent(0),
-              x.extent(1), x.extent(2), x.extent(3));
+  return workspace_view<View>(label, x.extent(0), x.extent(1), x.extent(2), x.extent(3));
 }
 
 // What the forward pass keeps for the backward: s, o' and p, each [B, H, L, m],

@@ -26,6 +26,7 @@
 #include "common/precision.hpp"
 #include "common/team_tiles.hpp"
 #include "common/views.hpp"
+#include "common/workspace.hpp"
 #include "gsa/gated_chunk_tensor_core.hpp"
 
 #include <algorithm>
@@ -62,10 +63,8 @@ GateSums<Exec, accum_t<P>> gate_sums(const Exec& exec, const std::string& name,
   const int B = int(log_gate.extent(0)), H = int(log_gate.extent(1)), L = int(log_gate.extent(2));
   const int m = int(log_gate.extent(3)), C = std::max(1, std::min(chunk, L)),
             chunks = ceil_div(L, C);
-  GateSums<Exec, T> sums{
-      Tensor4<Exec, T>(Kokkos::view_alloc(name + ": gate sums", Kokkos::WithoutInitializing), B, H,
-                       L, m),
-      C, reverse};
+  GateSums<Exec, T> sums{workspace_view<Tensor4<Exec, T>>(name + ": gate sums", B, H, L, m), C,
+                         reverse};  // kept from one call to the next, as gsa/chunk.hpp's tensors
   const auto b = sums.b;
   const bool writes = write.data() != nullptr;
   Kokkos::parallel_for(
