@@ -449,15 +449,10 @@ bool tensor_core_chunked(const Kokkos::Cuda& exec, const char* label, const Shap
       using States = ChunkStates<P, D>;
       // Kept between calls (common/workspace.hpp); every chunk form and pass
       // shares them.
-      const std::size_t stored = std::size_t(BH) * (chunks - 1);
-      states = CudaTensor<P>(reinterpret_cast<storage_t<P>*>(workspace<Kokkos::CudaSpace>(
-                                 "chunk states", stored * D * D * sizeof(storage_t<P>))),
-                             BH, chunks - 1, D, D);
+      states = workspace_view<CudaTensor<P>>("chunk states", BH, chunks - 1, D, D);
       if (normalise)
         normalisers =
-            Tensor3<Kokkos::Cuda, float>(reinterpret_cast<float*>(workspace<Kokkos::CudaSpace>(
-                                             "chunk normalisers", stored * D * sizeof(float))),
-                                         BH, chunks - 1, D);
+            workspace_view<Tensor3<Kokkos::Cuda, float>>("chunk normalisers", BH, chunks - 1, D);
       // Few (batch, head, state block) walks leave most of the GPU idle: when
       // the walks' 16-row pieces fill less than a fifth of the device's warp
       // slots, the sequence is cut into segments walked in parallel and

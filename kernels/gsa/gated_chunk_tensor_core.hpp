@@ -629,11 +629,8 @@ bool tensor_core_gated_chunk(const Kokkos::Cuda& exec, const std::string& name,
     mma::CudaTensor<P> states;
     if (chunks > 1) {
       using States = GatedChunkStates<P, XD, YD, KeyGated>;
-      const std::size_t stored = std::size_t(B) * H * (chunks - 1);
       // Kept between calls (common/workspace.hpp), shared by every sweep.
-      states = mma::CudaTensor<P>(reinterpret_cast<storage_t<P>*>(workspace<Kokkos::CudaSpace>(
-                                      "chunk states", stored * XD * YD * sizeof(storage_t<P>))),
-                                  B * H, chunks - 1, XD, YD);
+      states = workspace_view<mma::CudaTensor<P>>("chunk states", B * H, chunks - 1, XD, YD);
       // With few heads a walk per (batch, head, state block) leaves the GPU
       // mostly idle: the sequence is then cut into segments walked in parallel
       // and joined after (a two-level scan, as chunked_causal does), for walks
