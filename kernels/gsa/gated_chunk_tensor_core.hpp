@@ -14,9 +14,10 @@
 //      to its stored states.
 //   2. GatedChunkOutputs: one team per (batch, head, 64 rows of one chunk),
 //      a warp per 16-row sub-chunk, the keys streamed one 16-row sub-chunk j
-//      at a time. With r_w the gate sums at the warp's first row and r_j those
-//      at sub-chunk j's last row, a weight exp(b_t - b_u) of a key before the
-//      warp's rows factorises as
+//      at a time (in bf16 the next one copied while this one is used). With
+//      r_w the gate sums at the warp's first row and r_j those at sub-chunk
+//      j's last row, a weight exp(b_t - b_u) of a key before the warp's rows
+//      factorises as
 //        exp(b_t - r_w) * exp(r_w - r_j) * exp(r_j - b_u),
 //      every factor <= 1: the first is folded into the warp's queries (key
 //      gate) or its outputs (value gate) once, the second is a per-column
@@ -167,10 +168,14 @@ struct GatedTileInRegisters {
 
 template <class P, int XD, int YD, bool KeyGated>
 struct GatedChunkStates {
-  // A 64 x 64 block goes to 4 warps of 32 x 32, as ChunkStates' does: each
-  // B fragment meets two A fragments.
+  // A 64 x 64 block goes to 8 warps of 16 x 32. ChunkStates' 4 warps of 32 x
+  // 32 (each B fragment meeting two A fragments) measured faster there, but
+  // these walks are fewer (B=4 H=32 d=128 m=64: 256 teams, 12 % of an H100's
+  // warp slots with 4 warps): with 8, ncu counted 283 and 267 us for the two
+  // passes' walks against 294 and 291 (bf16, L=4k), and gsa/chunk took
+  // 0.98-0.99x the time.
   static constexpr int block = 64, columns = 32;
-  using Pieces = StateBlockWarps<block, 32, columns>;
+  using Pieces = StateBlockWarps<block, 16, columns>;
   static constexpr int warps = Pieces::warps, row_tiles = Pieces::row_tiles, threads = 32 * warps;
   static constexpr int x_blocks = XD / block, y_blocks = YD / block;
   // Tiles of `tokens` steps: the plain side (values, or keys with the key
@@ -336,13 +341,37 @@ struct GatedChunkOutputs {
   static constexpr int G = KeyGated ? XD : YD;  // gate columns (padded)
   static constexpr int ld_sums = G + 4;         // rows 16-byte aligned, 4 banks apart
   static constexpr int ld = mma::padded_stride<P>(XD), ldv = mma::padded_stride<P>(YD);
-  static constexpr int slice = 16,
-                       slice_ld =
-                           mma::k_major_stride<P>(YD);  // rows of S_n per step, two in flight
-  // The sub-chunk's raw keys and values, the gated one scaled by exp(r_j - b_u),
-  // and (key gate) the raw queries of a diagonal sub-chunk; or the slices of S_n.
-  static constexpr int tiles = KeyGated ? 3 * keys * ld + keys * ldv : keys * ld + 2 * keys * ldv;
-  static constexpr int shared = tiles > 2 * slice* slice_ld ? tiles : 2 * slice* slice_ld;
+  // S_n, the inter-chunk term's operand, is copied in slices of rows: all XD
+  // rows in one buffer where that takes at most 20 KB (bf16: one copy and one
+  // barrier where slices of 16 rows took XD / 16 of each), else two buffers
+  // of 32 or 16 rows, the next in flight while one is multiplied.
+  static constexpr int slice_ld = mma::k_major_stride<P>(YD);
+  static constexpr int state_row_bytes = slice_ld * int(sizeof(mma::operand_t<P>));
+  static constexpr int slice = XD * state_row_bytes <= 20480       ? XD
+                               : 2 * 32 * state_row_bytes <= 20480 ? 32
+                                                                   : 16;
+  static constexpr int state_elements = (slice == XD ? 1 : 2) * slice * slice_ld;
+  // A key sub-chunk as copied: its raw keys, values and (key gate) queries
+  // (the diagonal's pairs read them), and its gate sums; the gated side
+  // scaled by exp(r_j - b_u) is one more tile. Two stages of the copies, the
+  // next sub-chunk's in flight while this one is used, where they fit in the
+  // 48 KB of static shared memory a Kokkos team gets (with 4 KB to spare),
+  // in bf16; one in float and tf32 (at d = 64, where two fit, float took
+  // 1.01-1.02x the time with them, its registers spilling more).
+  static constexpr int copies = KeyGated ? 4 : 3;  // copy groups per sub-chunk
+  static constexpr int copied = keys * ld + keys * ldv + (KeyGated ? keys * ld : 0);
+  static constexpr int gated_elements = keys * (KeyGated ? ld : ldv);
+  static constexpr int tile_elements(int stages) {
+    return stages * copied + gated_elements > state_elements ? stages * copied + gated_elements
+                                                             : state_elements;
+  }
+  static constexpr int bytes(int stages) {
+    return tile_elements(stages) * int(sizeof(mma::operand_t<P>)) +
+           4 * (stages * keys * ld_sums + warps * G + keys * (keys + 1) +
+                (KeyGated ? 1 : keys * (YD + 1)));
+  }
+  static constexpr int stages = std::is_same_v<P, bf16> && bytes(2) <= 44 * 1024 ? 2 : 1;
+  static constexpr int shared = tile_elements(stages);
 
   mma::CudaTensor<P> query, key, value, out;
   GateSumView sums;
@@ -354,16 +383,13 @@ struct GatedChunkOutputs {
 #if defined(ATTN_MMA_DEVICE_PASS)
     using E = mma::operand_t<P>;
     __shared__ __align__(16) E tile_memory[shared];
-    __shared__ __align__(16) float sub_sums[keys * ld_sums];  // b of the sub-chunk's steps
-    __shared__ float first_sums[warps][G];                    // r_w: b at each warp's first row
+    __shared__ __align__(16) float stage_sums[stages][keys * ld_sums];  // b of a sub-chunk's steps
+    __shared__ float first_sums[warps][G];      // r_w: b at each warp's first row
     __shared__ float diagonal[keys][keys + 1];  // the diagonal sub-chunk's weights (key gate) or
                                                 // scores (value gate)
     __shared__ float diagonal_out[KeyGated ? 1 : keys]
                                  [KeyGated ? 1 : YD + 1];  // value gate: its outputs
-    E* const Kt = tile_memory;
-    E* const Vt = Kt + keys * ld;
-    E* const gated = Vt + keys * ldv;  // Kt or Vt scaled by exp(r_j - b_u)
-    E* const Qt = gated + keys * ld;   // key gate: the diagonal sub-chunk's queries
+    E* const gated = tile_memory + stages * copied;        // Kt or Vt scaled by exp(r_j - b_u)
     // The last tiles of a chunk see the most keys: start them first.
     const TeamTile tile =
         team_tile(team.league_size() - 1 - team.league_rank(), row_tiles, H, rows, L);
@@ -394,7 +420,8 @@ struct GatedChunkOutputs {
 
     if (n > 0) {
       // Inter-chunk: exp(b_t) q_t^T S_n = exp(b_t - r_w) (q_t exp(r_w))^T S_n, S_n
-      // streamed in slices of rows, the next copied while this one is multiplied.
+      // streamed in slices of rows (one in bf16), the next copied while this one
+      // is multiplied.
       constexpr int slices = XD / slice;
       auto buffer = [&](int i) { return tile_memory + (i & 1) * slice * slice_ld; };
       auto start = [&](int i) {
@@ -428,23 +455,47 @@ struct GatedChunkOutputs {
     }
 
     // Intra-chunk, one key sub-chunk at a time, up to the team's last rows.
-    for (int j0 = t0; j0 < tile.first + tile.count; j0 += keys) {
+    const int end = tile.first + tile.count;
+    auto stage_tiles = [&](int stage) { return tile_memory + stage * copied; };
+    auto copy_sub_chunk = [&](int j0, int stage) {
+      E* const Kt = stage_tiles(stage);
+      E* const Vt = Kt + keys * ld;
       const int nk = L - j0 < keys ? L - j0 : keys;
-      const bool diagonal_step = j0 >= tile.first;  // the sub-chunk of warp (j0 - first) / 16
-      const int owner = (j0 - tile.first) / keys;
-      team.team_barrier();  // the previous sub-chunk's tiles are consumed
       mma::start_tile_copy<P>(Kt, ld, keys, XD, key, b, h, j0, nk, X, tid, size, mirror);
       mma::start_tile_copy<P>(Vt, ldv, keys, YD, value, b, h, j0, nk, Y, tid, size, mirror);
       if constexpr (KeyGated)
-        if (diagonal_step)
-          mma::start_tile_copy<P>(Qt, ld, keys, XD, query, b, h, j0, nk, X, tid, size, mirror);
-      mma::start_tile_copy<float>(sub_sums, ld_sums, keys, G, sums, b, h, j0, nk, m, tid, size);
-      mma::finish_tile_copy<0, P>(Kt, ld, keys, XD, X, tid, size);
-      mma::finish_tile_copy<0, P>(Vt, ldv, keys, YD, Y, tid, size);
+        mma::start_tile_copy<P>(Vt + keys * ldv, ld, keys, XD, query, b, h, j0, nk, X, tid, size,
+                                mirror);
+      mma::start_tile_copy<float>(stage_sums[stage], ld_sums, keys, G, sums, b, h, j0, nk, m, tid,
+                                  size);
+    };
+    auto finish_sub_chunk = [&](auto pending, int stage) {  // at most `pending` later copies pend
+      constexpr int later = decltype(pending)::value;
+      E* const Kt = stage_tiles(stage);
+      E* const Vt = Kt + keys * ld;
+      mma::finish_tile_copy<later, P>(Kt, ld, keys, XD, X, tid, size);
+      mma::finish_tile_copy<later, P>(Vt, ldv, keys, YD, Y, tid, size);
       if constexpr (KeyGated)
-        if (diagonal_step) mma::finish_tile_copy<0, P>(Qt, ld, keys, XD, X, tid, size);
-      mma::finish_tile_copy<0, float>(sub_sums, ld_sums, keys, G, m, tid, size);
+        mma::finish_tile_copy<later, P>(Vt + keys * ldv, ld, keys, XD, X, tid, size);
+      mma::finish_tile_copy<later, float>(stage_sums[stage], ld_sums, keys, G, m, tid, size);
+    };
+    for (int j0 = t0, step = 0; j0 < end; j0 += keys, ++step) {
+      const int nk = L - j0 < keys ? L - j0 : keys, stage = step % stages;
+      const bool diagonal_step = j0 >= tile.first;  // the sub-chunk of warp (j0 - first) / 16
+      const int owner = (j0 - tile.first) / keys;
+      team.team_barrier();  // the sub-chunk `stages` back (or S_n, or Q's staging) is consumed
+      if (stages == 1 || j0 == t0) copy_sub_chunk(j0, stage);
+      if (stages == 2 && j0 + keys < end) {
+        copy_sub_chunk(j0 + keys, 1 - stage);
+        finish_sub_chunk(std::integral_constant<int, copies>{}, stage);
+      } else {
+        finish_sub_chunk(std::integral_constant<int, 0>{}, stage);
+      }
       team.team_barrier();
+      const E* const Kt = stage_tiles(stage);
+      const E* const Vt = Kt + keys * ld;
+      const E* const Qt = Vt + keys * ldv;  // key gate: the sub-chunk's raw queries
+      const float* const sub_sums = stage_sums[stage];
       const float* const r_j = sub_sums + (nk - 1) * ld_sums;
       if constexpr (!KeyGated)  // the diagonal's scores q_t . k_u, u <= t
         if (diagonal_step && warp == owner) {
