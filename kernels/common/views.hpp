@@ -4,6 +4,7 @@
 #include <Kokkos_Core.hpp>
 
 #include "common/precision.hpp"
+#include "common/workspace.hpp"
 
 #include <cstddef>
 #include <stdexcept>
@@ -24,15 +25,17 @@ using Vector = Kokkos::View<T*, Kokkos::LayoutRight, typename Exec::memory_space
 // L x L matrices, one per (batch, head), for the materialised forms: flat
 // storage indexed in 64-bit arithmetic, because Kokkos 3.4 computes View
 // offsets in the memory space's size_type, 32 bits on CUDA, which wraps beyond
-// 2^32 elements (B=4, H=32, L=8k already has 2^33).
+// 2^32 elements (B=4, H=32, L=8k already has 2^33). The storage is the
+// workspace buffer of that label, kept from one call to the next as a
+// framework's caching allocator keeps it (common/workspace.hpp).
 template <class Exec, class T>
 struct SquareMatrices {
   Kokkos::View<T*, typename Exec::memory_space> data;
   int length = 0;
 
   SquareMatrices(const char* label, int count, int length_)
-      : data(Kokkos::view_alloc(std::string(label), Kokkos::WithoutInitializing),
-             std::size_t(count) * length_ * length_),
+      : data(workspace_view<Kokkos::View<T*, typename Exec::memory_space>>(
+            label, std::size_t(count) * length_ * length_)),
         length(length_) {}
   KOKKOS_INLINE_FUNCTION T& at(int matrix, int row, int col) const {
     return data.data()[(std::size_t(matrix) * length + row) * length + col];

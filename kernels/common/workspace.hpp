@@ -1,6 +1,7 @@
-// Device buffers for a kernel's intermediates (the chunk form's stored
-// states) that stay allocated from one call to the next while their size does
-// not change, as a framework's caching allocator keeps them: a cudaMalloc and
+// Buffers for a kernel's intermediates (the chunk forms' stored states, the
+// materialised forms' L x L scores, ...), in any memory space, that stay
+// allocated from one call to the next while their size does not change, as a
+// framework's caching allocator keeps them: a cudaMalloc and
 // cudaFree of the states each call cost about a millisecond on the H100
 // (bench time against the kernels' own time at B=4 H=32 L=16k d=128: 11.8
 // against 10.5 ms in float, 7.1 against 5.6 in bf16). The harness releases

@@ -122,10 +122,9 @@ void gsa_recurrent_forward(const Exec& exec, const Tensor4<Exec, T>& q, const Te
   if (s.batch == 0 || H == 0 || L == 0) return;
   const int BH = s.batch * H;
 
-  // Slot scores o' [B, H, L, m].
-  Tensor4<Exec, T> scores(
-      Kokkos::view_alloc(std::string("gsa recurrent: slot scores"), Kokkos::WithoutInitializing),
-      s.batch, H, L, m);
+  // Slot scores o' [B, H, L, m], kept between calls (common/workspace.hpp).
+  const auto scores =
+      workspace_view<Tensor4<Exec, T>>("gsa recurrent: slot scores", s.batch, H, L, m);
   const std::size_t key_bytes = scratch_bytes<Exec, T>(1, dk);
   if (key_bytes > scratch_budget_bytes<Exec>()) tiles_do_not_fit("gsa/recurrent", s);
   auto key_policy = team_policy(exec, BH * m, 128).set_scratch_size(0, Kokkos::PerTeam(key_bytes));

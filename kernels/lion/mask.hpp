@@ -190,8 +190,7 @@ LionLogMask<Exec, T> lion_log_mask(const Exec& exec, const LionOptions& options,
   if (options.variant != LionVariant::s) return mask;
   const int B = int(log_decay.extent(0)), H = int(log_decay.extent(1)),
             L = int(log_decay.extent(2));
-  const LogDecayPrefix<Exec> prefix(
-      Kokkos::view_alloc(Kokkos::WithoutInitializing, "lion_log_decay_prefix"), B, H, L + 1);
+  const auto prefix = workspace_view<LogDecayPrefix<Exec>>("lion_log_decay_prefix", B, H, L + 1);
   using Totals = ScratchMatrix<Exec, MaskCoordinate>;
   auto policy = team_policy(exec, B * H, 256);
   const int threads = policy.team_size();

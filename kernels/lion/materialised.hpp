@@ -54,9 +54,7 @@ void lion_materialised_forward(const Exec& exec, const Tensor4<Exec, T>& q,
                                      : dot;
       });
   // Pass 2: [P V | P 1] (the row sums against v = 1, Eq. 61), then Y = Scale(P) V.
-  const Tensor3<Exec, T> product(
-      Kokkos::view_alloc(std::string("lion_materialised_pv"), Kokkos::WithoutInitializing), BH, L,
-      width);
+  const auto product = workspace_view<Tensor3<Exec, T>>("lion_materialised_pv", BH, L, width);
   detail::batched_product<Exec, T>(
       exec, "lion_materialised_pv", BH, L, width, L,
       KOKKOS_LAMBDA(int bh, int i, int p) { return scores.at(bh, i, p); },

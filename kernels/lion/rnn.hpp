@@ -72,15 +72,14 @@ void lion_rnn_forward(const Exec& exec, const Tensor4<Exec, T>& q, const Tensor4
   const int blocks = ceil_div(width, cols);
   const int tiles = ceil_div(L, tokens);
 
-  const Tensor4<Exec, T> forward_y(
-      Kokkos::view_alloc(Kokkos::WithoutInitializing, "lion_rnn_forward_y"), s.batch, H, L, dv);
+  // The forward sweep's outputs and both sweeps' normalisers, kept between
+  // calls (common/workspace.hpp).
+  const auto forward_y = workspace_view<Tensor4<Exec, T>>("lion_rnn_forward_y", s.batch, H, L, dv);
   const int normalisers = scaled ? L : 0;
-  const Tensor3<Exec, T> forward_c(
-      Kokkos::view_alloc(Kokkos::WithoutInitializing, "lion_rnn_forward_c"), s.batch, H,
-      normalisers);
-  const Tensor3<Exec, T> backward_c(
-      Kokkos::view_alloc(Kokkos::WithoutInitializing, "lion_rnn_backward_c"), s.batch, H,
-      normalisers);
+  const auto forward_c =
+      workspace_view<Tensor3<Exec, T>>("lion_rnn_forward_c", s.batch, H, normalisers);
+  const auto backward_c =
+      workspace_view<Tensor3<Exec, T>>("lion_rnn_backward_c", s.batch, H, normalisers);
 
   auto policy = team_policy(exec, s.batch * H * blocks * 2, cols)
                     .set_scratch_size(0, Kokkos::PerTeam(bytes(tokens, cols)));

@@ -253,9 +253,8 @@ void softmax_tiled_backward(
       int(logsumexp.extent(2)) != s.seq)
     throw std::invalid_argument("softmax backward: logsumexp must be [batch, heads, seq]");
   if (s.seq == 0 || s.batch == 0 || s.heads == 0) return;
-  const Tensor3<Exec, accum_t<P>> delta(
-      Kokkos::view_alloc(std::string("softmax_bwd_delta"), Kokkos::WithoutInitializing), s.batch,
-      s.heads, s.seq);
+  const auto delta =
+      workspace_view<Tensor3<Exec, accum_t<P>>>("softmax_bwd_delta", s.batch, s.heads, s.seq);
   detail::softmax_backward_delta<P>(exec, s, o, d_o, delta);
 #if defined(KOKKOS_ENABLE_CUDA)
   if constexpr (has_tensor_cores<Exec, P>())
@@ -274,9 +273,8 @@ void softmax_tiled_forward_backward(
     const Tensor4<Exec, storage_t<P>>& v, const Tensor4<Exec, storage_t<P>>& o,
     const Tensor4<Exec, storage_t<P>>& d_o, const Tensor4<Exec, storage_t<P>>& dq,
     const Tensor4<Exec, storage_t<P>>& dk, const Tensor4<Exec, storage_t<P>>& dv, bool causal) {
-  const Tensor3<Exec, accum_t<P>> logsumexp(
-      Kokkos::view_alloc(std::string("softmax_logsumexp"), Kokkos::WithoutInitializing),
-      q.extent(0), q.extent(1), q.extent(2));
+  const auto logsumexp = workspace_view<Tensor3<Exec, accum_t<P>>>("softmax_logsumexp", q.extent(0),
+                                                                   q.extent(1), q.extent(2));
   softmax_tiled_forward<P>(exec, q, k, v, o, causal, logsumexp);
   softmax_tiled_backward<P>(exec, q, k, v, o, logsumexp, d_o, dq, dk, dv, causal);
 }
