@@ -216,10 +216,12 @@ void portable_gated_chunk(const Exec& exec, const std::string& name,
   // K~^T V~, the chunk's rows streaming through scratch in RS-row slabs, the
   // gated side carrying exp(B_n - b_u). On the host a team is one core's and a
   // 64 x 64 state tile stays in its cache; on a GPU 32 x 32 tiles give more teams.
+  // The states are kept between calls (common/workspace.hpp) under the name
+  // the tensor-core sweeps give theirs: every sweep, on either path, reuses
+  // one buffer, so that no two sweeps' states are allocated at once.
   constexpr int TS = host ? 64 : 32, RS = 32;
-  Kokkos::View<T*, typename Exec::memory_space> states(
-      Kokkos::view_alloc(name + ": chunk states", Kokkos::WithoutInitializing),
-      std::size_t(BH) * chunks * X * Y);
+  const auto states = workspace_view<Kokkos::View<T*, typename Exec::memory_space>>(
+      "chunk states", std::size_t(BH) * chunks * X * Y);
   {
     const int xt = ceil_div(X, TS), yt = ceil_div(Y, TS);
     const std::size_t bytes = scratch_bytes<Exec, T>(TS, TS) + 2 * scratch_bytes<Exec, T>(RS, TS) +
