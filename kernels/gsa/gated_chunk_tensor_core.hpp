@@ -173,7 +173,7 @@ struct GatedChunkStates {
   // these walks are fewer (B=4 H=32 d=128 m=64: 256 teams, 12 % of an H100's
   // warp slots with 4 warps): with 8, ncu counted 283 and 267 us for the two
   // passes' walks against 294 and 291 (bf16, L=4k), and gsa/chunk took
-  // 0.98-0.99x the time.
+  // 0.98-1.00x the time.
   static constexpr int block = 64, columns = 32;
   using Pieces = StateBlockWarps<block, 16, columns>;
   static constexpr int warps = Pieces::warps, row_tiles = Pieces::row_tiles, threads = 32 * warps;
