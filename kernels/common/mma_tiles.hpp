@@ -722,11 +722,12 @@ __device__ __forceinline__ void load_tile(operand_t<P>* dst, int ld, int rows, i
 // (64 loads per thread for d = 128 in bf16). As many warps' rows as the tile
 // holds go at a time. Every thread reaches every barrier; the staging tile is
 // free again when it returns (the query tile FlashAttention-2 keeps in
-// registers).
+// registers). The tile's column c is x's column first_col + c.
 template <int Capacity, class P, int K, class View>
 __device__ __forceinline__ void load_row_tiles(const CudaTeam& team, RowTile<P, K>& A,
                                                operand_t<P>* staging, const View& x, int b, int h,
-                                               int first_row, int rows, int cols, int mirror = -1) {
+                                               int first_row, int rows, int cols, int mirror = -1,
+                                               int first_col = 0) {
   constexpr int ld = padded_stride<P>(K), warps_per_pass = Capacity / (16 * ld);
   static_assert(warps_per_pass > 0, "the staging tile must hold 16 rows");
   const int tid = team.team_rank(), size = team.team_size(), warp = tid / 32, warps = size / 32;
@@ -735,7 +736,8 @@ __device__ __forceinline__ void load_row_tiles(const CudaTeam& team, RowTile<P, 
               pass_rows = 16 * (warps - w0 < warps_per_pass ? warps - w0 : warps_per_pass);
     const int count = rows - first < 0 ? 0 : (rows - first < pass_rows ? rows - first : pass_rows);
     team.team_barrier();  // nobody still reads the staging tile
-    start_tile_copy<P>(staging, ld, pass_rows, K, x, b, h, first, count, cols, tid, size, mirror);
+    start_tile_copy<P>(staging, ld, pass_rows, K, x, b, h, first, count, cols, tid, size, mirror,
+                       first_col);
     finish_tile_copy<0, P>(staging, ld, pass_rows, K, cols, tid, size);
     team.team_barrier();
     if (warp >= w0 && warp < w0 + warps_per_pass) {

@@ -166,6 +166,14 @@ struct GatedTileInRegisters {
 };
 #endif
 
+// The columns of a sweep that its kernels take: query and key columns
+// first_key .. first_key + keys - 1, value and output columns first_value ..
+// first_value + values - 1. Only the axis without the gate is ever cut (see
+// tensor_core_gated_chunk): the gate axis starts at column 0.
+struct ColumnBlock {
+  int first_key, keys, first_value, values;
+};
+
 template <class P, int XD, int YD, bool KeyGated>
 struct GatedChunkStates {
   // A 64 x 64 block goes to 8 warps of 16 x 32. ChunkStates' 4 warps of 32 x
@@ -174,8 +182,8 @@ struct GatedChunkStates {
   // warp slots with 4 warps): with 8, ncu counted 283 and 267 us for the two
   // passes' walks against 294 and 291 (bf16, L=4k), and gsa/chunk took
   // 0.98-1.00x the time.
-  static constexpr int block = 64, columns = 32;
-  using Pieces = StateBlockWarps<block, 16, columns>;
+  static constexpr int block = 64, warp_columns = 32;
+  using Pieces = StateBlockWarps<block, 16, warp_columns>;
   static constexpr int warps = Pieces::warps, row_tiles = Pieces::row_tiles, threads = 32 * warps;
   static constexpr int x_blocks = XD / block, y_blocks = YD / block;
   // Tiles of `tokens` steps: the plain side (values, or keys with the key
@@ -188,9 +196,10 @@ struct GatedChunkStates {
   mma::CudaTensor<P> key, value;
   GateSumView sums;
   mma::CudaTensor<P> states;  // [B H][chunks - 1][XD][YD]: the state entering chunk 1, 2, ...
-  int L, H, C, chunks, X, Y, m, mirror;
-  int segment_chunks;  // chunks per segment of the walk, each walked from a zero state
-                       // (JoinGatedSegments)
+  int L, H, C, chunks, m, mirror;
+  ColumnBlock columns;  // the sweep's key and value columns this walk takes
+  int segment_chunks;   // chunks per segment of the walk, each walked from a zero state
+                        // (JoinGatedSegments)
 
   KOKKOS_INLINE_FUNCTION int segments() const { return ceil_div(chunks - 1, segment_chunks); }
 
@@ -208,10 +217,12 @@ struct GatedChunkStates {
     const int first_row = Pieces::first_row(warp), first_col = Pieces::first_col(warp);
     const mma::CudaTensor<P>& plain_side = KeyGated ? value : key;
     const mma::CudaTensor<P>& gated_side = KeyGated ? key : value;
-    const int plain_col0 = KeyGated ? y0 : x0, plain_cols = KeyGated ? Y - y0 : X - x0;
-    const int gated_cols = KeyGated ? X - x0 : Y - y0;
+    const int X = columns.keys, Y = columns.values;
+    const int plain_col0 = KeyGated ? columns.first_value + y0 : columns.first_key + x0;
+    const int plain_cols = KeyGated ? Y - y0 : X - x0, gated_cols = KeyGated ? X - x0 : Y - y0;
 
-    mma::Accumulator<columns> S[row_tiles];  // the warp's piece of the state block, by 16-row tile
+    mma::Accumulator<warp_columns>
+        S[row_tiles];  // the warp's piece of the state block, by 16-row tile
     for (auto& tile : S) mma::zero(tile);
     const int per_chunk = C / tokens;
     auto start_plain = [&](int i) {
@@ -377,7 +388,13 @@ struct GatedChunkOutputs {
   GateSumView sums;
   mma::CudaTensor<P> states;
   mma::CudaTensor<P> softmax;  // empty, or (value gate) the softmax of every output row
-  int L, H, row_tiles, C, X, Y, m, mirror;
+  // Value gate with the key axis cut: the fp32 sum over the key blocks so far,
+  // [B, H, L, Y] by step, read (every block but the first) and written (every
+  // block but the last, whose sum is the output).
+  Tensor4<Kokkos::Cuda, float> key_block_sums;
+  bool adds_earlier_blocks, leaves_sum_for_later;
+  int L, H, row_tiles, C, m, mirror;
+  ColumnBlock columns;
 
   KOKKOS_INLINE_FUNCTION void operator()(const mma::CudaTeam& team) const {
 #if defined(ATTN_MMA_DEVICE_PASS)
@@ -398,6 +415,8 @@ struct GatedChunkOutputs {
     const int warp = tid / 32, row0 = tile.first + 16 * warp;
     const int n = tile.first / C, t0 = n * C;
     const bool active = row0 < L;
+    const int X = columns.keys, Y = columns.values;
+    const int first_key = columns.first_key, first_value = columns.first_value;
     auto gate_sum = [&](int step, int c) {
       return c < m ? sums(b, h, step < L ? step : L - 1, c) : 0.f;
     };
@@ -410,7 +429,8 @@ struct GatedChunkOutputs {
     const float* const r_w = first_sums[warp];
 
     mma::RowTile<P, XD> Q;
-    mma::load_row_tiles<shared>(team, Q, tile_memory, query, b, h, tile.first, L, X, mirror);
+    mma::load_row_tiles<shared>(team, Q, tile_memory, query, b, h, tile.first, L, X, mirror,
+                                first_key);
     if constexpr (KeyGated)  // q_t exp(b_t - r_w)
       mma::scale_entries(Q, [&](int r, int c) {
         return c < m ? weight_exp(gate_sum(row0 + r, c) - r_w[c]) : 0.f;
@@ -461,11 +481,12 @@ struct GatedChunkOutputs {
       E* const Kt = stage_tiles(stage);
       E* const Vt = Kt + keys * ld;
       const int nk = L - j0 < keys ? L - j0 : keys;
-      mma::start_tile_copy<P>(Kt, ld, keys, XD, key, b, h, j0, nk, X, tid, size, mirror);
-      mma::start_tile_copy<P>(Vt, ldv, keys, YD, value, b, h, j0, nk, Y, tid, size, mirror);
+      mma::start_tile_copy<P>(Kt, ld, keys, XD, key, b, h, j0, nk, X, tid, size, mirror, first_key);
+      mma::start_tile_copy<P>(Vt, ldv, keys, YD, value, b, h, j0, nk, Y, tid, size, mirror,
+                              first_value);
       if constexpr (KeyGated)
         mma::start_tile_copy<P>(Vt + keys * ldv, ld, keys, XD, query, b, h, j0, nk, X, tid, size,
-                                mirror);
+                                mirror, first_key);
       mma::start_tile_copy<float>(stage_sums[stage], ld_sums, keys, G, sums, b, h, j0, nk, m, tid,
                                   size);
     };
@@ -616,8 +637,14 @@ struct GatedChunkOutputs {
     }
     if (!active) return;
     mma::for_each_entry(O, [&](int r, int c, float& x) {
-      if (row0 + r < L && c < Y) out(b, h, mma::stored_row(row0 + r, mirror), c) = storage_t<P>(x);
+      if (row0 + r >= L || c >= Y) return;
+      if (adds_earlier_blocks) x += key_block_sums(b, h, row0 + r, c);
+      if (leaves_sum_for_later)
+        key_block_sums(b, h, row0 + r, c) = x;
+      else
+        out(b, h, mma::stored_row(row0 + r, mirror), first_value + c) = storage_t<P>(x);
     });
+    if (leaves_sum_for_later) return;
     if constexpr (!KeyGated)
       if (softmax.data()) {  // the softmax of each output row over its Y columns (GSA's slots),
                              // from the fp32 sums
@@ -642,11 +669,9 @@ struct GatedChunkOutputs {
   }
 };
 
-// f(XD, YD) with X and Y padded to 64 or 128; false, with nothing run, when
-// either exceeds 128.
+// f(XD, YD) with X and Y padded to 64 or 128 (both at most 128).
 template <class F>
-bool with_padded_sizes(int X, int Y, F f) {
-  if (X > 128 || Y > 128) return false;
+void with_padded_sizes(int X, int Y, F f) {
   auto y_padded = [&](auto xd) {
     if (Y <= 64)
       f(xd, std::integral_constant<int, 64>{});
@@ -657,60 +682,82 @@ bool with_padded_sizes(int X, int Y, F f) {
     y_padded(std::integral_constant<int, 64>{});
   else
     y_padded(std::integral_constant<int, 128>{});
-  return true;
 }
 
-// The tensor-core sweep; false, with nothing run, when it does not apply: X or
-// Y above 128, or chunks that a 64-row tile would straddle (C not a multiple
-// of 64, and more than one chunk). `softmax` (value gate): also the softmax of
-// every output row, computed from the fp32 outputs in registers.
+// The tensor-core sweep; false, with nothing run, when it does not apply: a
+// gate axis above 128, or chunks that a 64-row tile would straddle (C not a
+// multiple of 64, and more than one chunk). `softmax` (value gate): also the
+// softmax of every output row, computed from the fp32 outputs in registers.
+// The other axis, when wider than 128 (GSA's heads of 512), is cut into
+// blocks of 128 columns that the kernels read in place: with the key gate the
+// value axis, each block its own output columns; with the value gate the key
+// axis, the query-key products summing over it, so each block's outputs are
+// added in fp32 to the earlier blocks' (key_block_sums) and the last block
+// writes the sum (and its softmax).
 template <class P, bool KeyGated>
 bool tensor_core_gated_chunk(const Kokkos::Cuda& exec, const std::string& name,
                              const mma::CudaTensor<P>& query, const mma::CudaTensor<P>& key,
                              const mma::CudaTensor<P>& value, const GateSumView& sums,
                              const mma::CudaTensor<P>& out, int C, bool reverse,
                              const mma::CudaTensor<P>& softmax = {}) {
+  constexpr int widest = 128;  // the widest axis a kernel takes whole
   const int B = int(query.extent(0)), H = int(query.extent(1)), L = int(query.extent(2));
   const int X = int(query.extent(3)), Y = int(value.extent(3)), m = int(sums.extent(3));
   const int chunks = ceil_div(L, C);
-  if (chunks > 1 && C % 64 != 0) return false;
+  if ((KeyGated ? X : Y) > widest || (chunks > 1 && C % 64 != 0)) return false;
   const int mirror = reverse ? L - 1 : -1;
-  return with_padded_sizes(X, Y, [&](auto xd, auto yd) {
+  const int key_blocks = ceil_div(X, widest), value_blocks = ceil_div(Y, widest);
+  with_padded_sizes(std::min(X, widest), std::min(Y, widest), [&](auto xd, auto yd) {
     constexpr int XD = decltype(xd)::value, YD = decltype(yd)::value;
-    mma::CudaTensor<P> states;
-    if (chunks > 1) {
-      using States = GatedChunkStates<P, XD, YD, KeyGated>;
-      // Kept between calls (common/workspace.hpp), shared by every sweep.
-      states = workspace_view<mma::CudaTensor<P>>("chunk states", B * H, chunks - 1, XD, YD);
-      // With few heads a walk per (batch, head, state block) leaves the GPU
-      // mostly idle: the sequence is then cut into segments walked in parallel
-      // and joined after (a two-level scan, as chunked_causal does), for walks
-      // whose 16-row pieces fill about a fifth of the warp slots (as many
-      // segments as a tenth gave the walks of four warps of 16 x 64 these had
-      // once). The join reads and writes every
-      // stored state once: at B=4 H=32 d=128 m=64 (256 walks) four segments
-      // made the walk 0.23 ms faster and the join took 0.29 ms (bf16, 4k).
-      const int walks = B * H * States::x_blocks * States::y_blocks,
-                warp_slots = exec.concurrency() / 32;
-      const int wanted = chunk_state_segments() > 0
-                             ? chunk_state_segments()
-                             : ceil_div(warp_slots / 5, walks * States::warps * States::row_tiles);
-      const int segment_chunks = ceil_div(chunks - 1, std::max(1, std::min(chunks - 1, wanted)));
-      States walk{key, value, sums, states, L, H, C, chunks, X, Y, m, mirror, segment_chunks};
-      mma::launch_tiles(name + ": chunk states", exec, walks * walk.segments(), 32 * States::warps,
-                        walk);
-      if (walk.segments() > 1)
-        Kokkos::parallel_for(
-            name + ": join segments", Kokkos::RangePolicy<Kokkos::Cuda>(exec, 0, B * H * XD * YD),
-            JoinGatedSegments<P, KeyGated>{states, sums, H, C, chunks, X, Y, segment_chunks});
-    }
+    using States = GatedChunkStates<P, XD, YD, KeyGated>;
     using Outputs = GatedChunkOutputs<P, XD, YD, KeyGated>;
-    const int row_tiles = ceil_div(L, Outputs::rows);
-    mma::launch_tiles<Outputs::min_blocks>(name + ": chunk outputs", exec, B * H * row_tiles,
-                                           32 * Outputs::warps,
-                                           Outputs{query, key, value, out, sums, states, softmax, L,
-                                                   H, row_tiles, C, X, Y, m, mirror});
+    // Kept between calls (common/workspace.hpp), shared by every sweep and block.
+    const auto states =
+        chunks > 1 ? workspace_view<mma::CudaTensor<P>>("chunk states", B * H, chunks - 1, XD, YD)
+                   : mma::CudaTensor<P>();
+    const auto key_block_sums = key_blocks > 1
+                                    ? workspace_view<Tensor4<Kokkos::Cuda, float>>(
+                                          "gated chunk: sums over key blocks", B, H, L, Y)
+                                    : Tensor4<Kokkos::Cuda, float>();
+    // With few heads a walk per (batch, head, state block) leaves the GPU
+    // mostly idle: the sequence is then cut into segments walked in parallel
+    // and joined after (a two-level scan, as chunked_causal does), for walks
+    // whose 16-row pieces fill about a fifth of the warp slots (as many
+    // segments as a tenth gave the walks of four warps of 16 x 64 these had
+    // once). The join reads and writes every stored state once: at B=4 H=32
+    // d=128 m=64 (256 walks) four segments made the walk 0.23 ms faster and
+    // the join took 0.29 ms (bf16, 4k).
+    const int walks = B * H * States::x_blocks * States::y_blocks,
+              warp_slots = exec.concurrency() / 32;
+    const int wanted = chunk_state_segments() > 0
+                           ? chunk_state_segments()
+                           : ceil_div(warp_slots / 5, walks * States::warps * States::row_tiles);
+    const int segment_chunks =
+        chunks > 1 ? ceil_div(chunks - 1, std::max(1, std::min(chunks - 1, wanted))) : 1;
+    for (int xb = 0; xb < key_blocks; ++xb)
+      for (int yb = 0; yb < value_blocks; ++yb) {
+        const ColumnBlock columns{xb * widest, std::min(widest, X - xb * widest), yb * widest,
+                                  std::min(widest, Y - yb * widest)};
+        if (chunks > 1) {
+          States walk{key, value,  sums, states, L,       H,
+                      C,   chunks, m,    mirror, columns, segment_chunks};
+          mma::launch_tiles(name + ": chunk states", exec, walks * walk.segments(),
+                            32 * States::warps, walk);
+          if (walk.segments() > 1)
+            Kokkos::parallel_for(
+                name + ": join segments",
+                Kokkos::RangePolicy<Kokkos::Cuda>(exec, 0, B * H * XD * YD),
+                JoinGatedSegments<P, KeyGated>{states, sums, H, C, chunks, columns.keys,
+                                               columns.values, segment_chunks});
+        }
+        const int row_tiles = ceil_div(L, Outputs::rows);
+        mma::launch_tiles<Outputs::min_blocks>(
+            name + ": chunk outputs", exec, B * H * row_tiles, 32 * Outputs::warps,
+            Outputs{query, key, value, out, sums, states, softmax, key_block_sums, xb > 0,
+                    xb + 1 < key_blocks, L, H, row_tiles, C, m, mirror, columns});
+      }
   });
+  return true;
 }
 
 #endif  // KOKKOS_ENABLE_CUDA
