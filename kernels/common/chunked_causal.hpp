@@ -76,7 +76,7 @@ void chunked_causal_head_blocks(const Exec& exec, const std::string& name,
   const auto numerator = sum_over_head_blocks<P, Exec>(exec, name, q, k, v, width, sweep);
   Tensor4<Exec, T> denominator;
   if (options.normalise) {
-    const Block ones(Kokkos::view_alloc(name + ": ones", Kokkos::WithoutInitializing), B, H, L, 1);
+    const auto ones = workspace_view<Block>(name + ": ones", B, H, L, 1);
     for_each_block_element(
         exec, name + ": ones", B, H, L, 1,
         KOKKOS_LAMBDA(int b, int h, int l, int c) { ones(b, h, l, c) = S(T(1)); });

@@ -5,16 +5,19 @@
 // query-key products sum over the key axis. So a sweep of X query/key and Y
 // value columns is the sum over X blocks of the sweeps of the blocks, each Y
 // block on its own, every block narrow enough for the tensor cores. What does
-// not distribute (linear attention's normaliser) follows the sum.
-// GSA's gated sweeps cut alike (the gate axis with its block, the row softmax
-// after the sum) ran slower than its portable kernel at d = 512 with m <= 64
-// on the H100 (up to 1.7x at m = 16, 4k), so GSA does not take them.
+// not distribute (linear attention's normaliser) follows the sum. Every
+// block, part and sum is a workspace buffer (common/workspace.hpp), kept from
+// one call to the next. GSA's gated sweeps cut their wide axis inside their
+// tensor-core kernels instead (gsa/gated_chunk_tensor_core.hpp), which read
+// each block in place.
 #pragma once
 #include "common/mma_tiles.hpp"
 #include "common/precision.hpp"
 #include "common/views.hpp"
+#include "common/workspace.hpp"
 
 #include <algorithm>
+#include <cstddef>
 #include <functional>
 #include <string>
 #include <type_traits>
@@ -40,23 +43,38 @@ int head_block_width() {
   return 0;
 }
 
-// f(b, h, l, c) for every element of a [B, H, L, n] block, in parallel. The
-// policy calls f itself: wrapped in a lambda of ours, f (itself an extended
+// f(b, h, l, c) for every element of a [B, H, L, n] block, in parallel: one
+// index an element, c fastest, as the tensors are laid out, so that
+// neighbouring GPU threads touch neighbouring elements. (An MDRangePolicy
+// iterates the first index fastest on CUDA unless told otherwise: these
+// copies then dominated linear/chunk at d = 512.) f is held by this functor,
+// not by a lambda of ours: wrapped in a lambda, f (itself an extended
 // __host__ __device__ lambda under nvcc) was called on OpenMP through a null
 // pointer.
+template <class F>
+struct BlockElements {
+  F f;
+  int H, L, n;
+  KOKKOS_INLINE_FUNCTION void operator()(std::size_t i) const {
+    const std::size_t row = i / std::size_t(n);  // (b, h, l)
+    f(int(row / L / H), int(row / L % H), int(row % L), int(i % n));
+  }
+};
+
 template <class Exec, class F>
 void for_each_block_element(const Exec& exec, const std::string& label, int B, int H, int L, int n,
                             const F& f) {
-  Kokkos::parallel_for(
-      label, Kokkos::MDRangePolicy<Exec, Kokkos::Rank<4>>(exec, {0, 0, 0, 0}, {B, H, L, n}), f);
+  Kokkos::parallel_for(label, Kokkos::RangePolicy<Exec>(exec, 0, std::size_t(B) * H * L * n),
+                       BlockElements<F>{f, H, L, n});
 }
 
-// Columns [c0, c0 + n) of x, as a tensor of their own.
+// Columns [c0, c0 + n) of x, as a tensor of their own (the workspace buffer
+// `label`).
 template <class Exec, class T>
 Tensor4<Exec, T> column_block(const Exec& exec, const std::string& label, const Tensor4<Exec, T>& x,
                               int c0, int n) {
-  Tensor4<Exec, T> block(Kokkos::view_alloc(label, Kokkos::WithoutInitializing), x.extent(0),
-                         x.extent(1), x.extent(2), n);
+  const auto block =
+      workspace_view<Tensor4<Exec, T>>(label, x.extent(0), x.extent(1), x.extent(2), n);
   for_each_block_element(
       exec, label, int(x.extent(0)), int(x.extent(1)), int(x.extent(2)), n,
       KOKKOS_LAMBDA(int b, int h, int l, int c) { block(b, h, l, c) = x(b, h, l, c0 + c); });
@@ -86,8 +104,7 @@ Tensor4<Exec, accum_t<P>> sum_over_head_blocks(const Exec& exec, const std::stri
   using S = storage_t<P>;
   const int B = int(query.extent(0)), H = int(query.extent(1)), L = int(query.extent(2));
   const int X = int(query.extent(3)), Y = int(value.extent(3));
-  const Tensor4<Exec, T> total(
-      Kokkos::view_alloc(name + ": sum of head blocks", Kokkos::WithoutInitializing), B, H, L, Y);
+  const auto total = workspace_view<Tensor4<Exec, T>>(name + ": sum of head blocks", B, H, L, Y);
   for (int x0 = 0; x0 < X; x0 += width) {
     const int nx = std::min(width, X - x0);
     const auto query_block =
@@ -97,8 +114,7 @@ Tensor4<Exec, accum_t<P>> sum_over_head_blocks(const Exec& exec, const std::stri
       const int ny = std::min(width, Y - y0);
       const auto value_block =
           Y > width ? column_block(exec, name + ": value block", value, y0, ny) : value;
-      const Tensor4<Exec, S> part(
-          Kokkos::view_alloc(name + ": head block", Kokkos::WithoutInitializing), B, H, L, ny);
+      const auto part = workspace_view<Tensor4<Exec, S>>(name + ": head block", B, H, L, ny);
       sweep(query_block, key_block, value_block, part);
       const bool first = x0 == 0;
       for_each_block_element(

@@ -61,9 +61,9 @@ void lion_materialised_forward(const Exec& exec, const Tensor4<Exec, T>& q,
       KOKKOS_LAMBDA(int bh, int p, int c) { return c < dv ? v(bh / H, bh % H, p, c) : T(1); },
       KOKKOS_LAMBDA(int bh, int i, int c, T value) { product(bh, i, c) = value; });
   Kokkos::parallel_for(
-      "lion_materialised_scale",
-      Kokkos::MDRangePolicy<Exec, Kokkos::Rank<3>>(exec, {0, 0, 0}, {BH, L, dv}),
-      KOKKOS_LAMBDA(int bh, int i, int c) {
+      "lion_materialised_scale", Kokkos::RangePolicy<Exec>(exec, 0, std::size_t(BH) * L * dv),
+      KOKKOS_LAMBDA(std::size_t e) {  // c fastest, as o is laid out
+        const int c = int(e % dv), i = int(e / dv % L), bh = int(e / dv / L);
         o(bh / H, bh % H, i, c) =
             scaled ? product(bh, i, c) / product(bh, i, dv) : product(bh, i, c);
       });
