@@ -221,8 +221,8 @@ struct GatedChunkStates {
     const int plain_col0 = KeyGated ? columns.first_value + y0 : columns.first_key + x0;
     const int plain_cols = KeyGated ? Y - y0 : X - x0, gated_cols = KeyGated ? X - x0 : Y - y0;
 
-    mma::Accumulator<warp_columns>
-        S[row_tiles];  // the warp's piece of the state block, by 16-row tile
+    // The warp's piece of the state block, by 16-row tile.
+    mma::Accumulator<warp_columns> S[row_tiles];
     for (auto& tile : S) mma::zero(tile);
     const int per_chunk = C / tokens;
     auto start_plain = [&](int i) {
