@@ -77,14 +77,14 @@ void chunked_causal_head_blocks(const Exec& exec, const std::string& name,
   Tensor4<Exec, T> denominator;
   if (options.normalise) {
     const auto ones = workspace_view<Block>(name + ": ones", B, H, L, 1);
-    for_each_block_element(
+    for_each_element(
         exec, name + ": ones", B, H, L, 1,
         KOKKOS_LAMBDA(int b, int h, int l, int c) { ones(b, h, l, c) = S(T(1)); });
     denominator =
         sum_over_head_blocks<P, Exec>(exec, name + " normaliser", q, k, ones, width, sweep);
   }
   const bool normalise = options.normalise;
-  for_each_block_element(
+  for_each_element(
       exec, name + ": output", B, H, L, Y, KOKKOS_LAMBDA(int b, int h, int l, int c) {
         o(b, h, l, c) =
             S(normalise ? numerator(b, h, l, c) / denominator(b, h, l, 0) : numerator(b, h, l, c));

@@ -17,7 +17,6 @@
 #include "common/workspace.hpp"
 
 #include <algorithm>
-#include <cstddef>
 #include <functional>
 #include <string>
 #include <type_traits>
@@ -43,31 +42,6 @@ int head_block_width() {
   return 0;
 }
 
-// f(b, h, l, c) for every element of a [B, H, L, n] block, in parallel: one
-// index an element, c fastest, as the tensors are laid out, so that
-// neighbouring GPU threads touch neighbouring elements. (An MDRangePolicy
-// iterates the first index fastest on CUDA unless told otherwise: these
-// copies then dominated linear/chunk at d = 512.) f is held by this functor,
-// not by a lambda of ours: wrapped in a lambda, f (itself an extended
-// __host__ __device__ lambda under nvcc) was called on OpenMP through a null
-// pointer.
-template <class F>
-struct BlockElements {
-  F f;
-  int H, L, n;
-  KOKKOS_INLINE_FUNCTION void operator()(std::size_t i) const {
-    const std::size_t row = i / std::size_t(n);  // (b, h, l)
-    f(int(row / L / H), int(row / L % H), int(row % L), int(i % n));
-  }
-};
-
-template <class Exec, class F>
-void for_each_block_element(const Exec& exec, const std::string& label, int B, int H, int L, int n,
-                            const F& f) {
-  Kokkos::parallel_for(label, Kokkos::RangePolicy<Exec>(exec, 0, std::size_t(B) * H * L * n),
-                       BlockElements<F>{f, H, L, n});
-}
-
 // Columns [c0, c0 + n) of x, as a tensor of their own (the workspace buffer
 // `label`).
 template <class Exec, class T>
@@ -75,7 +49,7 @@ Tensor4<Exec, T> column_block(const Exec& exec, const std::string& label, const 
                               int c0, int n) {
   const auto block =
       workspace_view<Tensor4<Exec, T>>(label, x.extent(0), x.extent(1), x.extent(2), n);
-  for_each_block_element(
+  for_each_element(
       exec, label, int(x.extent(0)), int(x.extent(1)), int(x.extent(2)), n,
       KOKKOS_LAMBDA(int b, int h, int l, int c) { block(b, h, l, c) = x(b, h, l, c0 + c); });
   return block;
@@ -117,7 +91,7 @@ Tensor4<Exec, accum_t<P>> sum_over_head_blocks(const Exec& exec, const std::stri
       const auto part = workspace_view<Tensor4<Exec, S>>(name + ": head block", B, H, L, ny);
       sweep(query_block, key_block, value_block, part);
       const bool first = x0 == 0;
-      for_each_block_element(
+      for_each_element(
           exec, name + ": add the head block", B, H, L, ny,
           KOKKOS_LAMBDA(int b, int h, int l, int c) {
             total(b, h, l, y0 + c) = (first ? T(0) : total(b, h, l, y0 + c)) + T(part(b, h, l, c));

@@ -121,4 +121,29 @@ int tile_rows_that_fit(int max_rows, Bytes bytes) {
 
 KOKKOS_INLINE_FUNCTION constexpr int ceil_div(int a, int b) { return (a + b - 1) / b; }
 
+// f(b, h, l, c) for every element of a [B, H, L, n] tensor, in parallel: one
+// index an element, c fastest, as the tensors are laid out, so that
+// neighbouring GPU threads touch neighbouring elements. (An MDRangePolicy
+// iterates the first index fastest on CUDA unless told otherwise: the head
+// blocks' copies then dominated linear/chunk at d = 512.) f is held by this
+// functor, not by a lambda of ours: wrapped in a lambda, f (itself an
+// extended __host__ __device__ lambda under nvcc) was called on OpenMP
+// through a null pointer.
+template <class F>
+struct TensorElements {
+  F f;
+  int H, L, n;
+  KOKKOS_INLINE_FUNCTION void operator()(std::size_t i) const {
+    const std::size_t row = i / std::size_t(n);  // (b, h, l)
+    f(int(row / L / H), int(row / L % H), int(row % L), int(i % n));
+  }
+};
+
+template <class Exec, class F>
+void for_each_element(const Exec& exec, const std::string& label, int B, int H, int L, int n,
+                      const F& f) {
+  Kokkos::parallel_for(label, Kokkos::RangePolicy<Exec>(exec, 0, std::size_t(B) * H * L * n),
+                       TensorElements<F>{f, H, L, n});
+}
+
 }  // namespace attn

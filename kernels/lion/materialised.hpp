@@ -60,12 +60,11 @@ void lion_materialised_forward(const Exec& exec, const Tensor4<Exec, T>& q,
       KOKKOS_LAMBDA(int bh, int i, int p) { return scores.at(bh, i, p); },
       KOKKOS_LAMBDA(int bh, int p, int c) { return c < dv ? v(bh / H, bh % H, p, c) : T(1); },
       KOKKOS_LAMBDA(int bh, int i, int c, T value) { product(bh, i, c) = value; });
-  Kokkos::parallel_for(
-      "lion_materialised_scale", Kokkos::RangePolicy<Exec>(exec, 0, std::size_t(BH) * L * dv),
-      KOKKOS_LAMBDA(std::size_t e) {  // c fastest, as o is laid out
-        const int c = int(e % dv), i = int(e / dv % L), bh = int(e / dv / L);
-        o(bh / H, bh % H, i, c) =
-            scaled ? product(bh, i, c) / product(bh, i, dv) : product(bh, i, c);
+  for_each_element(
+      exec, "lion_materialised_scale", s.batch, H, L, dv,
+      KOKKOS_LAMBDA(int b, int h, int i, int c) {
+        const int bh = b * H + h;
+        o(b, h, i, c) = scaled ? product(bh, i, c) / product(bh, i, dv) : product(bh, i, c);
       });
 }
 

@@ -171,11 +171,8 @@ void lion_rnn_forward(const Exec& exec, const Tensor4<Exec, T>& q, const Tensor4
         }
       });
 
-  Kokkos::parallel_for(
-      "lion_rnn_combine", Kokkos::RangePolicy<Exec>(exec, 0, std::size_t(s.batch) * H * L * dv),
-      KOKKOS_LAMBDA(std::size_t i) {  // c fastest, as o is laid out
-        const int c = int(i % dv), t = int(i / dv % L), bh = int(i / dv / L);
-        const int b = bh / H, h = bh % H;
+  for_each_element(
+      exec, "lion_rnn_combine", s.batch, H, L, dv, KOKKOS_LAMBDA(int b, int h, int t, int c) {
         const T y = forward_y(b, h, t, c) + o(b, h, t, c);
         o(b, h, t, c) = scaled ? y / (forward_c(b, h, t) + backward_c(b, h, t)) : y;  // (84b)
       });
