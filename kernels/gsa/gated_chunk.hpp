@@ -429,12 +429,15 @@ void gated_chunk_attention(const Exec& exec, const char* label,
 
 #if defined(KOKKOS_ENABLE_CUDA)
   if constexpr (std::is_same_v<Exec, Kokkos::Cuda> && !std::is_same_v<P, double>)
-    if (tensor_cores_enabled() &&
-        (key_gated ? tensor_core_gated_chunk<P, true>(exec, name, query, key, value, b, out,
-                                                      sums.chunk, sums.reverse)
-                   : tensor_core_gated_chunk<P, false>(exec, name, query, key, value, b, out,
-                                                       sums.chunk, sums.reverse, options.softmax)))
-      return;
+    if (tensor_cores_enabled()) {
+      const TileSweep run =
+          key_gated ? tensor_core_gated_chunk<P, true>(exec, name, query, key, value, b, out,
+                                                       sums.chunk, sums.reverse)
+                    : tensor_core_gated_chunk<P, false>(exec, name, query, key, value, b, out,
+                                                        sums.chunk, sums.reverse, options.softmax);
+      if (run == TileSweep::softmax_left) row_softmax<P>(exec, name, out, options.softmax);
+      if (run != TileSweep::declined) return;
+    }
 #endif
 
   if (key_gated)

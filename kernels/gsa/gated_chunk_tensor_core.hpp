@@ -103,8 +103,10 @@ struct GatedTileInRegisters {
                                        int first, int chunk_last, int col0, int cols, int g0, int m,
                                        int mirror, int tid) {
     const int c = (tid % row_pieces) * width, r0 = tid / row_pieces;
-    // Whole 16-byte pieces when rows are (as start_tile_copy decides); else element by element.
-    const bool pieces_whole = cols % width == 0 && m % 4 == 0;
+    // Whole 16-byte pieces when rows are (as start_tile_copy decides) and the
+    // gate sums' rows too (a block's m may be a multiple of 4 where all of
+    // them are not); else element by element.
+    const bool pieces_whole = cols % width == 0 && m % 4 == 0 && int(gate.extent(3)) % 4 == 0;
     auto load_sums = [&](float(&to)[width], int step) {
 #pragma unroll
       for (int q = 0; q < width; q += 4) {
@@ -168,8 +170,9 @@ struct GatedTileInRegisters {
 
 // The columns of a sweep that its kernels take: query and key columns
 // first_key .. first_key + keys - 1, value and output columns first_value ..
-// first_value + values - 1. Only the axis without the gate is ever cut (see
-// tensor_core_gated_chunk): the gate axis starts at column 0.
+// first_value + values - 1 (see tensor_core_gated_chunk). The gate sums a
+// kernel is given start at its block's first gate column: column c of them
+// is the gated axis's column first_key + c (key gate) or first_value + c.
 struct ColumnBlock {
   int first_key, keys, first_value, values;
 };
@@ -220,6 +223,7 @@ struct GatedChunkStates {
     const int X = columns.keys, Y = columns.values;
     const int plain_col0 = KeyGated ? columns.first_value + y0 : columns.first_key + x0;
     const int plain_cols = KeyGated ? Y - y0 : X - x0, gated_cols = KeyGated ? X - x0 : Y - y0;
+    const int gated_col0 = (KeyGated ? columns.first_key : columns.first_value) + g0;
 
     // The warp's piece of the state block, by 16-row tile.
     mma::Accumulator<warp_columns> S[row_tiles];
@@ -231,8 +235,8 @@ struct GatedChunkStates {
     };
     GatedTileInRegisters<P, tokens, block, threads> next;  // the gated side of the next tile
     auto load_gated = [&](int i) {
-      next.load(gated_side, sums, b, h, i * tokens, (i / per_chunk) * C + C - 1, g0, gated_cols, g0,
-                m, mirror, tid);
+      next.load(gated_side, sums, b, h, i * tokens, (i / per_chunk) * C + C - 1, gated_col0,
+                gated_cols, g0, m, mirror, tid);
     };
     auto store = [&](int entering) {
       for (int t = 0; t < row_tiles; ++t)
@@ -388,8 +392,8 @@ struct GatedChunkOutputs {
   GateSumView sums;
   mma::CudaTensor<P> states;
   mma::CudaTensor<P> softmax;  // empty, or (value gate) the softmax of every output row
-  // Value gate with the key axis cut: the fp32 sum over the key blocks so far,
-  // [B, H, L, Y] by step, read (every block but the first) and written (every
+  // The key axis cut: the fp32 sum over the key blocks so far, [B, H, L, Y]
+  // by step, read (every key block but the first) and written (every key
   // block but the last, whose sum is the output).
   Tensor4<Kokkos::Cuda, float> key_block_sums;
   bool adds_earlier_blocks, leaves_sum_for_later;
@@ -638,9 +642,9 @@ struct GatedChunkOutputs {
     if (!active) return;
     mma::for_each_entry(O, [&](int r, int c, float& x) {
       if (row0 + r >= L || c >= Y) return;
-      if (adds_earlier_blocks) x += key_block_sums(b, h, row0 + r, c);
+      if (adds_earlier_blocks) x += key_block_sums(b, h, row0 + r, first_value + c);
       if (leaves_sum_for_later)
-        key_block_sums(b, h, row0 + r, c) = x;
+        key_block_sums(b, h, row0 + r, first_value + c) = x;
       else
         out(b, h, mma::stored_row(row0 + r, mirror), first_value + c) = storage_t<P>(x);
     });
@@ -684,29 +688,35 @@ void with_padded_sizes(int X, int Y, F f) {
     y_padded(std::integral_constant<int, 128>{});
 }
 
-// The tensor-core sweep; false, with nothing run, when it does not apply: a
-// gate axis above 128, or chunks that a 64-row tile would straddle (C not a
-// multiple of 64, and more than one chunk). `softmax` (value gate): also the
-// softmax of every output row, computed from the fp32 outputs in registers.
-// The other axis, when wider than 128 (GSA's heads of 512), is cut into
-// blocks of 128 columns that the kernels read in place: with the key gate the
-// value axis, each block its own output columns; with the value gate the key
-// axis, the query-key products summing over it, so each block's outputs are
-// added in fp32 to the earlier blocks' (key_block_sums) and the last block
-// writes the sum (and its softmax).
+// How tensor_core_gated_chunk ran: not at all (its tiles do not apply), in
+// full, or in full but for the row softmax, which the caller then takes.
+enum class TileSweep { declined, done, softmax_left };
+
+// The tensor-core sweep; `declined`, with nothing run, when chunks that a
+// 64-row tile would straddle (C not a multiple of 64, and more than one
+// chunk). `softmax` (value gate): also the softmax of every output row,
+// computed from the fp32 outputs in registers where the value axis is whole.
+// An axis wider than 128 columns (GSA's heads of 512, or more than 128 slots)
+// is cut into blocks of 128 that the kernels read in place, the gate sums
+// following their axis: each value block is its own output columns; the
+// query-key products sum over the key axis, so each key block's outputs are
+// added in fp32 to the earlier blocks' (key_block_sums) and the last key
+// block writes the sum. With the value axis cut (value gate: the slots) the
+// row softmax spans blocks and is left to the caller.
 template <class P, bool KeyGated>
-bool tensor_core_gated_chunk(const Kokkos::Cuda& exec, const std::string& name,
-                             const mma::CudaTensor<P>& query, const mma::CudaTensor<P>& key,
-                             const mma::CudaTensor<P>& value, const GateSumView& sums,
-                             const mma::CudaTensor<P>& out, int C, bool reverse,
-                             const mma::CudaTensor<P>& softmax = {}) {
+TileSweep tensor_core_gated_chunk(const Kokkos::Cuda& exec, const std::string& name,
+                                  const mma::CudaTensor<P>& query, const mma::CudaTensor<P>& key,
+                                  const mma::CudaTensor<P>& value, const GateSumView& sums,
+                                  const mma::CudaTensor<P>& out, int C, bool reverse,
+                                  const mma::CudaTensor<P>& softmax = {}) {
   constexpr int widest = 128;  // the widest axis a kernel takes whole
   const int B = int(query.extent(0)), H = int(query.extent(1)), L = int(query.extent(2));
-  const int X = int(query.extent(3)), Y = int(value.extent(3)), m = int(sums.extent(3));
+  const int X = int(query.extent(3)), Y = int(value.extent(3)), M = int(sums.extent(3));
   const int chunks = ceil_div(L, C);
-  if ((KeyGated ? X : Y) > widest || (chunks > 1 && C % 64 != 0)) return false;
+  if (chunks > 1 && C % 64 != 0) return TileSweep::declined;
   const int mirror = reverse ? L - 1 : -1;
   const int key_blocks = ceil_div(X, widest), value_blocks = ceil_div(Y, widest);
+  const mma::CudaTensor<P> fused_softmax = value_blocks == 1 ? softmax : mma::CudaTensor<P>();
   with_padded_sizes(std::min(X, widest), std::min(Y, widest), [&](auto xd, auto yd) {
     constexpr int XD = decltype(xd)::value, YD = decltype(yd)::value;
     using States = GatedChunkStates<P, XD, YD, KeyGated>;
@@ -738,26 +748,31 @@ bool tensor_core_gated_chunk(const Kokkos::Cuda& exec, const std::string& name,
       for (int yb = 0; yb < value_blocks; ++yb) {
         const ColumnBlock columns{xb * widest, std::min(widest, X - xb * widest), yb * widest,
                                   std::min(widest, Y - yb * widest)};
+        // The gate sums from the block's first gate column on: the same
+        // extents over the data shifted, read only below column M - first.
+        const int first_gate = KeyGated ? columns.first_key : columns.first_value;
+        const int m = KeyGated ? columns.keys : columns.values;
+        const GateSumView block_sums(sums.data() + first_gate, B, H, L, M);
         if (chunks > 1) {
-          States walk{key, value,  sums, states, L,       H,
-                      C,   chunks, m,    mirror, columns, segment_chunks};
+          States walk{key, value,  block_sums, states, L,       H,
+                      C,   chunks, m,          mirror, columns, segment_chunks};
           mma::launch_tiles(name + ": chunk states", exec, walks * walk.segments(),
                             32 * States::warps, walk);
           if (walk.segments() > 1)
             Kokkos::parallel_for(
                 name + ": join segments",
                 Kokkos::RangePolicy<Kokkos::Cuda>(exec, 0, B * H * XD * YD),
-                JoinGatedSegments<P, KeyGated>{states, sums, H, C, chunks, columns.keys,
+                JoinGatedSegments<P, KeyGated>{states, block_sums, H, C, chunks, columns.keys,
                                                columns.values, segment_chunks});
         }
         const int row_tiles = ceil_div(L, Outputs::rows);
         mma::launch_tiles<Outputs::min_blocks>(
             name + ": chunk outputs", exec, B * H * row_tiles, 32 * Outputs::warps,
-            Outputs{query, key, value, out, sums, states, softmax, key_block_sums, xb > 0,
-                    xb + 1 < key_blocks, L, H, row_tiles, C, m, mirror, columns});
+            Outputs{query, key, value, out, block_sums, states, fused_softmax, key_block_sums,
+                    xb > 0, xb + 1 < key_blocks, L, H, row_tiles, C, m, mirror, columns});
       }
   });
-  return true;
+  return softmax.data() && !fused_softmax.data() ? TileSweep::softmax_left : TileSweep::done;
 }
 
 #endif  // KOKKOS_ENABLE_CUDA
