@@ -177,6 +177,34 @@ struct ColumnBlock {
   int first_key, keys, first_value, values;
 };
 
+// A sweep's X key and Y value columns cut into blocks of at most `widest`,
+// numbered key block first: block xb * value_blocks() + yb. The kernels of
+// one launch take several blocks (every block's walk; every value block of
+// one key block's outputs), each block's states stored apart.
+struct ColumnBlocks {
+  static constexpr int widest = 128;  // the widest axis a kernel takes whole
+  int X, Y;
+  KOKKOS_INLINE_FUNCTION int key_blocks() const { return ceil_div(X, widest); }
+  KOKKOS_INLINE_FUNCTION int value_blocks() const { return ceil_div(Y, widest); }
+  KOKKOS_INLINE_FUNCTION int count() const { return key_blocks() * value_blocks(); }
+  KOKKOS_INLINE_FUNCTION ColumnBlock operator()(int block) const {
+    const int xb = block / value_blocks(), yb = block % value_blocks();
+    return {xb * widest, X - xb * widest < widest ? X - xb * widest : widest, yb * widest,
+            Y - yb * widest < widest ? Y - yb * widest : widest};
+  }
+};
+
+#if defined(ATTN_MMA_DEVICE_PASS)
+// A block's gate sums, [B, H, L, m] from its first gate column on: the same
+// extents over the data shifted (read only below column M - first), so that
+// column c is the gated axis's column first + c.
+__device__ __forceinline__ GateSumView block_gate_sums(const GateSumView& sums,
+                                                       const ColumnBlock& columns, bool key_gated) {
+  return GateSumView(sums.data() + (key_gated ? columns.first_key : columns.first_value),
+                     sums.extent(0), sums.extent(1), sums.extent(2), sums.extent(3));
+}
+#endif
+
 template <class P, int XD, int YD, bool KeyGated>
 struct GatedChunkStates {
   // A 64 x 64 block goes to 8 warps of 16 x 32. ChunkStates' 4 warps of 32 x
@@ -197,10 +225,12 @@ struct GatedChunkStates {
   static constexpr int ld = mma::k_major_stride<P>(block);
 
   mma::CudaTensor<P> key, value;
-  GateSumView sums;
-  mma::CudaTensor<P> states;  // [B H][chunks - 1][XD][YD]: the state entering chunk 1, 2, ...
-  int L, H, C, chunks, m, mirror;
-  ColumnBlock columns;  // the sweep's key and value columns this walk takes
+  GateSumView gate_sums;  // [B, H, L, M], every gate column
+  // [blocks B H][chunks - 1][XD][YD]: the state entering chunk 1, 2, ... of
+  // each column block
+  mma::CudaTensor<P> states;
+  int L, H, C, chunks, mirror;
+  ColumnBlocks blocks;  // the sweep's key and value columns, a walk per block
   int segment_chunks;   // chunks per segment of the walk, each walked from a zero state
                         // (JoinGatedSegments)
 
@@ -215,7 +245,11 @@ struct GatedChunkStates {
     const int rank = team.league_rank(), tid = team.team_rank(), warp = tid / 32;
     const int segment = rank % segments(), yb = rank / segments() % y_blocks;
     const int xb = rank / (segments() * y_blocks) % x_blocks,
-              bh = rank / (segments() * y_blocks * x_blocks);
+              stored = rank / (segments() * y_blocks * x_blocks);  // block * B H + bh
+    const int BH = int(states.extent(0)) / blocks.count(), bh = stored % BH;
+    const ColumnBlock columns = blocks(stored / BH);
+    const GateSumView sums = block_gate_sums(gate_sums, columns, KeyGated);
+    const int m = KeyGated ? columns.keys : columns.values;  // the block's gate columns
     const int b = bh / H, h = bh % H, x0 = xb * block, y0 = yb * block, g0 = KeyGated ? x0 : y0;
     const int first_row = Pieces::first_row(warp), first_col = Pieces::first_col(warp);
     const mma::CudaTensor<P>& plain_side = KeyGated ? value : key;
@@ -242,7 +276,8 @@ struct GatedChunkStates {
       for (int t = 0; t < row_tiles; ++t)
         mma::for_each_pair(S[t], [&](int r, int c, float& s0, float& s1) {
           mma::store_pair<P>(
-              &states(bh, entering - 1, x0 + first_row + 16 * t + r, y0 + first_col + c), s0, s1);
+              &states(stored, entering - 1, x0 + first_row + 16 * t + r, y0 + first_col + c), s0,
+              s1);
         });
     };
     // The segment's chunks first .. last - 1, all whole (the last chunk's keys are in no stored
@@ -302,19 +337,24 @@ struct GatedChunkStates {
 // only the keys from chunk f on, so
 //   S_n = S'_n + exp(B_f + ... + B_(n-1)) S_f
 // with the gate on S's rows (key) or columns (value): every exponent a sum of
-// chunk gate sums, <= 0. One thread per (batch, head, state entry) walks the
-// stored states in order, keeping the exact state entering the current segment.
+// chunk gate sums, <= 0. One thread per (column block, batch, head, state
+// entry) walks the stored states in order, keeping the exact state entering
+// the current segment.
 template <class P, bool KeyGated>
 struct JoinGatedSegments {
-  mma::CudaTensor<P> states;  // [B H][chunks - 1][XD][YD]
-  GateSumView sums;
-  int H, C, chunks, X, Y, segment_chunks;
+  mma::CudaTensor<P> states;  // [blocks B H][chunks - 1][XD][YD]
+  GateSumView gate_sums;      // [B, H, L, M], every gate column
+  ColumnBlocks blocks;
+  int H, C, chunks, segment_chunks;
 
   KOKKOS_INLINE_FUNCTION void operator()(int i) const {
 #if defined(ATTN_MMA_DEVICE_PASS)
     const int XD = int(states.extent(2)), YD = int(states.extent(3));
-    const int bh = i / (XD * YD), x = i / YD % XD, y = i % YD, b = bh / H, h = bh % H;
-    if (x >= X || y >= Y) return;  // padding, zero in every state
+    const int stored = i / (XD * YD), x = i / YD % XD, y = i % YD;  // stored: block * B H + bh
+    const int BH = int(states.extent(0)) / blocks.count(), bh = stored % BH, b = bh / H, h = bh % H;
+    const ColumnBlock columns = blocks(stored / BH);
+    if (x >= columns.keys || y >= columns.values) return;  // padding, zero in every state
+    const GateSumView sums = block_gate_sums(gate_sums, columns, KeyGated);
     const int c = KeyGated ? x : y;
     float previous = 0.f, entering = 0.f, decay = 0.f;  // exact S_(n-1), S_f and sum B_f .. B_(n-1)
     // Loaded `group` states at a time, so that their loads are in flight together.
@@ -324,7 +364,7 @@ struct JoinGatedSegments {
 #pragma unroll
       for (int k = 0; k < group; ++k)
         if (n0 + k < chunks) {
-          state[k] = float(states(bh, n0 + k - 1, x, y));
+          state[k] = float(states(stored, n0 + k - 1, x, y));
           chunk_sum[k] = sums(b, h, (n0 + k - 1) * C + C - 1, c);
         }
 #pragma unroll
@@ -338,7 +378,7 @@ struct JoinGatedSegments {
         decay += chunk_sum[k];
         if (n - 1 >= segment_chunks) {
           state[k] += weight_exp(decay) * entering;
-          states(bh, n - 1, x, y) = storage_t<P>(state[k]);
+          states(stored, n - 1, x, y) = storage_t<P>(state[k]);
         }
         previous = state[k];
       }
@@ -389,16 +429,16 @@ struct GatedChunkOutputs {
   static constexpr int shared = tile_elements(stages);
 
   mma::CudaTensor<P> query, key, value, out;
-  GateSumView sums;
-  mma::CudaTensor<P> states;
+  GateSumView gate_sums;       // [B, H, L, M], every gate column
+  mma::CudaTensor<P> states;   // [blocks B H][chunks - 1][XD][YD], as GatedChunkStates stores them
   mma::CudaTensor<P> softmax;  // empty, or (value gate) the softmax of every output row
   // The key axis cut: the fp32 sum over the key blocks so far, [B, H, L, Y]
   // by step, read (every key block but the first) and written (every key
   // block but the last, whose sum is the output).
   Tensor4<Kokkos::Cuda, float> key_block_sums;
-  bool adds_earlier_blocks, leaves_sum_for_later;
-  int L, H, row_tiles, C, m, mirror;
-  ColumnBlock columns;
+  int L, H, row_tiles, C, mirror;
+  ColumnBlocks blocks;
+  int key_block;  // the launch takes every value block of this key block
 
   KOKKOS_INLINE_FUNCTION void operator()(const mma::CudaTeam& team) const {
 #if defined(ATTN_MMA_DEVICE_PASS)
@@ -411,11 +451,20 @@ struct GatedChunkOutputs {
     __shared__ float diagonal_out[KeyGated ? 1 : keys]
                                  [KeyGated ? 1 : YD + 1];  // value gate: its outputs
     E* const gated = tile_memory + stages * copied;        // Kt or Vt scaled by exp(r_j - b_u)
-    // The last tiles of a chunk see the most keys: start them first.
-    const TeamTile tile =
-        team_tile(team.league_size() - 1 - team.league_rank(), row_tiles, H, rows, L);
+    // The value blocks of one row tile are neighbours in the league (their
+    // queries and keys read twice, the second time mostly from L2). The last
+    // tiles of a chunk see the most keys: start them first.
+    const int rank = team.league_size() - 1 - team.league_rank(),
+              block = key_block * blocks.value_blocks() + rank % blocks.value_blocks();
+    const TeamTile tile = team_tile(rank / blocks.value_blocks(), row_tiles, H, rows, L);
     const int b = tile.b, h = tile.h, bh = b * H + h, tid = team.team_rank(),
               size = team.team_size();
+    const int stored = block * int(query.extent(0)) * H + bh;  // the block's states
+    const ColumnBlock columns = blocks(block);
+    const GateSumView sums = block_gate_sums(gate_sums, columns, KeyGated);
+    const int m = KeyGated ? columns.keys : columns.values;  // the block's gate columns
+    const bool adds_earlier_blocks = key_block > 0,
+               leaves_sum_for_later = key_block + 1 < blocks.key_blocks();
     const int warp = tid / 32, row0 = tile.first + 16 * warp;
     const int n = tile.first / C, t0 = n * C;
     const bool active = row0 < L;
@@ -449,8 +498,8 @@ struct GatedChunkOutputs {
       constexpr int slices = XD / slice;
       auto buffer = [&](int i) { return tile_memory + (i & 1) * slice * slice_ld; };
       auto start = [&](int i) {
-        mma::start_tile_copy<P>(buffer(i), slice_ld, slice, YD, states, bh, n - 1, i * slice, slice,
-                                YD, tid, size);
+        mma::start_tile_copy<P>(buffer(i), slice_ld, slice, YD, states, stored, n - 1, i * slice,
+                                slice, YD, tid, size);
       };
       start(0);
 #pragma unroll  // Q's k-steps are indexed by i: registers only with constant indices
@@ -698,79 +747,79 @@ enum class TileSweep { declined, done, softmax_left };
 // computed from the fp32 outputs in registers where the value axis is whole.
 // An axis wider than 128 columns (GSA's heads of 512, or more than 128 slots)
 // is cut into blocks of 128 that the kernels read in place, the gate sums
-// following their axis: each value block is its own output columns; the
-// query-key products sum over the key axis, so each key block's outputs are
-// added in fp32 to the earlier blocks' (key_block_sums) and the last key
-// block writes the sum. With the value axis cut (value gate: the slots) the
-// row softmax spans blocks and is left to the caller.
+// following their axis (ColumnBlocks): each value block is its own output
+// columns; the query-key products sum over the key axis, so each key block's
+// outputs are added in fp32 to the earlier blocks' (key_block_sums) and the
+// last key block writes the sum. With the value axis cut (value gate: the
+// slots) the row softmax spans blocks and is left to the caller. Every
+// block's walk goes in one launch, and every value block's outputs of one key
+// block in one (so the states of all blocks are held together): one launch
+// per block measured slower (a walk and a join per block, each too small to
+// fill the GPU at GSA's 4 heads).
 template <class P, bool KeyGated>
 TileSweep tensor_core_gated_chunk(const Kokkos::Cuda& exec, const std::string& name,
                                   const mma::CudaTensor<P>& query, const mma::CudaTensor<P>& key,
                                   const mma::CudaTensor<P>& value, const GateSumView& sums,
                                   const mma::CudaTensor<P>& out, int C, bool reverse,
                                   const mma::CudaTensor<P>& softmax = {}) {
-  constexpr int widest = 128;  // the widest axis a kernel takes whole
   const int B = int(query.extent(0)), H = int(query.extent(1)), L = int(query.extent(2));
-  const int X = int(query.extent(3)), Y = int(value.extent(3)), M = int(sums.extent(3));
+  const ColumnBlocks blocks{int(query.extent(3)), int(value.extent(3))};
   const int chunks = ceil_div(L, C);
   if (chunks > 1 && C % 64 != 0) return TileSweep::declined;
   const int mirror = reverse ? L - 1 : -1;
-  const int key_blocks = ceil_div(X, widest), value_blocks = ceil_div(Y, widest);
-  const mma::CudaTensor<P> fused_softmax = value_blocks == 1 ? softmax : mma::CudaTensor<P>();
-  with_padded_sizes(std::min(X, widest), std::min(Y, widest), [&](auto xd, auto yd) {
+  const mma::CudaTensor<P> fused_softmax =
+      blocks.value_blocks() == 1 ? softmax : mma::CudaTensor<P>();
+  constexpr int widest = ColumnBlocks::widest;
+  with_padded_sizes(std::min(blocks.X, widest), std::min(blocks.Y, widest), [&](auto xd, auto yd) {
     constexpr int XD = decltype(xd)::value, YD = decltype(yd)::value;
     using States = GatedChunkStates<P, XD, YD, KeyGated>;
     using Outputs = GatedChunkOutputs<P, XD, YD, KeyGated>;
-    // Kept between calls (common/workspace.hpp), shared by every sweep and block.
-    const auto states =
-        chunks > 1 ? workspace_view<mma::CudaTensor<P>>("chunk states", B * H, chunks - 1, XD, YD)
-                   : mma::CudaTensor<P>();
-    const auto key_block_sums = key_blocks > 1
+    // Kept between calls (common/workspace.hpp), shared by every sweep.
+    const auto states = chunks > 1 ? workspace_view<mma::CudaTensor<P>>(
+                                         "chunk states", blocks.count() * B * H, chunks - 1, XD, YD)
+                                   : mma::CudaTensor<P>();
+    const auto key_block_sums = blocks.key_blocks() > 1
                                     ? workspace_view<Tensor4<Kokkos::Cuda, float>>(
-                                          "gated chunk: sums over key blocks", B, H, L, Y)
+                                          "gated chunk: sums over key blocks", B, H, L, blocks.Y)
                                     : Tensor4<Kokkos::Cuda, float>();
-    // With few heads a walk per (batch, head, state block) leaves the GPU
-    // mostly idle: the sequence is then cut into segments walked in parallel
-    // and joined after (a two-level scan, as chunked_causal does), for walks
-    // whose 16-row pieces fill about a fifth of the warp slots (as many
-    // segments as a tenth gave the walks of four warps of 16 x 64 these had
-    // once). The join reads and writes every stored state once: at B=4 H=32
-    // d=128 m=64 (256 walks) four segments made the walk 0.23 ms faster and
-    // the join took 0.29 ms (bf16, 4k).
-    const int walks = B * H * States::x_blocks * States::y_blocks,
-              warp_slots = exec.concurrency() / 32;
-    const int wanted = chunk_state_segments() > 0
-                           ? chunk_state_segments()
-                           : ceil_div(warp_slots / 5, walks * States::warps * States::row_tiles);
-    const int segment_chunks =
-        chunks > 1 ? ceil_div(chunks - 1, std::max(1, std::min(chunks - 1, wanted))) : 1;
-    for (int xb = 0; xb < key_blocks; ++xb)
-      for (int yb = 0; yb < value_blocks; ++yb) {
-        const ColumnBlock columns{xb * widest, std::min(widest, X - xb * widest), yb * widest,
-                                  std::min(widest, Y - yb * widest)};
-        // The gate sums from the block's first gate column on: the same
-        // extents over the data shifted, read only below column M - first.
-        const int first_gate = KeyGated ? columns.first_key : columns.first_value;
-        const int m = KeyGated ? columns.keys : columns.values;
-        const GateSumView block_sums(sums.data() + first_gate, B, H, L, M);
-        if (chunks > 1) {
-          States walk{key, value,  block_sums, states, L,       H,
-                      C,   chunks, m,          mirror, columns, segment_chunks};
-          mma::launch_tiles(name + ": chunk states", exec, walks * walk.segments(),
-                            32 * States::warps, walk);
-          if (walk.segments() > 1)
-            Kokkos::parallel_for(
-                name + ": join segments",
-                Kokkos::RangePolicy<Kokkos::Cuda>(exec, 0, B * H * XD * YD),
-                JoinGatedSegments<P, KeyGated>{states, block_sums, H, C, chunks, columns.keys,
-                                               columns.values, segment_chunks});
-        }
-        const int row_tiles = ceil_div(L, Outputs::rows);
-        mma::launch_tiles<Outputs::min_blocks>(
-            name + ": chunk outputs", exec, B * H * row_tiles, 32 * Outputs::warps,
-            Outputs{query, key, value, out, block_sums, states, fused_softmax, key_block_sums,
-                    xb > 0, xb + 1 < key_blocks, L, H, row_tiles, C, m, mirror, columns});
-      }
+    if (chunks > 1) {
+      // With few heads a walk per (column block, batch, head, state block)
+      // leaves the GPU mostly idle: when the walks' 16-row pieces fill less
+      // than a tenth of the warp slots, the sequence is cut into segments
+      // walked in parallel and joined after (a two-level scan, as
+      // chunked_causal does), as many as fill about a fifth of them. The join
+      // reads and writes every stored state once, and costs more than the
+      // segments gain unless the walks are very few: at B=4 H=32 d=128 m=64
+      // (256 walks) four segments made the walk 0.23 ms faster and the join
+      // took 0.29 ms (bf16, 4k); at B=4 H=4 d=512 m=64 (128 walks of the four
+      // column blocks, an eighth of an H100's warp slots) one walk per
+      // sequence took 1.614 / 6.264 ms against 1.773 / 6.946 with the two
+      // segments that filled a fifth (bf16, L = 4k / 16k; 4, 8 and 16 slower
+      // still), while at B=1 H=8 d=128 m=64 (16 walks) the 7 that filled a
+      // tenth took 1.01-1.02x the time of the 14 that fill a fifth.
+      const int walks = blocks.count() * B * H * States::x_blocks * States::y_blocks,
+                warp_slots = exec.concurrency() / 32;
+      const int pieces = walks * States::warps * States::row_tiles;
+      const int wanted = chunk_state_segments() > 0 ? chunk_state_segments()
+                         : 10 * pieces < warp_slots ? ceil_div(warp_slots / 5, pieces)
+                                                    : 1;
+      const int segment_chunks = ceil_div(chunks - 1, std::max(1, std::min(chunks - 1, wanted)));
+      const States walk{key, value, sums, states, L, H, C, chunks, mirror, blocks, segment_chunks};
+      mma::launch_tiles(name + ": chunk states", exec, walks * walk.segments(), 32 * States::warps,
+                        walk);
+      if (walk.segments() > 1)
+        Kokkos::parallel_for(
+            name + ": join segments",
+            Kokkos::RangePolicy<Kokkos::Cuda>(exec, 0, blocks.count() * B * H * XD * YD),
+            JoinGatedSegments<P, KeyGated>{states, sums, blocks, H, C, chunks, segment_chunks});
+    }
+    const int row_tiles = ceil_div(L, Outputs::rows);
+    for (int xb = 0; xb < blocks.key_blocks(); ++xb)
+      mma::launch_tiles<Outputs::min_blocks>(
+          name + ": chunk outputs", exec, B * H * row_tiles * blocks.value_blocks(),
+          32 * Outputs::warps,
+          Outputs{query, key, value, out, sums, states, fused_softmax, key_block_sums, L, H,
+                  row_tiles, C, mirror, blocks, xb});
   });
   return softmax.data() && !fused_softmax.data() ? TileSweep::softmax_left : TileSweep::done;
 }
