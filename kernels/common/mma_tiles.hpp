@@ -680,10 +680,16 @@ __device__ __forceinline__ void start_tile_copy(operand_t<P>* dst, int ld, int r
                    "r"(inside ? 16 : 0));
     }
   } else {
-    for (int i = rank; i < rows * width; i += size) {
-      const int r = i / width, c = i % width;
-      dst[r * ld + c] =
-          element<P>(x, b, h, first + r, first + count, first_col + c, first_col + cols, mirror);
+    // Element by element, each thread taking the same 16-byte pieces as it
+    // would copy above: finish_tile_copy's rounding (tf32) then reads and
+    // writes only the thread's own elements (a piece written by another thread
+    // could be rounded from its stale value and overwrite the new one).
+    const int chunks = ceil_div(width, per_chunk);
+    for (int i = rank; i < rows * chunks; i += size) {
+      const int r = i / chunks, c0 = (i % chunks) * per_chunk;
+      for (int c = c0; c < c0 + per_chunk && c < width; ++c)
+        dst[r * ld + c] =
+            element<P>(x, b, h, first + r, first + count, first_col + c, first_col + cols, mirror);
     }
   }
   asm volatile("cp.async.commit_group;\n" ::: "memory");
@@ -695,8 +701,8 @@ __device__ __forceinline__ void finish_tile_copy(operand_t<P>* dst, int ld, int 
   asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending) : "memory");
   if constexpr (std::is_same_v<P, tf32>) {
     // Copied element by element where cols is ragged, already rounded (a tile
-    // copied so for its alignment alone is rounded again: TF32 rounding is
-    // idempotent).
+    // copied so for its alignment alone is rounded again, each piece by the
+    // thread that wrote it: TF32 rounding is idempotent).
     if (cols % 4 != 0) return;
     const int chunks = width / 4;
     for (int i = rank; i < rows * chunks; i += size) {
