@@ -387,7 +387,13 @@ struct JoinGatedSegments {
   }
 };
 
-template <class P, int XD, int YD, bool KeyGated>
+// Blocked: the sweep's columns are cut (ColumnBlocks has more than one
+// block). Without, every column offset is the constant 0 and no key block
+// sums are read or written: compiled with them at every head size, the output
+// kernels spilled more registers (bf16, key gate, 64 x 128: 256 / 336 bytes
+// stored / loaded against 220 / 276) and gsa/chunk at d = 128 took 1.17x the
+// time.
+template <class P, int XD, int YD, bool KeyGated, bool Blocked>
 struct GatedChunkOutputs {
   static constexpr int warps = 4, rows = 16 * warps, keys = 16;
   // Teams resident per SM the registers must allow: 4 (128 registers; the
@@ -454,17 +460,18 @@ struct GatedChunkOutputs {
     // The value blocks of one row tile are neighbours in the league (their
     // queries and keys read twice, the second time mostly from L2). The last
     // tiles of a chunk see the most keys: start them first.
-    const int rank = team.league_size() - 1 - team.league_rank(),
-              block = key_block * blocks.value_blocks() + rank % blocks.value_blocks();
-    const TeamTile tile = team_tile(rank / blocks.value_blocks(), row_tiles, H, rows, L);
+    const int value_blocks = Blocked ? blocks.value_blocks() : 1,
+              rank = team.league_size() - 1 - team.league_rank(),
+              block = Blocked ? key_block * value_blocks + rank % value_blocks : 0;
+    const TeamTile tile = team_tile(rank / value_blocks, row_tiles, H, rows, L);
     const int b = tile.b, h = tile.h, bh = b * H + h, tid = team.team_rank(),
               size = team.team_size();
     const int stored = block * int(query.extent(0)) * H + bh;  // the block's states
-    const ColumnBlock columns = blocks(block);
-    const GateSumView sums = block_gate_sums(gate_sums, columns, KeyGated);
+    const ColumnBlock columns = Blocked ? blocks(block) : ColumnBlock{0, blocks.X, 0, blocks.Y};
+    const GateSumView sums = Blocked ? block_gate_sums(gate_sums, columns, KeyGated) : gate_sums;
     const int m = KeyGated ? columns.keys : columns.values;  // the block's gate columns
-    const bool adds_earlier_blocks = key_block > 0,
-               leaves_sum_for_later = key_block + 1 < blocks.key_blocks();
+    const bool adds_earlier_blocks = Blocked && key_block > 0,
+               leaves_sum_for_later = Blocked && key_block + 1 < blocks.key_blocks();
     const int warp = tid / 32, row0 = tile.first + 16 * warp;
     const int n = tile.first / C, t0 = n * C;
     const bool active = row0 < L;
@@ -773,7 +780,6 @@ TileSweep tensor_core_gated_chunk(const Kokkos::Cuda& exec, const std::string& n
   with_padded_sizes(std::min(blocks.X, widest), std::min(blocks.Y, widest), [&](auto xd, auto yd) {
     constexpr int XD = decltype(xd)::value, YD = decltype(yd)::value;
     using States = GatedChunkStates<P, XD, YD, KeyGated>;
-    using Outputs = GatedChunkOutputs<P, XD, YD, KeyGated>;
     // Kept between calls (common/workspace.hpp), shared by every sweep.
     const auto states = chunks > 1 ? workspace_view<mma::CudaTensor<P>>(
                                          "chunk states", blocks.count() * B * H, chunks - 1, XD, YD)
@@ -813,13 +819,20 @@ TileSweep tensor_core_gated_chunk(const Kokkos::Cuda& exec, const std::string& n
             Kokkos::RangePolicy<Kokkos::Cuda>(exec, 0, blocks.count() * B * H * XD * YD),
             JoinGatedSegments<P, KeyGated>{states, sums, blocks, H, C, chunks, segment_chunks});
     }
-    const int row_tiles = ceil_div(L, Outputs::rows);
-    for (int xb = 0; xb < blocks.key_blocks(); ++xb)
-      mma::launch_tiles<Outputs::min_blocks>(
-          name + ": chunk outputs", exec, B * H * row_tiles * blocks.value_blocks(),
-          32 * Outputs::warps,
-          Outputs{query, key, value, out, sums, states, fused_softmax, key_block_sums, L, H,
-                  row_tiles, C, mirror, blocks, xb});
+    auto launch_outputs = [&](auto blocked) {
+      using Outputs = GatedChunkOutputs<P, XD, YD, KeyGated, decltype(blocked)::value>;
+      const int row_tiles = ceil_div(L, Outputs::rows);
+      for (int xb = 0; xb < blocks.key_blocks(); ++xb)
+        mma::launch_tiles<Outputs::min_blocks>(
+            name + ": chunk outputs", exec, B * H * row_tiles * blocks.value_blocks(),
+            32 * Outputs::warps,
+            Outputs{query, key, value, out, sums, states, fused_softmax, key_block_sums, L, H,
+                    row_tiles, C, mirror, blocks, xb});
+    };
+    if (blocks.count() > 1)
+      launch_outputs(std::true_type{});
+    else
+      launch_outputs(std::false_type{});
   });
   return softmax.data() && !fused_softmax.data() ? TileSweep::softmax_left : TileSweep::done;
 }
