@@ -170,9 +170,10 @@ struct GatedTileInRegisters {
 
 // The columns of a sweep that its kernels take: query and key columns
 // first_key .. first_key + keys - 1, value and output columns first_value ..
-// first_value + values - 1 (see tensor_core_gated_chunk). The gate sums a
-// kernel is given start at its block's first gate column: column c of them
-// is the gated axis's column first_key + c (key gate) or first_value + c.
+// first_value + values - 1 (see tensor_core_gated_chunk). A kernel is given
+// every gate column and reads its block's through block_gate_sums: column c
+// of them is the gated axis's column first_key + c (key gate) or
+// first_value + c.
 struct ColumnBlock {
   int first_key, keys, first_value, values;
 };
