@@ -394,8 +394,16 @@ struct JoinGatedSegments {
 // kernels spilled more registers (bf16, key gate, 64 x 128: 256 / 336 bytes
 // stored / loaded against 220 / 276) and gsa/chunk at d = 128 took 1.17x the
 // time.
-template <class P, int XD, int YD, bool KeyGated, bool Blocked>
+// How a key-gated blocked sweep's output kernel gets its intra-chunk weights
+// (the same for every value block: sum_x q_t[x] k_u[x] exp(b_t[x] - b_u[x])):
+// computed, computed and written to `key_weights` (the first value block), or
+// read from it (the others), so that the gate-side work runs once.
+enum class KeyWeights { computed, written, read };
+
+template <class P, int XD, int YD, bool KeyGated, bool Blocked,
+          KeyWeights Weights = KeyWeights::computed>
 struct GatedChunkOutputs {
+  static constexpr bool reads_weights = Weights == KeyWeights::read;
   static constexpr int warps = 4, rows = 16 * warps, keys = 16;
   // Teams resident per SM the registers must allow: 4 (128 registers; the
   // key gate took 164 without the cap, 3 teams, each waiting on its tiles).
@@ -420,7 +428,7 @@ struct GatedChunkOutputs {
   // 48 KB of static shared memory a Kokkos team gets (with 4 KB to spare),
   // in bf16; one in float and tf32 (at d = 64, where two fit, float took
   // 1.01-1.02x the time with them, its registers spilling more).
-  static constexpr int copies = KeyGated ? 4 : 3;  // copy groups per sub-chunk
+  static constexpr int copies = reads_weights ? 1 : KeyGated ? 4 : 3;  // copy groups per sub-chunk
   static constexpr int copied = keys * ld + keys * ldv + (KeyGated ? keys * ld : 0);
   static constexpr int gated_elements = keys * (KeyGated ? ld : ldv);
   static constexpr int tile_elements(int stages) {
@@ -446,6 +454,10 @@ struct GatedChunkOutputs {
   int L, H, row_tiles, C, mirror;
   ColumnBlocks blocks;
   int key_block;  // the launch takes every value block of this key block
+  // [B, H, L, C]: key-gated intra-chunk weights of step t against key t0 + u
+  // (KeyWeights::written / read), u <= t; else empty
+  Tensor4<Kokkos::Cuda, float> key_weights;
+  int first_value_block, launched_value_blocks;  // the launch's value blocks
 
   KOKKOS_INLINE_FUNCTION void operator()(const mma::CudaTeam& team) const {
 #if defined(ATTN_MMA_DEVICE_PASS)
@@ -461,9 +473,11 @@ struct GatedChunkOutputs {
     // The value blocks of one row tile are neighbours in the league (their
     // queries and keys read twice, the second time mostly from L2). The last
     // tiles of a chunk see the most keys: start them first.
-    const int value_blocks = Blocked ? blocks.value_blocks() : 1,
+    const int value_blocks = Blocked ? launched_value_blocks : 1,
               rank = team.league_size() - 1 - team.league_rank(),
-              block = Blocked ? key_block * value_blocks + rank % value_blocks : 0;
+              block = Blocked ? key_block * blocks.value_blocks() + first_value_block +
+                                    rank % value_blocks
+                              : 0;
     const TeamTile tile = team_tile(rank / value_blocks, row_tiles, H, rows, L);
     const int b = tile.b, h = tile.h, bh = b * H + h, tid = team.team_rank(),
               size = team.team_size();
@@ -542,9 +556,10 @@ struct GatedChunkOutputs {
       E* const Kt = stage_tiles(stage);
       E* const Vt = Kt + keys * ld;
       const int nk = L - j0 < keys ? L - j0 : keys;
-      mma::start_tile_copy<P>(Kt, ld, keys, XD, key, b, h, j0, nk, X, tid, size, mirror, first_key);
       mma::start_tile_copy<P>(Vt, ldv, keys, YD, value, b, h, j0, nk, Y, tid, size, mirror,
                               first_value);
+      if constexpr (reads_weights) return;
+      mma::start_tile_copy<P>(Kt, ld, keys, XD, key, b, h, j0, nk, X, tid, size, mirror, first_key);
       if constexpr (KeyGated)
         mma::start_tile_copy<P>(Vt + keys * ldv, ld, keys, XD, query, b, h, j0, nk, X, tid, size,
                                 mirror, first_key);
@@ -555,8 +570,9 @@ struct GatedChunkOutputs {
       constexpr int later = decltype(pending)::value;
       E* const Kt = stage_tiles(stage);
       E* const Vt = Kt + keys * ld;
-      mma::finish_tile_copy<later, P>(Kt, ld, keys, XD, X, tid, size);
       mma::finish_tile_copy<later, P>(Vt, ldv, keys, YD, Y, tid, size);
+      if constexpr (reads_weights) return;
+      mma::finish_tile_copy<later, P>(Kt, ld, keys, XD, X, tid, size);
       if constexpr (KeyGated)
         mma::finish_tile_copy<later, P>(Vt + keys * ldv, ld, keys, XD, X, tid, size);
       mma::finish_tile_copy<later, float>(stage_sums[stage], ld_sums, keys, G, m, tid, size);
@@ -587,7 +603,8 @@ struct GatedChunkOutputs {
           mma::for_each_entry(
               A, [&](int r, int c, float& x) { diagonal[r][c] = c <= r && c < nk ? x : 0.f; });
         }
-      {  // the gated side times exp(r_j - b_u), for the warps past the sub-chunk
+      if constexpr (!reads_weights) {  // the gated side times exp(r_j - b_u), for the warps
+                                       // past the sub-chunk
         const E* raw = KeyGated ? Kt : Vt;
         const int stride = KeyGated ? ld : ldv;
         for (int e = tid; e < keys * G; e += size) {
@@ -604,7 +621,7 @@ struct GatedChunkOutputs {
       constexpr int lanes = 8;
       static_assert(warps * 32 == keys * lanes, "a thread per (row of the sub-chunk, lane)");
       const int t = tid / lanes, lane = tid % lanes;
-      if constexpr (KeyGated)  // weights sum_x q_t[x] k_u[x] exp(b_t[x] - b_u[x])
+      if constexpr (KeyGated && !reads_weights)  // weights sum_x q_t[x] k_u[x] exp(b_t[x] - b_u[x])
         if (diagonal_step) {
           constexpr int span = XD / lanes;
           float part[keys];
@@ -656,10 +673,26 @@ struct GatedChunkOutputs {
           }
           team.team_barrier();
         }
+      // The key gate's weights of the warp's rows against the sub-chunk's keys,
+      // as written by the first value block's teams (KeyWeights::written).
+      auto weights_of = [&](mma::Accumulator<keys>& A) {
+        mma::for_each_entry(A, [&](int r, int c, float& x) {
+          x = row0 + r < L && j0 + c <= row0 + r ? key_weights(b, h, row0 + r, j0 - t0 + c) : 0.f;
+        });
+      };
+      auto write_weights = [&](mma::Accumulator<keys>& A) {
+        if constexpr (Weights == KeyWeights::written)
+          mma::for_each_entry(A, [&](int r, int c, float& x) {
+            if (row0 + r < L) key_weights(b, h, row0 + r, j0 - t0 + c) = x;
+          });
+      };
       if (active && row0 >= j0 + keys) {  // the warp's rows are past the sub-chunk
         mma::Accumulator<keys> A;         // its weights against the sub-chunk's keys
         mma::zero(A);
-        if constexpr (KeyGated) {
+        if constexpr (reads_weights) {
+          weights_of(A);
+          mma::add_ab<P>(O, A, Vt, ldv);
+        } else if constexpr (KeyGated) {
 #pragma unroll
           for (int kk = 0; kk < XD / mma::k_step<P>; ++kk) {
             std::uint32_t a[4];
@@ -670,6 +703,7 @@ struct GatedChunkOutputs {
             });
             mma::add_abt_step<P>(A, mma::prepare<P>(a), gated, ld, kk);
           }
+          write_weights(A);
           mma::add_ab<P>(O, A, Vt, ldv);
         } else {
           mma::add_abt(A, Q, Kt, ld);
@@ -682,9 +716,14 @@ struct GatedChunkOutputs {
         }
       }
       if (diagonal_step && warp == owner) {
-        if constexpr (KeyGated) {
+        if constexpr (reads_weights) {
+          mma::Accumulator<keys> A;
+          weights_of(A);
+          mma::add_ab<P>(O, A, Vt, ldv);
+        } else if constexpr (KeyGated) {
           mma::Accumulator<keys> A;
           mma::for_each_entry(A, [&](int r, int c, float& x) { x = diagonal[r][c]; });
+          write_weights(A);
           mma::add_ab<P>(O, A, Vt, ldv);
         } else {  // the off-diagonal and inter-chunk sums take exp(b_t - r_w) now, then the
                   // diagonal's
@@ -820,20 +859,33 @@ TileSweep tensor_core_gated_chunk(const Kokkos::Cuda& exec, const std::string& n
             Kokkos::RangePolicy<Kokkos::Cuda>(exec, 0, blocks.count() * B * H * XD * YD),
             JoinGatedSegments<P, KeyGated>{states, sums, blocks, H, C, chunks, segment_chunks});
     }
-    auto launch_outputs = [&](auto blocked) {
-      using Outputs = GatedChunkOutputs<P, XD, YD, KeyGated, decltype(blocked)::value>;
+    auto launch_outputs = [&](auto blocked, auto weights, int first_value_block, int value_blocks,
+                              const Tensor4<Kokkos::Cuda, float>& key_weights) {
+      using Outputs = GatedChunkOutputs<P, XD, YD, KeyGated, decltype(blocked)::value,
+                                        decltype(weights)::value>;
       const int row_tiles = ceil_div(L, Outputs::rows);
       for (int xb = 0; xb < blocks.key_blocks(); ++xb)
         mma::launch_tiles<Outputs::min_blocks>(
-            name + ": chunk outputs", exec, B * H * row_tiles * blocks.value_blocks(),
-            32 * Outputs::warps,
+            name + ": chunk outputs", exec, B * H * row_tiles * value_blocks, 32 * Outputs::warps,
             Outputs{query, key, value, out, sums, states, fused_softmax, key_block_sums, L, H,
-                    row_tiles, C, mirror, blocks, xb});
+                    row_tiles, C, mirror, blocks, xb, key_weights, first_value_block,
+                    value_blocks});
     };
-    if (blocks.count() > 1)
-      launch_outputs(std::true_type{});
-    else
-      launch_outputs(std::false_type{});
+    using Computed = std::integral_constant<KeyWeights, KeyWeights::computed>;
+    if (blocks.count() == 1) return launch_outputs(std::false_type{}, Computed{}, 0, 1, {});
+    // Key gate, value axis cut: the first value block's teams write the
+    // intra-chunk weights, the others read them (one key block: X <= 128).
+    if constexpr (KeyGated)
+      if (blocks.value_blocks() > 1 && blocks.key_blocks() == 1 && C <= 256) {
+        const auto key_weights = workspace_view<Tensor4<Kokkos::Cuda, float>>(
+            "gated chunk: key-gated weights", B, H, L, C);
+        launch_outputs(std::true_type{}, std::integral_constant<KeyWeights, KeyWeights::written>{},
+                       0, 1, key_weights);
+        return launch_outputs(std::true_type{},
+                              std::integral_constant<KeyWeights, KeyWeights::read>{}, 1,
+                              blocks.value_blocks() - 1, key_weights);
+      }
+    launch_outputs(std::true_type{}, Computed{}, 0, blocks.value_blocks(), {});
   });
   return softmax.data() && !fused_softmax.data() ? TileSweep::softmax_left : TileSweep::done;
 }
