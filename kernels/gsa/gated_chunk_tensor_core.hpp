@@ -394,16 +394,21 @@ struct JoinGatedSegments {
 // kernels spilled more registers (bf16, key gate, 64 x 128: 256 / 336 bytes
 // stored / loaded against 220 / 276) and gsa/chunk at d = 128 took 1.17x the
 // time.
-// How a key-gated blocked sweep's output kernel gets its intra-chunk weights
-// (the same for every value block: sum_x q_t[x] k_u[x] exp(b_t[x] - b_u[x])):
-// computed, computed and written to `key_weights` (the first value block), or
-// read from it (the others), so that the gate-side work runs once.
+// How an output kernel gets its intra-chunk weights: computed where they are
+// used (computed), or, for the key gate's, sum_x q_t[x] k_u[x] exp(b_t[x] -
+// b_u[x]), the same for every value block, split off where the value axis is
+// cut, as flash-linear-attention's chunk_gla splits them: one launch computes
+// them and writes them to `key_weights` (written: no outputs), then every
+// value block's teams read them (read) and copy only their value tiles, the
+// gate-side work (gated tiles, the diagonal's exponentials, the weight
+// products) run once.
 enum class KeyWeights { computed, written, read };
 
 template <class P, int XD, int YD, bool KeyGated, bool Blocked,
           KeyWeights Weights = KeyWeights::computed>
 struct GatedChunkOutputs {
-  static constexpr bool reads_weights = Weights == KeyWeights::read;
+  static constexpr bool reads_weights = Weights == KeyWeights::read,
+                        writes_only_weights = Weights == KeyWeights::written;
   static constexpr int warps = 4, rows = 16 * warps, keys = 16;
   // Teams resident per SM the registers must allow: 4 (128 registers; the
   // key gate took 164 without the cap, 3 teams, each waiting on its tiles).
@@ -428,7 +433,7 @@ struct GatedChunkOutputs {
   // 48 KB of static shared memory a Kokkos team gets (with 4 KB to spare),
   // in bf16; one in float and tf32 (at d = 64, where two fit, float took
   // 1.01-1.02x the time with them, its registers spilling more).
-  static constexpr int copies = reads_weights ? 1 : KeyGated ? 4 : 3;  // copy groups per sub-chunk
+  static constexpr int copies = reads_weights ? 1 : KeyGated && !writes_only_weights ? 4 : 3;
   static constexpr int copied = keys * ld + keys * ldv + (KeyGated ? keys * ld : 0);
   static constexpr int gated_elements = keys * (KeyGated ? ld : ldv);
   static constexpr int tile_elements(int stages) {
@@ -454,10 +459,11 @@ struct GatedChunkOutputs {
   int L, H, row_tiles, C, mirror;
   ColumnBlocks blocks;
   int key_block;  // the launch takes every value block of this key block
-  // [B, H, L, C]: key-gated intra-chunk weights of step t against key t0 + u
-  // (KeyWeights::written / read), u <= t; else empty
-  Tensor4<Kokkos::Cuda, float> key_weights;
-  int first_value_block, launched_value_blocks;  // the launch's value blocks
+  // [B, H, L, C or fewer]: key-gated intra-chunk weights of step t against key
+  // t0 + u, u <= t, as the product's operand is stored (KeyWeights::written /
+  // read); else empty
+  mma::CudaTensor<P> key_weights;
+  int launched_value_blocks;  // the launch's value blocks, from the first
 
   KOKKOS_INLINE_FUNCTION void operator()(const mma::CudaTeam& team) const {
 #if defined(ATTN_MMA_DEVICE_PASS)
@@ -475,9 +481,7 @@ struct GatedChunkOutputs {
     // tiles of a chunk see the most keys: start them first.
     const int value_blocks = Blocked ? launched_value_blocks : 1,
               rank = team.league_size() - 1 - team.league_rank(),
-              block = Blocked ? key_block * blocks.value_blocks() + first_value_block +
-                                    rank % value_blocks
-                              : 0;
+              block = Blocked ? key_block * blocks.value_blocks() + rank % value_blocks : 0;
     const TeamTile tile = team_tile(rank / value_blocks, row_tiles, H, rows, L);
     const int b = tile.b, h = tile.h, bh = b * H + h, tid = team.team_rank(),
               size = team.team_size();
@@ -513,7 +517,7 @@ struct GatedChunkOutputs {
     mma::Accumulator<YD> O;
     mma::zero(O);
 
-    if (n > 0) {
+    if (!writes_only_weights && n > 0) {
       // Inter-chunk: exp(b_t) q_t^T S_n = exp(b_t - r_w) (q_t exp(r_w))^T S_n, S_n
       // streamed in slices of rows (one in bf16), the next copied while this one
       // is multiplied.
@@ -556,8 +560,9 @@ struct GatedChunkOutputs {
       E* const Kt = stage_tiles(stage);
       E* const Vt = Kt + keys * ld;
       const int nk = L - j0 < keys ? L - j0 : keys;
-      mma::start_tile_copy<P>(Vt, ldv, keys, YD, value, b, h, j0, nk, Y, tid, size, mirror,
-                              first_value);
+      if constexpr (!writes_only_weights)
+        mma::start_tile_copy<P>(Vt, ldv, keys, YD, value, b, h, j0, nk, Y, tid, size, mirror,
+                                first_value);
       if constexpr (reads_weights) return;
       mma::start_tile_copy<P>(Kt, ld, keys, XD, key, b, h, j0, nk, X, tid, size, mirror, first_key);
       if constexpr (KeyGated)
@@ -570,7 +575,8 @@ struct GatedChunkOutputs {
       constexpr int later = decltype(pending)::value;
       E* const Kt = stage_tiles(stage);
       E* const Vt = Kt + keys * ld;
-      mma::finish_tile_copy<later, P>(Vt, ldv, keys, YD, Y, tid, size);
+      if constexpr (!writes_only_weights)
+        mma::finish_tile_copy<later, P>(Vt, ldv, keys, YD, Y, tid, size);
       if constexpr (reads_weights) return;
       mma::finish_tile_copy<later, P>(Kt, ld, keys, XD, X, tid, size);
       if constexpr (KeyGated)
@@ -674,17 +680,22 @@ struct GatedChunkOutputs {
           team.team_barrier();
         }
       // The key gate's weights of the warp's rows against the sub-chunk's keys,
-      // as written by the first value block's teams (KeyWeights::written).
+      // as the weights launch wrote them.
       auto weights_of = [&](mma::Accumulator<keys>& A) {
         mma::for_each_entry(A, [&](int r, int c, float& x) {
-          x = row0 + r < L && j0 + c <= row0 + r ? key_weights(b, h, row0 + r, j0 - t0 + c) : 0.f;
+          x = row0 + r < L && j0 + c <= row0 + r ? float(key_weights(b, h, row0 + r, j0 - t0 + c))
+                                                 : 0.f;
         });
       };
-      auto write_weights = [&](mma::Accumulator<keys>& A) {
-        if constexpr (Weights == KeyWeights::written)
+      // The weights launch writes them (and has no outputs); else they are
+      // used in place.
+      auto use_weights = [&](mma::Accumulator<keys>& A) {
+        if constexpr (writes_only_weights)
           mma::for_each_entry(A, [&](int r, int c, float& x) {
-            if (row0 + r < L) key_weights(b, h, row0 + r, j0 - t0 + c) = x;
+            if (row0 + r < L) key_weights(b, h, row0 + r, j0 - t0 + c) = storage_t<P>(x);
           });
+        else
+          mma::add_ab<P>(O, A, Vt, ldv);
       };
       if (active && row0 >= j0 + keys) {  // the warp's rows are past the sub-chunk
         mma::Accumulator<keys> A;         // its weights against the sub-chunk's keys
@@ -703,8 +714,7 @@ struct GatedChunkOutputs {
             });
             mma::add_abt_step<P>(A, mma::prepare<P>(a), gated, ld, kk);
           }
-          write_weights(A);
-          mma::add_ab<P>(O, A, Vt, ldv);
+          use_weights(A);
         } else {
           mma::add_abt(A, Q, Kt, ld);
           mma::Accumulator<YD> part;
@@ -723,8 +733,7 @@ struct GatedChunkOutputs {
         } else if constexpr (KeyGated) {
           mma::Accumulator<keys> A;
           mma::for_each_entry(A, [&](int r, int c, float& x) { x = diagonal[r][c]; });
-          write_weights(A);
-          mma::add_ab<P>(O, A, Vt, ldv);
+          use_weights(A);
         } else {  // the off-diagonal and inter-chunk sums take exp(b_t - r_w) now, then the
                   // diagonal's
           mma::for_each_entry(O, [&](int r, int c, float& x) {
@@ -735,7 +744,7 @@ struct GatedChunkOutputs {
         }
       }
     }
-    if (!active) return;
+    if (!active || writes_only_weights) return;
     mma::for_each_entry(O, [&](int r, int c, float& x) {
       if (row0 + r >= L || c >= Y) return;
       if (adds_earlier_blocks) x += key_block_sums(b, h, row0 + r, first_value + c);
@@ -859,8 +868,8 @@ TileSweep tensor_core_gated_chunk(const Kokkos::Cuda& exec, const std::string& n
             Kokkos::RangePolicy<Kokkos::Cuda>(exec, 0, blocks.count() * B * H * XD * YD),
             JoinGatedSegments<P, KeyGated>{states, sums, blocks, H, C, chunks, segment_chunks});
     }
-    auto launch_outputs = [&](auto blocked, auto weights, int first_value_block, int value_blocks,
-                              const Tensor4<Kokkos::Cuda, float>& key_weights) {
+    auto launch_outputs = [&](auto blocked, auto weights, int value_blocks,
+                              const mma::CudaTensor<P>& key_weights) {
       using Outputs = GatedChunkOutputs<P, XD, YD, KeyGated, decltype(blocked)::value,
                                         decltype(weights)::value>;
       const int row_tiles = ceil_div(L, Outputs::rows);
@@ -868,24 +877,33 @@ TileSweep tensor_core_gated_chunk(const Kokkos::Cuda& exec, const std::string& n
         mma::launch_tiles<Outputs::min_blocks>(
             name + ": chunk outputs", exec, B * H * row_tiles * value_blocks, 32 * Outputs::warps,
             Outputs{query, key, value, out, sums, states, fused_softmax, key_block_sums, L, H,
-                    row_tiles, C, mirror, blocks, xb, key_weights, first_value_block,
-                    value_blocks});
+                    row_tiles, C, mirror, blocks, xb, key_weights, value_blocks});
     };
-    using Computed = std::integral_constant<KeyWeights, KeyWeights::computed>;
-    if (blocks.count() == 1) return launch_outputs(std::false_type{}, Computed{}, 0, 1, {});
-    // Key gate, value axis cut: the first value block's teams write the
-    // intra-chunk weights, the others read them (one key block: X <= 128).
-    if constexpr (KeyGated)
-      if (blocks.value_blocks() > 1 && blocks.key_blocks() == 1 && C <= 256) {
-        const auto key_weights = workspace_view<Tensor4<Kokkos::Cuda, float>>(
-            "gated chunk: key-gated weights", B, H, L, C);
-        launch_outputs(std::true_type{}, std::integral_constant<KeyWeights, KeyWeights::written>{},
-                       0, 1, key_weights);
-        return launch_outputs(std::true_type{},
-                              std::integral_constant<KeyWeights, KeyWeights::read>{}, 1,
-                              blocks.value_blocks() - 1, key_weights);
-      }
-    launch_outputs(std::true_type{}, Computed{}, 0, blocks.value_blocks(), {});
+    auto launch_all_outputs = [&](auto blocked) {
+      // The key gate's weights apart where several value blocks use them, the
+      // key axis is whole and they take at most 256 columns (a chunk's keys; a
+      // lone chunk's steps: never L x L). At B=4 H=4 d=512 m=64 (four value
+      // blocks) gsa/chunk took 0.97-0.98x the time of the first value block's
+      // teams computing and writing them while making their outputs; with one
+      // value block (d = 128) the two launches took 1.05x the time of one
+      // (bf16; ncu at L = 4k: 873 + 612 us against 1295 us).
+      const int weight_columns = std::min(C, 16 * ceil_div(L, 16));
+      if constexpr (KeyGated)
+        if (blocks.value_blocks() > 1 && blocks.key_blocks() == 1 && weight_columns <= 256) {
+          const auto key_weights = workspace_view<mma::CudaTensor<P>>(
+              "gated chunk: key-gated weights", B, H, L, weight_columns);
+          launch_outputs(blocked, std::integral_constant<KeyWeights, KeyWeights::written>{}, 1,
+                         key_weights);
+          return launch_outputs(blocked, std::integral_constant<KeyWeights, KeyWeights::read>{},
+                                blocks.value_blocks(), key_weights);
+        }
+      launch_outputs(blocked, std::integral_constant<KeyWeights, KeyWeights::computed>{},
+                     blocks.value_blocks(), {});
+    };
+    if (blocks.count() > 1)
+      launch_all_outputs(std::true_type{});
+    else
+      launch_all_outputs(std::false_type{});
   });
   return softmax.data() && !fused_softmax.data() ? TileSweep::softmax_left : TileSweep::done;
 }
