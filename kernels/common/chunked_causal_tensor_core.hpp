@@ -416,13 +416,8 @@ struct ChunkOutputs {
     mma::for_each_pair(O, [&](int r, int c, float& x0, float& x1) {
       if (row0 + r >= L || first_value + c >= dv) return;
       const float scale = normalise ? 1.f / total[r >> 3] : 1.f;
-      storage_t<P>* const at = &o(b, h, mma::stored_row(row0 + r, mirror), first_value + c);
-      if (pairs) {
-        mma::store_pair<P>(at, x0 * scale, x1 * scale);
-      } else {
-        at[0] = storage_t<P>(x0 * scale);
-        if (first_value + c + 1 < dv) at[1] = storage_t<P>(x1 * scale);
-      }
+      mma::store_entries<P>(&o(b, h, mma::stored_row(row0 + r, mirror), first_value + c),
+                            x0 * scale, x1 * scale, pairs, first_value + c + 1 < dv);
     });
 #endif
   }

@@ -194,8 +194,25 @@ __device__ __forceinline__ Tf32Split split_tf32(float x) {
   return {big, tf32_truncated_bits(x - __uint_as_float(big))};
 }
 
+// How fp32 values are rounded to bf16 operands (to nearest even; NaN stays
+// NaN): one cvt.rn.bf16x2.f32 per pair on the conversion unit, or bf16's own
+// rounding, about six integer instructions per value. The conversion unit
+// is the default (the GSA output kernels spent 5-11 % of their instructions
+// rounding, ncu; lightning/fwd in bf16 took 0.84-0.87x the time with it);
+// softmax, whose exponentials keep the same unit busy, keeps the integer
+// rounding (its forward took 1.16x the time with the conversion unit).
+enum class Bf16Rounding { conversion_unit, integer_units };
+
+// lo and hi rounded to bf16 and packed, lo in the low half.
+template <Bf16Rounding Rounding = Bf16Rounding::conversion_unit>
 __device__ __forceinline__ std::uint32_t pack_bf16(float lo, float hi) {
-  return std::uint32_t(bf16(lo).bits) | (std::uint32_t(bf16(hi).bits) << 16);
+  if constexpr (Rounding == Bf16Rounding::integer_units) {
+    return std::uint32_t(bf16(lo).bits) | (std::uint32_t(bf16(hi).bits) << 16);
+  } else {
+    std::uint32_t pair;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(pair) : "f"(hi), "f"(lo));
+    return pair;
+  }
 }
 
 // A shared-memory operand as the float it stands for (bf16 bits widened).
@@ -211,7 +228,7 @@ __device__ __forceinline__ float operand_to_float(operand_t<P> x) {
 template <class P>
 __device__ __forceinline__ operand_t<P> operand_from_float(float x) {
   if constexpr (std::is_same_v<P, bf16>)
-    return bf16(x).bits;
+    return std::uint16_t(pack_bf16(x, 0.f));
   else if constexpr (std::is_same_v<P, tf32>)
     return tf32_rounded(x);
   else
@@ -617,7 +634,7 @@ __device__ __forceinline__ void add_ab_slice(Accumulator<N>& C, const RowTile<P,
 
 // C (16 x N) += W (16 x K) B, W an accumulator (K keys wide), B = rows 0 .. K-1
 // of a [k][n] shared tile (e.g. values). See the header for the TF32 k order.
-template <class P, int N, int K>
+template <class P, Bf16Rounding Rounding = Bf16Rounding::conversion_unit, int N, int K>
 __device__ __forceinline__ void add_ab(Accumulator<N>& C, const Accumulator<K>& W,
                                        const operand_t<P>* B, int ld) {
   if constexpr (std::is_same_v<P, bf16>) {
@@ -626,8 +643,9 @@ __device__ __forceinline__ void add_ab(Accumulator<N>& C, const Accumulator<K>& 
     for (int kk = 0; kk < K / 16; ++kk) {
       const float(&lo)[4] = W.c[2 * kk];
       const float(&hi)[4] = W.c[2 * kk + 1];
-      const AFragment<P> a = {{pack_bf16(lo[0], lo[1]), pack_bf16(lo[2], lo[3]),
-                               pack_bf16(hi[0], hi[1]), pack_bf16(hi[2], hi[3])}};
+      const AFragment<P> a = {{pack_bf16<Rounding>(lo[0], lo[1]), pack_bf16<Rounding>(lo[2], lo[3]),
+                               pack_bf16<Rounding>(hi[0], hi[1]),
+                               pack_bf16<Rounding>(hi[2], hi[3])}};
       add_bf16_fragment_pairs<true, 1>(&C, &a, B, ld, kk);
     }
   } else {
@@ -812,6 +830,20 @@ __device__ __forceinline__ void store_pair(storage_t<P>* at, float x0, float x1)
     *reinterpret_cast<float2*>(at) = make_float2(x0, x1);
 }
 
+// The pair (x0, x1) of for_each_pair stored at at[0], at[1]: in one store
+// where rows have even length (`pairs`: at is then aligned to two elements),
+// else one by one, x1 only where its column is inside the row (`second`).
+template <class P>
+__device__ __forceinline__ void store_entries(storage_t<P>* at, float x0, float x1, bool pairs,
+                                              bool second) {
+  if (pairs) {
+    store_pair<P>(at, x0, x1);
+  } else {
+    at[0] = storage_t<P>(x0);
+    if (second) at[1] = storage_t<P>(x1);
+  }
+}
+
 // Reductions over the four threads (a quad) that share a row of C.
 __device__ __forceinline__ float quad_max(float x) {
   x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
@@ -885,8 +917,10 @@ __device__ __forceinline__ void add_row_dots(const RowTile<P, K>& A, const float
 // truncates (Fasi et al. 2021, "Numerical behavior of NVIDIA tensor cores"),
 // so a sum over thousands of keys in one accumulator drifts: LION at lambda
 // within 1e-6 of 1 over 16K tokens was 1e-4 off in float, against 2e-5 for
-// the portable tiles. It costs DV / 2 registers per thread.
-template <class P, int D, int Keys, bool ExactSums = false, int DV, class Member, class View,
+// the portable tiles. It costs DV / 2 registers per thread. Rounding: how the
+// weights become bf16 operands (see Bf16Rounding).
+template <class P, int D, int Keys, bool ExactSums = false,
+          Bf16Rounding Rounding = Bf16Rounding::conversion_unit, int DV, class Member, class View,
           class Seen, class Weigh>
 __device__ __forceinline__ void attend_streamed(const Member& team, const RowTile<P, D>& Q,
                                                 Accumulator<DV>& O, operand_t<P>* Ks,
@@ -928,10 +962,10 @@ __device__ __forceinline__ void attend_streamed(const Member& team, const RowTil
       if constexpr (ExactSums) {
         Accumulator<DV> part;
         zero(part);
-        add_ab<P>(part, S, Vs, ldv);
+        add_ab<P, Rounding>(part, S, Vs, ldv);
         for_each_entry(O, part, [](int, int, float& total, float& x) { total += x; });
       } else {
-        add_ab<P>(O, S, Vs, ldv);
+        add_ab<P, Rounding>(O, S, Vs, ldv);
       }
     }
     team.team_barrier();  // every warp has read the values

@@ -114,7 +114,7 @@ struct FlashForward {
 
     // Online softmax over the key tiles; past the diagonal they are skipped.
     const int end = causal ? (tile.first + tile.count < L ? tile.first + tile.count : L) : L;
-    mma::attend_streamed<P, D, keys>(
+    mma::attend_streamed<P, D, keys, false, mma::Bf16Rounding::integer_units>(
         team, Q, O, Ks, Vs, k, v, b, h, L, 0, end, dk, dv, 0, -1,
         [&](int k0) {
           return !causal || k0 <= row0 + 15;
@@ -187,7 +187,9 @@ struct WideFlashForward {
                               size, -1, first_value);
       mma::finish_tile_copy<0, P>(KVs, ld, keys, block, columns(dv, first_value), tid, size);
       team.team_barrier();
-      if (visible) mma::add_ab<P>(O, S, KVs, ld);  // O += P V[:, value block]
+      if (visible)
+        mma::add_ab<P, mma::Bf16Rounding::integer_units>(O, S, KVs,
+                                                         ld);  // O += P V[:, value block]
     }
     softmax.store<P>(O, o, value_block == 0 ? logsumexp : CudaRows{}, b, h, row0, L, first_value,
                      dv);
@@ -251,6 +253,8 @@ struct FlashBackwardPass {
     if (OwnsKeys) mma::zero(acc2);
 
     // Causal: a key j is seen by queries i >= j only.
+    // As the forward rounds its weights (see mma::Bf16Rounding).
+    constexpr auto integer_rounding = mma::Bf16Rounding::integer_units;
     const int begin = causal && OwnsKeys ? tile.first / streamed * streamed : 0;
     const int end =
         causal && !OwnsKeys ? (tile.first + tile.count < L ? tile.first + tile.count : L) : L;
@@ -284,10 +288,10 @@ struct FlashBackwardPass {
         dp = s * (dp - d);
       });
       if (OwnsKeys) {
-        mma::add_ab<P>(acc2, S, Y2, ld);   // dV += P^T dO
-        mma::add_ab<P>(acc1, dP, Y1, ld);  // dK += dS^T Q
+        mma::add_ab<P, integer_rounding>(acc2, S, Y2, ld);   // dV += P^T dO
+        mma::add_ab<P, integer_rounding>(acc1, dP, Y1, ld);  // dK += dS^T Q
       } else {
-        mma::add_ab<P>(acc1, dP, Y1, ld);  // dQ += dS K
+        mma::add_ab<P, integer_rounding>(acc1, dP, Y1, ld);  // dQ += dS K
       }
     }
     mma::for_each_entry(acc1, [&](int r, int c, float& x) {
