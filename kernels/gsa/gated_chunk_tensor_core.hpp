@@ -898,13 +898,14 @@ TileSweep tensor_core_gated_chunk(const Kokkos::Cuda& exec, const std::string& n
     };
     auto launch_all_outputs = [&](auto blocked) {
       // The key gate's weights apart where several value blocks use them, the
-      // key axis is whole and they take at most 256 columns (a chunk's keys; a
-      // lone chunk's steps: never L x L). At B=4 H=4 d=512 m=64 (four value
+      // key axis is whole and they take at most 256 columns (a chunk's keys,
+      // whole 16-key sub-chunks: a lone chunk of L steps, C = L, is written to
+      // L rounded up to 16; never L x L). At B=4 H=4 d=512 m=64 (four value
       // blocks) gsa/chunk took 0.97-0.98x the time of the first value block's
       // teams computing and writing them while making their outputs; with one
       // value block (d = 128) the two launches took 1.05x the time of one
       // (bf16; ncu at L = 4k: 873 + 612 us against 1295 us).
-      const int weight_columns = std::min(C, 16 * ceil_div(L, 16));
+      const int weight_columns = 16 * ceil_div(C, 16);
       if constexpr (KeyGated)
         if (blocks.value_blocks() > 1 && blocks.key_blocks() == 1 && weight_columns <= 256) {
           const auto key_weights = workspace_view<mma::CudaTensor<P>>(

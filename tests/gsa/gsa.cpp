@@ -110,7 +110,8 @@ TEMPLATE_LIST_TEST_CASE("GSA forms at the gate extremes and with many slots", "[
 // pad to 64 and to 128, d_v != d_k both ways, heads and slot counts above 128
 // (cut into blocks of 128 columns and a ragged last one), one chunk of more
 // than 256 steps with the value axis cut (the key gate's weights computed
-// where used, not split off); and the portable tiles alike.
+// where used, not split off) and one of 100 (split off, a ragged last
+// sub-chunk); and the portable tiles alike.
 TEMPLATE_LIST_TEST_CASE("GSA chunk forms on every tile path", "[gsa][forms][tiles]", Configs) {
   using Exec = typename TestType::Exec;
   using P = typename TestType::Precision;
@@ -123,7 +124,7 @@ TEMPLATE_LIST_TEST_CASE("GSA chunk forms on every tile path", "[gsa][forms][tile
                         {{1, 1, 1, 32, 16}, 64, 8},      {{1, 1, 77, 48, 24}, 64, 100},
                         {{1, 1, 190, 96, 128}, 64, 128}, {{1, 2, 150, 320, 136}, 64, 64},
                         {{1, 1, 130, 136, 130}, 64, 48}, {{1, 1, 150, 72, 96}, 64, 200},
-                        {{1, 1, 300, 64, 136}, 512, 32}};
+                        {{1, 1, 300, 64, 136}, 512, 32}, {{1, 1, 100, 64, 136}, 128, 32}};
   for (const char* name : {"gsa/chunk", "gsa/chunk_fwd_bwd"}) {
     const Form& form = form_named(name);
     if (!form.supports<P>()) continue;
