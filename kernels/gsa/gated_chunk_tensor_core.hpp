@@ -395,12 +395,6 @@ struct JoinGatedSegments {
   }
 };
 
-// Blocked: the sweep's columns are cut (ColumnBlocks has more than one
-// block). Without, every column offset is the constant 0 and no key block
-// sums are read or written: compiled with them at every head size, the output
-// kernels spilled more registers (bf16, key gate, 64 x 128: 256 / 336 bytes
-// stored / loaded against 220 / 276) and gsa/chunk at d = 128 took 1.17x the
-// time.
 // How an output kernel gets its intra-chunk weights: computed where they are
 // used (computed), or, for the key gate's, sum_x q_t[x] k_u[x] exp(b_t[x] -
 // b_u[x]), the same for every value block, split off where the value axis is
@@ -411,6 +405,12 @@ struct JoinGatedSegments {
 // products) run once.
 enum class KeyWeights { computed, written, read };
 
+// Blocked: the sweep's columns are cut (ColumnBlocks has more than one
+// block). Without, every column offset is the constant 0 and no key block
+// sums are read or written: compiled with them at every head size, the output
+// kernels spilled more registers (bf16, key gate, 64 x 128: 256 / 336 bytes
+// stored / loaded against 220 / 276) and gsa/chunk at d = 128 took 1.17x the
+// time.
 template <class P, int XD, int YD, bool KeyGated, bool Blocked,
           KeyWeights Weights = KeyWeights::computed>
 struct GatedChunkOutputs {
@@ -466,9 +466,9 @@ struct GatedChunkOutputs {
   int L, H, row_tiles, C, mirror;
   ColumnBlocks blocks;
   int key_block;  // the launch takes every value block of this key block
-  // [B, H, L, C or fewer]: key-gated intra-chunk weights of step t against key
-  // t0 + u, u <= t, as the product's operand is stored (KeyWeights::written /
-  // read); else empty
+  // [B, H, L, C rounded up to 16]: key-gated intra-chunk weights of step t
+  // against key t0 + u, u <= t, as the product's operand is stored
+  // (KeyWeights::written / read); else empty
   mma::CudaTensor<P> key_weights;
   int launched_value_blocks;  // the launch's value blocks, from the first
 
@@ -901,7 +901,7 @@ TileSweep tensor_core_gated_chunk(const Kokkos::Cuda& exec, const std::string& n
       // key axis is whole and they take at most 256 columns (a chunk's keys,
       // whole 16-key sub-chunks: a lone chunk of L steps, C = L, is written to
       // L rounded up to 16; never L x L). At B=4 H=4 d=512 m=64 (four value
-      // blocks) gsa/chunk took 0.97-0.98x the time of the first value block's
+      // blocks) gsa/chunk took 0.98-1.00x the time of the first value block's
       // teams computing and writing them while making their outputs; with one
       // value block (d = 128) the two launches took 1.05x the time of one
       // (bf16; ncu at L = 4k: 873 + 612 us against 1295 us).

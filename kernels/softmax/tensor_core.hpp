@@ -31,6 +31,11 @@ using mma::launch_tiles;
 using CudaRows = Tensor3<Kokkos::Cuda, float>;
 
 #if defined(ATTN_MMA_DEVICE_PASS)
+// How every softmax kernel here rounds its weights to bf16 operands: by the
+// integer units, the exponentials keeping the conversion unit busy (see
+// mma::Bf16Rounding).
+constexpr auto weight_rounding = mma::Bf16Rounding::integer_units;
+
 // The online softmax of a warp's 16 query rows (Alg. 1 lines 8-10), the two
 // rows of each thread: running max m and sum l, in base-2 units.
 struct OnlineSoftmax {
@@ -114,7 +119,7 @@ struct FlashForward {
 
     // Online softmax over the key tiles; past the diagonal they are skipped.
     const int end = causal ? (tile.first + tile.count < L ? tile.first + tile.count : L) : L;
-    mma::attend_streamed<P, D, keys, false, mma::Bf16Rounding::integer_units>(
+    mma::attend_streamed<P, D, keys, false, weight_rounding>(
         team, Q, O, Ks, Vs, k, v, b, h, L, 0, end, dk, dv, 0, -1,
         [&](int k0) {
           return !causal || k0 <= row0 + 15;
@@ -187,9 +192,7 @@ struct WideFlashForward {
                               size, -1, first_value);
       mma::finish_tile_copy<0, P>(KVs, ld, keys, block, columns(dv, first_value), tid, size);
       team.team_barrier();
-      if (visible)
-        mma::add_ab<P, mma::Bf16Rounding::integer_units>(O, S, KVs,
-                                                         ld);  // O += P V[:, value block]
+      if (visible) mma::add_ab<P, weight_rounding>(O, S, KVs, ld);  // O += P V[:, value block]
     }
     softmax.store<P>(O, o, value_block == 0 ? logsumexp : CudaRows{}, b, h, row0, L, first_value,
                      dv);
@@ -253,8 +256,6 @@ struct FlashBackwardPass {
     if (OwnsKeys) mma::zero(acc2);
 
     // Causal: a key j is seen by queries i >= j only.
-    // As the forward rounds its weights (see mma::Bf16Rounding).
-    constexpr auto integer_rounding = mma::Bf16Rounding::integer_units;
     const int begin = causal && OwnsKeys ? tile.first / streamed * streamed : 0;
     const int end =
         causal && !OwnsKeys ? (tile.first + tile.count < L ? tile.first + tile.count : L) : L;
@@ -288,10 +289,10 @@ struct FlashBackwardPass {
         dp = s * (dp - d);
       });
       if (OwnsKeys) {
-        mma::add_ab<P, integer_rounding>(acc2, S, Y2, ld);   // dV += P^T dO
-        mma::add_ab<P, integer_rounding>(acc1, dP, Y1, ld);  // dK += dS^T Q
+        mma::add_ab<P, weight_rounding>(acc2, S, Y2, ld);   // dV += P^T dO
+        mma::add_ab<P, weight_rounding>(acc1, dP, Y1, ld);  // dK += dS^T Q
       } else {
-        mma::add_ab<P, integer_rounding>(acc1, dP, Y1, ld);  // dQ += dS K
+        mma::add_ab<P, weight_rounding>(acc1, dP, Y1, ld);  // dQ += dS K
       }
     }
     mma::for_each_entry(acc1, [&](int r, int c, float& x) {
