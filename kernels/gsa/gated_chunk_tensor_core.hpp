@@ -57,9 +57,7 @@ using GateSumView = Tensor4<Kokkos::Cuda, float>;  // b: [B, H, L, m], by step
 // nothing next to the fp32 sums it enters. The diagonal sub-chunks take 8 of
 // them per product.
 __device__ __forceinline__ float weight_exp(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x * 1.4426950408889634f));
-  return y;
+  return mma::exp2_ftz(x * 1.4426950408889634f);
 }
 
 // Eight consecutive shared-memory operands (16-byte aligned) as floats.
