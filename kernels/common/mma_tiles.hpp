@@ -148,6 +148,19 @@ struct Accumulator {
 template <class P, int D>
 inline constexpr int register_value_block = D > 64 && !std::is_same_v<P, bf16> ? 64 : D;
 
+// How a tile copy addresses its 16-byte pieces. per_piece: each piece's row
+// and column from its index, and its address from the view, fewest registers
+// live across the loop; strided: each thread takes the same column piece of
+// every few rows, its addresses advancing by a fixed pitch, about a fifth of
+// the instructions of the chunk forms' output kernels fewer (ncu, bf16) but
+// more registers live. Strided everywhere, against per_piece everywhere (one
+// H100 call, B=4 H=32 d=128): float and tf32 lightning/fwd and linear/chunk
+// 0.96-0.99x the time, LION 0.95-0.96x, float softmax 0.93x; but kernels at
+// their register cap (FlashForward<bf16, 128> at 168, the bf16 chunk outputs
+// of 128 columns, GSA's outputs) lost a team per SM or spilled, 1.02-1.11x.
+// Each kernel picks (its `copies`); README "Tile copies" has the table.
+enum class CopyAddressing { per_piece, strided };
+
 // A RowTile<tf32> holds values already rounded to TF32 (load_row_tiles and
 // scale_entries round them), so that its products take them as they are.
 template <class P, int K>
@@ -685,8 +698,8 @@ __device__ __forceinline__ void add_ab(Accumulator<N>& C, const Accumulator<K>& 
 // still in flight, and rounds the thread's own chunks to TF32 (tf32): a team
 // barrier after it makes the tile visible. `rank` of `size` threads; rows
 // are steps of a sweep, stored as stored_row(step, mirror) says; the tile's
-// column c is x's column first_col + c.
-template <class P, class View>
+// column c is x's column first_col + c. Addressing: see CopyAddressing.
+template <class P, CopyAddressing Addressing = CopyAddressing::per_piece, class View>
 __device__ __forceinline__ void start_tile_copy(operand_t<P>* dst, int ld, int rows, int width,
                                                 const View& x, int b, int h, int first, int count,
                                                 int cols, int rank, int size, int mirror = -1,
@@ -696,6 +709,25 @@ __device__ __forceinline__ void start_tile_copy(operand_t<P>* dst, int ld, int r
   // first_col) and ends inside the copied columns.
   if (cols % per_chunk == 0 && first_col % per_chunk == 0 && int(x.extent(3)) % per_chunk == 0) {
     const int chunks = width / per_chunk;
+    if (Addressing == CopyAddressing::strided && size % chunks == 0) {
+      // The thread's piece c of rows r, r + step, ...: the same pieces as
+      // below, each address the last one's plus a fixed pitch.
+      const int c = (rank % chunks) * per_chunk, step = size / chunks;
+      const std::ptrdiff_t pitch =
+          (mirror < 0 ? step : -step) * static_cast<std::ptrdiff_t>(x.stride(2));
+      int r = rank / chunks;
+      std::ptrdiff_t from =
+          r < count ? &x(b, h, stored_row(first + r, mirror), first_col + c) - x.data() : 0;
+      auto to = static_cast<std::uint32_t>(__cvta_generic_to_shared(dst + r * ld + c));
+      const auto to_pitch = static_cast<std::uint32_t>(step * ld * sizeof(operand_t<P>));
+      for (; r < rows; r += step, from += pitch, to += to_pitch) {
+        const bool inside = r < count && c < cols;
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(to),
+                     "l"(x.data() + (inside ? from : 0)), "r"(inside ? 16 : 0));
+      }
+      asm volatile("cp.async.commit_group;\n" ::: "memory");
+      return;
+    }
     for (int i = rank; i < rows * chunks; i += size) {
       const int r = i / chunks, c = (i % chunks) * per_chunk;
       const bool inside = r < count && c < cols;
@@ -756,7 +788,8 @@ __device__ __forceinline__ void load_tile(operand_t<P>* dst, int ld, int rows, i
 // holds go at a time. Every thread reaches every barrier; the staging tile is
 // free again when it returns (the query tile FlashAttention-2 keeps in
 // registers). The tile's column c is x's column first_col + c.
-template <int Capacity, class P, int K, class View>
+template <int Capacity, CopyAddressing Addressing = CopyAddressing::per_piece, class P, int K,
+          class View>
 __device__ __forceinline__ void load_row_tiles(const CudaTeam& team, RowTile<P, K>& A,
                                                operand_t<P>* staging, const View& x, int b, int h,
                                                int first_row, int rows, int cols, int mirror = -1,
@@ -769,8 +802,8 @@ __device__ __forceinline__ void load_row_tiles(const CudaTeam& team, RowTile<P, 
               pass_rows = 16 * (warps - w0 < warps_per_pass ? warps - w0 : warps_per_pass);
     const int count = rows - first < 0 ? 0 : (rows - first < pass_rows ? rows - first : pass_rows);
     team.team_barrier();  // nobody still reads the staging tile
-    start_tile_copy<P>(staging, ld, pass_rows, K, x, b, h, first, count, cols, tid, size, mirror,
-                       first_col);
+    start_tile_copy<P, Addressing>(staging, ld, pass_rows, K, x, b, h, first, count, cols, tid,
+                                   size, mirror, first_col);
     finish_tile_copy<0, P>(staging, ld, pass_rows, K, cols, tid, size);
     team.team_barrier();
     if (warp >= w0 && warp < w0 + warps_per_pass) {
@@ -927,9 +960,11 @@ __device__ __forceinline__ void add_row_dots(const RowTile<P, K>& A, const float
 // so a sum over thousands of keys in one accumulator drifts: LION at lambda
 // within 1e-6 of 1 over 16K tokens was 1e-4 off in float, against 2e-5 for
 // the portable tiles. It costs DV / 2 registers per thread. Rounding: how the
-// weights become bf16 operands (see Bf16Rounding).
+// weights become bf16 operands (see Bf16Rounding); Addressing: how the tiles
+// are copied (see CopyAddressing).
 template <class P, int D, int Keys, bool ExactSums = false,
-          Bf16Rounding Rounding = Bf16Rounding::conversion_unit, int DV, class Member, class View,
+          Bf16Rounding Rounding = Bf16Rounding::conversion_unit,
+          CopyAddressing Addressing = CopyAddressing::per_piece, int DV, class Member, class View,
           class Seen, class Weigh>
 __device__ __forceinline__ void attend_streamed(const Member& team, const RowTile<P, D>& Q,
                                                 Accumulator<DV>& O, operand_t<P>* Ks,
@@ -941,11 +976,12 @@ __device__ __forceinline__ void attend_streamed(const Member& team, const RowTil
   const int tid = team.team_rank(), size = team.team_size(), value_cols = dv - first_value;
   auto rows_from = [&](int k0) { return L - k0 < Keys ? L - k0 : Keys; };
   auto start_keys = [&](int k0) {
-    start_tile_copy<P>(Ks, ld, Keys, D, k, b, h, k0, rows_from(k0), dk, tid, size, mirror);
+    start_tile_copy<P, Addressing>(Ks, ld, Keys, D, k, b, h, k0, rows_from(k0), dk, tid, size,
+                                   mirror);
   };
   auto start_values = [&](int k0) {
-    start_tile_copy<P>(Vs, ldv, Keys, DV, v, b, h, k0, rows_from(k0), value_cols, tid, size, mirror,
-                       first_value);
+    start_tile_copy<P, Addressing>(Vs, ldv, Keys, DV, v, b, h, k0, rows_from(k0), value_cols, tid,
+                                   size, mirror, first_value);
   };
   team.team_barrier();  // nobody still reads the shared tiles (a team before, or the caller)
   if (begin >= end) return;

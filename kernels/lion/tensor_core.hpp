@@ -35,6 +35,7 @@ struct LionTensorCoreTiles {
                        value_blocks = D / value_block;
   static constexpr int keys = std::is_same_v<P, bf16> ? 64 : 32;  // streamed key and value tiles
   static constexpr int ld = mma::padded_stride<P>(D), ldv = mma::padded_stride<P>(value_block);
+  static constexpr auto copies = mma::CopyAddressing::strided;
 
   mma::CudaTensor<P> q, k, v, o;
   LionLogMask<Kokkos::Cuda, storage_t<P>> mask;
@@ -52,7 +53,7 @@ struct LionTensorCoreTiles {
     const int b = tile.b, h = tile.h, row0 = tile.first + 16 * (team.team_rank() / 32);
 
     mma::RowTile<P, D> Q;
-    mma::load_row_tiles<keys * ld>(team, Q, Ks, q, b, h, tile.first, L, dk);
+    mma::load_row_tiles<keys * ld, copies>(team, Q, Ks, q, b, h, tile.first, L, dk);
     mma::Accumulator<value_block> O;
     mma::zero(O);
     float den[2] = {0.f, 0.f};  // the thread's share of its two rows' sums of weights
@@ -77,7 +78,7 @@ struct LionTensorCoreTiles {
     const float row_after[2] = {expf(float(last_backward - backward_row[0])),
                                 expf(float(last_backward - backward_row[1]))};
     // Every key of the sequence adds into O: exact sums (see attend_streamed).
-    mma::attend_streamed<P, D, keys, true>(
+    mma::attend_streamed<P, D, keys, true, mma::Bf16Rounding::conversion_unit, copies>(
         team, Q, O, Ks, Vs, k, v, b, h, L, 0, L, dk, dv, first_value, -1, [](int) { return true; },
         [&](mma::Accumulator<keys>& S, int k0, int nk) {
           // A key tile lies wholly before, inside or after the team's chunk (chunks are whole

@@ -108,6 +108,10 @@ struct FlashForward {
   static constexpr int keys =
       std::is_same_v<P, bf16> ? 64 : 32;  // streamed tile: 2 x keys x D operands
   static constexpr int ld = mma::padded_stride<P>(D);
+  // bf16 at d = 128 is at 168 registers, three teams per SM: strided copies
+  // took it to 173, two teams, 1.11x the time.
+  static constexpr auto copies =
+      std::is_same_v<P, bf16> ? mma::CopyAddressing::per_piece : mma::CopyAddressing::strided;
 
   CudaTensor<P> q, k, v, o;
   CudaRows logsumexp;  // optional: natural-log row logsumexp for the backward
@@ -127,14 +131,14 @@ struct FlashForward {
     const int row0 = tile.first + 16 * (team.team_rank() / 32);  // the warp's first query
 
     mma::RowTile<P, D> Q;
-    mma::load_row_tiles<keys * ld>(team, Q, Ks, q, b, h, tile.first, L, dk);
+    mma::load_row_tiles<keys * ld, copies>(team, Q, Ks, q, b, h, tile.first, L, dk);
     mma::Accumulator<D> O;
     mma::zero(O);
     OnlineSoftmax softmax;
 
     // Online softmax over the key tiles; past the diagonal they are skipped.
     const int end = causal ? (tile.first + tile.count < L ? tile.first + tile.count : L) : L;
-    mma::attend_streamed<P, D, keys, false, weight_rounding>(
+    mma::attend_streamed<P, D, keys, false, weight_rounding, copies>(
         team, Q, O, Ks, Vs, k, v, b, h, L, 0, end, dk, dv, 0, -1,
         [&](int k0) {
           return !causal || k0 <= row0 + 15;
@@ -230,6 +234,7 @@ struct FlashBackwardPass {
   static constexpr int warps = bf ? 4 : 2, owned = 16 * warps;
   static constexpr int streamed = bf ? 16 : 8;  // one k-step of the dS Y1 product
   static constexpr int ld = mma::padded_stride<P>(D);
+  static constexpr auto copies = mma::CopyAddressing::strided;
 
   CudaTensor<P> x1, x2, y1, y2;  // dq pass: q, d_o, k, v; dk, dv pass: k, v, q, d_o
   CudaTensor<P> out1, out2;      // dq pass: dq; dk, dv pass: dk, dv
@@ -255,8 +260,10 @@ struct FlashBackwardPass {
 
     team.team_barrier();  // a block that runs several teams: the previous team's tiles are no
                           // longer read
-    mma::start_tile_copy<P>(X1, ld, owned, D, x1, b, h, tile.first, tile.count, d1, tid, size);
-    mma::start_tile_copy<P>(X2, ld, owned, D, x2, b, h, tile.first, tile.count, d2, tid, size);
+    mma::start_tile_copy<P, copies>(X1, ld, owned, D, x1, b, h, tile.first, tile.count, d1, tid,
+                                    size);
+    mma::start_tile_copy<P, copies>(X2, ld, owned, D, x2, b, h, tile.first, tile.count, d2, tid,
+                                    size);
     mma::finish_tile_copy<0, P>(X1, ld, owned, D, d1, tid, size);
     mma::finish_tile_copy<0, P>(X2, ld, owned, D, d2, tid, size);
     float row_lse[2] = {0.f, 0.f}, row_delta[2] = {0.f, 0.f};  // dq pass: of the thread's two rows
@@ -277,8 +284,8 @@ struct FlashBackwardPass {
     for (int y0 = begin; y0 < end; y0 += streamed) {
       team.team_barrier();  // the previous tile is no longer read
       const int ny = (L - y0 < streamed ? L - y0 : streamed);
-      mma::start_tile_copy<P>(Y1, ld, streamed, D, y1, b, h, y0, ny, d1, tid, size);
-      mma::start_tile_copy<P>(Y2, ld, streamed, D, y2, b, h, y0, ny, d2, tid, size);
+      mma::start_tile_copy<P, copies>(Y1, ld, streamed, D, y1, b, h, y0, ny, d1, tid, size);
+      mma::start_tile_copy<P, copies>(Y2, ld, streamed, D, y2, b, h, y0, ny, d2, tid, size);
       mma::finish_tile_copy<0, P>(Y1, ld, streamed, D, d1, tid, size);
       mma::finish_tile_copy<0, P>(Y2, ld, streamed, D, d2, tid, size);
       if (OwnsKeys && tid < streamed) {
