@@ -150,15 +150,16 @@ inline constexpr int register_value_block = D > 64 && !std::is_same_v<P, bf16> ?
 
 // How a tile copy addresses its 16-byte pieces. per_piece: each piece's row
 // and column from its index, and its address from the view, fewest registers
-// live across the loop; strided: each thread takes the same column piece of
-// every few rows, its addresses advancing by a fixed pitch, about a fifth of
-// the instructions of the chunk forms' output kernels fewer (ncu, bf16) but
-// more registers live. Strided everywhere, against per_piece everywhere (one
-// H100 call, B=4 H=32 d=128): float and tf32 lightning/fwd and linear/chunk
-// 0.96-0.99x the time, LION 0.95-0.96x, float softmax 0.93x; but kernels at
-// their register cap (FlashForward<bf16, 128> at 168, the bf16 chunk outputs
-// of 128 columns, GSA's outputs) lost a team per SM or spilled, 1.02-1.11x.
-// Each kernel picks (its `copies`); README "Tile copies" has the table.
+// live across the loop (this arithmetic was about a fifth of the
+// instructions of the chunk forms' output kernels: ncu, bf16); strided: each
+// thread takes the same column piece of every few rows, its addresses
+// advancing by a fixed pitch, fewer instructions but more registers live.
+// Strided everywhere, against per_piece everywhere (one H100 call, B=4 H=32
+// d=128): float and tf32 lightning/fwd and linear/chunk 0.96-0.99x the time,
+// LION 0.95-0.96x, float softmax 0.93x; but kernels at their register cap
+// (FlashForward<bf16, 128> at 168, the bf16 chunk outputs of 128 columns,
+// GSA's outputs) lost a team per SM or spilled, 1.02-1.11x. Each kernel
+// picks (its `copies`); README "Tile copies" has the table.
 enum class CopyAddressing { per_piece, strided };
 
 // A RowTile<tf32> holds values already rounded to TF32 (load_row_tiles and
