@@ -688,6 +688,14 @@ __device__ __forceinline__ void add_ab(Accumulator<N>& C, const Accumulator<K>& 
   }
 }
 
+// One 16-byte piece from global memory to shared address `to` by cp.async,
+// without waiting; zeros where the piece is outside the problem (`inside`
+// false: nothing is read from `from`).
+__device__ __forceinline__ void copy_piece_async(std::uint32_t to, const void* from, bool inside) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(to), "l"(from),
+               "r"(inside ? 16 : 0));
+}
+
 // Team operation, in two halves so that a copy runs while the team computes:
 // start_tile_copy issues the copy of rows first .. first + count - 1, columns
 // 0 .. cols - 1 of x(b, h, ., .) into a shared tile of `rows` x `width`
@@ -723,8 +731,7 @@ __device__ __forceinline__ void start_tile_copy(operand_t<P>* dst, int ld, int r
       const auto to_pitch = static_cast<std::uint32_t>(step * ld * sizeof(operand_t<P>));
       for (; r < rows; r += step, from += pitch, to += to_pitch) {
         const bool inside = r < count && c < cols;
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(to),
-                     "l"(x.data() + (inside ? from : 0)), "r"(inside ? 16 : 0));
+        copy_piece_async(to, x.data() + (inside ? from : 0), inside);
       }
       asm volatile("cp.async.commit_group;\n" ::: "memory");
       return;
@@ -735,9 +742,8 @@ __device__ __forceinline__ void start_tile_copy(operand_t<P>* dst, int ld, int r
       const void* from =
           inside ? static_cast<const void*>(&x(b, h, stored_row(first + r, mirror), first_col + c))
                  : x.data();
-      const auto to = static_cast<std::uint32_t>(__cvta_generic_to_shared(dst + r * ld + c));
-      asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(to), "l"(from),
-                   "r"(inside ? 16 : 0));
+      copy_piece_async(static_cast<std::uint32_t>(__cvta_generic_to_shared(dst + r * ld + c)), from,
+                       inside);
     }
   } else {
     // Element by element, each thread taking the same 16-byte pieces as it
