@@ -104,6 +104,28 @@ assert list(y) == want, (list(y), want)
 assert "causal" not in speedup["softmax"] and "causal_fwd_bwd" in speedup["softmax"], list(speedup["softmax"])
 assert "fla.chunk_lightning_attn fwd" in speedup["lightning"]
 PY
+# Level lines: on a slot axis, softmax (no slots) is a level; ours dotted, a peer's (same colour) dashed.
+/usr/bin/python3 - "$render" "$repo/tests/data/fixtures/gsa_seq.h5" "$tmp/levels.h5" "$tmp/levels" <<'PY' || fail "level lines"
+import importlib.machinery, sys, h5py, numpy as np
+render = importlib.machinery.SourceFileLoader("render", sys.argv[1]).load_module()
+with h5py.File(sys.argv[2], "r") as f:
+    table, attrs = f["points"][...], dict(f.attrs)
+table = table[table["seq"] == 1024]
+peer = table[table["form"] == b"softmax/causal"].copy()
+peer["variant"] = b"peer=torch.sdpa"
+with h5py.File(sys.argv[3], "w") as f:
+    f.create_dataset("points", data=np.concatenate([table, peer]))
+    f.attrs.update(attrs)
+drawn = {}
+def capture(fig, axes, titles, heading, xlabel, ylabel, statuses, out_dir, name, kind, turned=False):
+    drawn[kind] = {p: {l.get_label(): l for l in ax.get_lines()} for p, (ax, _) in axes.items()}
+render.finish_figure = capture
+sys.argv = ["render", sys.argv[3], "--x", "slots", "--out", sys.argv[4]]
+render.main()
+ours, peer = drawn["time"]["softmax"]["causal (no slots)"], drawn["time"]["softmax"]["torch.sdpa causal (no slots)"]
+assert ours.get_linestyle() == ":" and peer.get_linestyle() == "--", (ours.get_linestyle(), peer.get_linestyle())
+assert ours.get_color() == peer.get_color()
+PY
 # Units and ceilings, on rows and devices made up here.
 /usr/bin/python3 - "$render" <<'PY' || fail "memory units, lion panel, ceilings"
 import argparse, importlib.machinery, sys
