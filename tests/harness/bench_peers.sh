@@ -7,7 +7,6 @@
 #   bench_peers.sh path/to/bench
 set -u
 bench=$1
-source_dir=$(cd "$(dirname "$0")/../.." && pwd)
 source "$(dirname "$0")/checks.sh"
 python=/usr/bin/python3  # Debian's, with h5py and numpy
 rm -f peers_*.h5 peers_*.jsonl

@@ -4,7 +4,6 @@
 #   bench_sweeps.sh path/to/bench
 set -u
 bench=$1
-source_dir=$(cd "$(dirname "$0")/../.." && pwd)
 source "$(dirname "$0")/checks.sh"
 
 rows_of() {  # the number of rows of FILE's points table

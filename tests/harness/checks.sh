@@ -1,6 +1,10 @@
 # What the shell tests share (sourced by them): $failures counts the failed
 # checks, fail and pass report one, and expect_error checks an error of $bench.
 failures=0
+# The checkout these tests belong to, and use_scratch_dir: $work, a new folder
+# removed when the test exits.
+source_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+use_scratch_dir() { work=$(mktemp -d); trap 'rm -rf "$work"' EXIT; }
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 pass() { echo "ok: $*"; }
 

@@ -5,11 +5,9 @@
 #   measure_test.sh path/to/bench
 set -u
 bench=$1
-source_dir=$(cd "$(dirname "$0")/../.." && pwd)
-measure=$source_dir/experiments/measure
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
 source "$(dirname "$0")/checks.sh"
+use_scratch_dir
+measure=$source_dir/experiments/measure
 cd "$work" || exit 1
 printf 'forms = softmax/causal,linear/chunk\nseq = 64,100\nheads = 2\ndk = 16\ndv = 24\nreps = 2\n' >two.cfg
 printf 'forms = linear/chunk\nseq = 64\nheads = 2\ndk = 16\nreps = 2\n' >one.cfg

@@ -6,11 +6,9 @@
 #   peers_test.sh path/to/bench
 set -u
 bench=$1
-source_dir=$(cd "$(dirname "$0")/../.." && pwd)
-peers=$source_dir/experiments/peers
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
 source "$(dirname "$0")/checks.sh"
+use_scratch_dir
+peers=$source_dir/experiments/peers
 grid=(sweep --forms softmax/causal,linear/chunk --seq 64,100 --heads 2 --dk 16 --dv 24 --reps 2)
 
 "$bench" "${grid[@]}" --out "$work/t.h5" >/dev/null 2>&1 || fail "our sweep"
