@@ -92,7 +92,8 @@ ax, strip = time["axes"]["lightning"]
 assert time["statuses"]["lightning"] == {"oom"} and len(strip.get_lines()) == 5, time["statuses"]  # 4 ours, 1 peer's
 assert strip.get_position().y0 >= ax.get_position().y1, "strip overlaps the data"
 assert all(0 < y < 1e9 for line in ax.get_lines() for y in line.get_ydata()), "a not-ok point among the data"
-assert drawn["memory"]["ylabel"].startswith("peak memory (GiB")
+assert drawn["memory"]["ylabel"] == "peak memory (GiB, live Kokkos allocations; peers: torch's allocator)", \
+    drawn["memory"]["ylabel"]
 # Speed-up: softmax/causal's time / the line's, at each L; the baseline itself is no line.
 speedup = drawn["speedup"]["lines"]
 rows, _, _ = render.load_results(baselines_file)
