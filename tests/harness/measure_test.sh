@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # experiments/measure: experiments measured into OUT/NAME.h5, ours then the peers (numpy peers here:
 # torch is not on the build machines), one worker per --gpus entry; the same command again resumes;
-# Ctrl-C (SIGINT) stops at a finished point with exit 130 and loses no row; bad input: exit 2.
+# Ctrl-C (SIGINT) stops at a finished point with exit 130 and loses no row, --time-limit likewise
+# with exit 124; bad input: exit 2.
 #   measure_test.sh path/to/bench
 set -u
 bench=$1
@@ -55,6 +56,13 @@ kept=$(rows cut/long.h5)
 grep -q "$kept kept from before" resume.out && [ "$(rows cut/long.h5)" = 30 ] ||
   fail "resume: $(cat resume.out), $(rows cut/long.h5) rows (want 30)"
 
+# --time-limit: stops as SIGINT does (exit 124), and the same command completes the file.
+"$measure" --bench "$bench" --out timed --no-peers --time-limit 1 long.cfg >timed.out 2>&1; rc=$?
+[ "$rc" = 124 ] && grep -q -- "--time-limit 1 s reached" timed.out || fail "--time-limit: exit $rc, $(cat timed.out)"
+[ "$(rows timed/long.h5)" -lt 30 ] || fail "--time-limit 1: every point measured, nothing was stopped"
+"$measure" --bench "$bench" --out timed --no-peers long.cfg >timed_resume.out 2>&1 && [ "$(rows timed/long.h5)" = 30 ] ||
+  fail "resume after --time-limit: $(cat timed_resume.out)"
+
 # Bad input: one line on stderr, exit 2.
 expect_measure_error() {
   local want=$1; shift
@@ -71,6 +79,7 @@ expect_measure_error "--gpus 0,x" --bench "$bench" --out r --gpus 0,x one.cfg
 expect_measure_error "--gpus 1,1" --bench "$bench" --out r --gpus 1,1 one.cfg
 expect_measure_error "named twice" --bench "$bench" --out r one.cfg one.cfg
 expect_measure_error "not an executable" --bench "$work/nobench" --out r one.cfg
+expect_measure_error "--time-limit 0" --bench "$bench" --out r --time-limit 0 one.cfg
 
 echo "$failures failed"
 [ "$failures" = 0 ]
