@@ -7,17 +7,12 @@
 set -u
 bench=$1
 mpirun=$2
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-pass() { echo "ok: $*"; }
+source "$(dirname "$0")/checks.sh"
 # --oversubscribe: 3 ranks on 2 cores; --allow-run-as-root: CI runs as root.
 # orte_abort_on_non_zero_status 0: the other ranks go on when one is killed
 # (README.md, "Sweeps over many GPUs").
 launch=("$mpirun" --oversubscribe --allow-run-as-root --mca orte_abort_on_non_zero_status 0)
 
-rows_of() {  # the number of rows of FILE's points table
-  h5dump -H -d points "$1" | grep -o 'DATASPACE  SIMPLE { ( [0-9]*' | grep -o '[0-9]*$'
-}
 points_of() {  # one sorted line per row of FILE: form seq dk status (columns by name: their places vary by format)
   /usr/bin/python3 -c '
 import h5py, sys

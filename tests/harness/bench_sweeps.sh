@@ -6,9 +6,6 @@ set -u
 bench=$1
 source "$(dirname "$0")/checks.sh"
 
-rows_of() {  # the number of rows of FILE's points table
-  h5dump -H -d points "$1" | grep -o 'DATASPACE  SIMPLE { ( [0-9]*' | grep -o '[0-9]*$'
-}
 points_of() {  # one line per row of FILE: form seq chunk status (columns by name: their places vary by format)
   /usr/bin/python3 -c '
 import h5py, sys

@@ -13,11 +13,6 @@ cd "$work" || exit 1
 printf 'forms = softmax/causal,linear/chunk\nseq = 64,100\nheads = 2\ndk = 16\ndv = 24\nreps = 2\n' >two.cfg
 printf 'forms = linear/chunk\nseq = 64\nheads = 2\ndk = 16\nreps = 2\n' >one.cfg
 numpy_peers=(--peers-module "$source_dir/tests/harness/numpy_peers.py")
-rows() {  # rows FILE [VARIANT-PREFIX]: how many rows (whose variant starts so) the file holds
-  /usr/bin/python3 -c 'import h5py, sys
-t = h5py.File(sys.argv[1], "r")["points"][...]
-print(sum(v.decode().startswith(sys.argv[2]) for v in t["variant"]))' "$1" "${2:-}"
-}
 
 # Two experiments over two workers: each file holds our rows and its peers'.
 if "$measure" --bench "$bench" --out r --gpus 0,1 "${numpy_peers[@]}" two.cfg one.cfg >run.out 2>&1; then
@@ -25,8 +20,8 @@ if "$measure" --bench "$bench" --out r --gpus 0,1 "${numpy_peers[@]}" two.cfg on
 else
   fail "two experiments, two workers: $(cat run.out)"
 fi
-[ "$(rows r/two.h5 peer=)" = 8 ] && [ "$(rows r/two.h5)" = 12 ] || fail "r/two.h5: $(rows r/two.h5) rows, $(rows r/two.h5 peer=) of peers (want 12, 8)"
-[ "$(rows r/one.h5 peer=)" = 2 ] && [ "$(rows r/one.h5)" = 3 ] || fail "r/one.h5: $(rows r/one.h5) rows (want 3)"
+[ "$(rows_of r/two.h5 peer=)" = 8 ] && [ "$(rows_of r/two.h5)" = 12 ] || fail "r/two.h5: $(rows_of r/two.h5) rows, $(rows_of r/two.h5 peer=) of peers (want 12, 8)"
+[ "$(rows_of r/one.h5 peer=)" = 2 ] && [ "$(rows_of r/one.h5)" = 3 ] || fail "r/one.h5: $(rows_of r/one.h5) rows (want 3)"
 for log in two two_peers one one_peers; do
   grep -q "^== " "r/logs/$log.log" || fail "r/logs/$log.log: no step header"
 done
@@ -36,11 +31,11 @@ grep -q "gpu 1, " run.out && grep -q "gpu 0, " run.out || fail "one worker per G
 "$measure" --bench "$bench" --out r "${numpy_peers[@]}" two.cfg one.cfg >again.out 2>&1 || fail "again: $(cat again.out)"
 grep -q "0 points done this run, 4 kept from before" again.out && grep -q "6 kept" again.out ||
   fail "again did not resume: $(cat again.out)"
-[ "$(rows r/two.h5)" = 12 ] || fail "again: r/two.h5 has $(rows r/two.h5) rows (want 12)"
+[ "$(rows_of r/two.h5)" = 12 ] || fail "again: r/two.h5 has $(rows_of r/two.h5) rows (want 12)"
 
 # --no-peers: ours only.
 "$measure" --bench "$bench" --out ours --no-peers one.cfg >ours.out 2>&1 || fail "--no-peers: $(cat ours.out)"
-[ "$(rows ours/one.h5)" = 1 ] && [ ! -e ours/logs/one_peers.log ] || fail "--no-peers: peers ran"
+[ "$(rows_of ours/one.h5)" = 1 ] && [ ! -e ours/logs/one_peers.log ] || fail "--no-peers: peers ran"
 
 # SIGINT once a point is written: exit 130, the finished points kept, the same command completes the file.
 printf 'forms = softmax/full,linear/chunk,lion-d\nseq = 256..4k\nheads = 2\ndk = 32\nreps = 3\ncheck-flops = 0\n' >long.cfg
@@ -50,17 +45,17 @@ for _ in $(seq 300); do grep -q " ok " cut/logs/long.log 2>/dev/null && break; s
 kill -INT $pid
 wait $pid; rc=$?
 [ "$rc" = 130 ] && grep -q "the same command again resumes" cut.out || fail "SIGINT: exit $rc, $(cat cut.out)"
-kept=$(rows cut/long.h5)
+kept=$(rows_of cut/long.h5)
 [ "$kept" -ge 1 ] || fail "SIGINT: no finished point kept"
 "$measure" --bench "$bench" --out cut --no-peers long.cfg >resume.out 2>&1 || fail "resume: $(cat resume.out)"
-grep -q "$kept kept from before" resume.out && [ "$(rows cut/long.h5)" = 30 ] ||
-  fail "resume: $(cat resume.out), $(rows cut/long.h5) rows (want 30)"
+grep -q "$kept kept from before" resume.out && [ "$(rows_of cut/long.h5)" = 30 ] ||
+  fail "resume: $(cat resume.out), $(rows_of cut/long.h5) rows (want 30)"
 
 # --time-limit: stops as SIGINT does (exit 124), and the same command completes the file.
 "$measure" --bench "$bench" --out timed --no-peers --time-limit 1 long.cfg >timed.out 2>&1; rc=$?
 [ "$rc" = 124 ] && grep -q -- "--time-limit 1 s reached" timed.out || fail "--time-limit: exit $rc, $(cat timed.out)"
-[ "$(rows timed/long.h5)" -lt 30 ] || fail "--time-limit 1: every point measured, nothing was stopped"
-"$measure" --bench "$bench" --out timed --no-peers long.cfg >timed_resume.out 2>&1 && [ "$(rows timed/long.h5)" = 30 ] ||
+[ "$(rows_of timed/long.h5)" -lt 30 ] || fail "--time-limit 1: every point measured, nothing was stopped"
+"$measure" --bench "$bench" --out timed --no-peers long.cfg >timed_resume.out 2>&1 && [ "$(rows_of timed/long.h5)" = 30 ] ||
   fail "resume after --time-limit: $(cat timed_resume.out)"
 
 # Bad input: one line on stderr, exit 2.
