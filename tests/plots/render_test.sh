@@ -38,20 +38,27 @@ for ext in svg pdf; do
   cmp -s "$tmp/figures/lion_fig3-memory.$ext" "$tmp/again/lion_fig3-memory.$ext" || fail "lion_fig3-memory.$ext differs when drawn again"
 done
 
-# Peer rows: lightning/fwd as measured by a public implementation (variant peer=NAME), added here to a
-# committed table, half our time and one oom point.
-/usr/bin/python3 - "$repo/tests/data/fixtures/lightning_fig4.h5" "$tmp/peer.h5" <<'PY' || fail "writing a table with peer rows"
+# Peer rows, added here to committed tables: lightning/fwd as measured by a public implementation (variant
+# peer=NAME), half our time and one oom point; and softmax/causal's at L = 1024 in a GSA table (a form
+# without slots: a level on a slot axis).
+/usr/bin/python3 - "$repo/tests/data/fixtures" "$tmp" <<'PY' || fail "writing tables with peer rows"
 import sys, h5py, numpy as np
-with h5py.File(sys.argv[1], "r") as f:
-    table, attrs = f["points"][...], dict(f.attrs)
-peer = table[table["form"] == b"lightning/fwd"].copy()
-peer["variant"] = b"peer=fla.chunk_lightning_attn"
-for column in ("time_median_s", "time_min_s", "time_max_s"):
-    peer[column] /= 2
-peer["status"][-1] = b"oom"
-with h5py.File(sys.argv[2], "w") as f:
-    f.create_dataset("points", data=np.concatenate([table, peer]))
-    f.attrs.update(attrs)
+fixtures, out = sys.argv[1:3]
+def with_peer(fixture, name, form, peer_name, keep=lambda table: table, edit=lambda peer: None):
+    with h5py.File(f"{fixtures}/{fixture}", "r") as f:
+        table, attrs = keep(f["points"][...]), dict(f.attrs)
+    peer = table[table["form"] == form].copy()
+    peer["variant"] = b"peer=" + peer_name
+    edit(peer)
+    with h5py.File(f"{out}/{name}", "w") as f:
+        f.create_dataset("points", data=np.concatenate([table, peer]))
+        f.attrs.update(attrs)
+def half_time_one_oom(peer):
+    for column in ("time_median_s", "time_min_s", "time_max_s"):
+        peer[column] /= 2
+    peer["status"][-1] = b"oom"
+with_peer("lightning_fig4.h5", "peer.h5", b"lightning/fwd", b"fla.chunk_lightning_attn", edit=half_time_one_oom)
+with_peer("gsa_seq.h5", "levels.h5", b"softmax/causal", b"torch.sdpa", keep=lambda table: table[table["seq"] == 1024])
 PY
 if ! "$render" "$tmp/peer.h5" "$repo/tests/data/fixtures/lightning_fig4_baselines.h5" --merge peers --baseline softmax/causal \
      --out "$tmp/figures" >"$tmp/out.txt" 2>&1; then
@@ -64,7 +71,7 @@ for kind in time memory roofline speedup; do
 done
 "$render" "$repo/tests/data/fixtures/gsa_seq.h5" --panels none --out "$tmp/none" >"$tmp/out.txt" 2>&1 || fail "--panels none: $(cat "$tmp/out.txt")"
 # What the figures hold, read from the axes just before they are saved.
-/usr/bin/python3 - "$render" "$tmp/peer.h5" "$repo/tests/data/fixtures/lightning_fig4_baselines.h5" "$tmp/drawn" <<'PY' || fail "figure contents"
+/usr/bin/python3 - "$render" "$tmp/peer.h5" "$repo/tests/data/fixtures/lightning_fig4_baselines.h5" "$tmp/drawn" "$tmp/levels.h5" <<'PY' || fail "figure contents"
 import importlib.machinery, sys
 render = importlib.machinery.SourceFileLoader("render", sys.argv[1]).load_module()
 drawn = {}
@@ -73,7 +80,7 @@ def capture(fig, axes, titles, heading, xlabel, ylabel, statuses, out_dir, name,
     drawn[kind] = dict(axes=axes, titles=titles, heading=heading, ylabel=ylabel, statuses=statuses,
                        lines={p: {l.get_label(): l for l in ax.get_lines()} for p, (ax, _) in axes.items()})
 render.finish_figure = capture
-peer_file, baselines_file, out = sys.argv[2:5]
+peer_file, baselines_file, out, levels_file = sys.argv[2:6]
 sys.argv = ["render", peer_file, baselines_file, "--merge", "m", "--baseline", "softmax/causal", "--out", out]
 render.main()
 time = drawn["time"]
@@ -104,26 +111,12 @@ want = [softmax[r["seq"]] / r["time_median_s"] for r in fwd_rows if r["seq"] in 
 assert list(y) == want, (list(y), want)
 assert "causal" not in speedup["softmax"] and "causal_fwd_bwd" in speedup["softmax"], list(speedup["softmax"])
 assert "fla.chunk_lightning_attn fwd" in speedup["lightning"]
-PY
 # Level lines: on a slot axis, softmax (no slots) is a level; ours dotted, a peer's (same colour) dashed.
-/usr/bin/python3 - "$render" "$repo/tests/data/fixtures/gsa_seq.h5" "$tmp/levels.h5" "$tmp/levels" <<'PY' || fail "level lines"
-import importlib.machinery, sys, h5py, numpy as np
-render = importlib.machinery.SourceFileLoader("render", sys.argv[1]).load_module()
-with h5py.File(sys.argv[2], "r") as f:
-    table, attrs = f["points"][...], dict(f.attrs)
-table = table[table["seq"] == 1024]
-peer = table[table["form"] == b"softmax/causal"].copy()
-peer["variant"] = b"peer=torch.sdpa"
-with h5py.File(sys.argv[3], "w") as f:
-    f.create_dataset("points", data=np.concatenate([table, peer]))
-    f.attrs.update(attrs)
-drawn = {}
-def capture(fig, axes, titles, heading, xlabel, ylabel, statuses, out_dir, name, kind, turned=False):
-    drawn[kind] = {p: {l.get_label(): l for l in ax.get_lines()} for p, (ax, _) in axes.items()}
-render.finish_figure = capture
-sys.argv = ["render", sys.argv[3], "--x", "slots", "--out", sys.argv[4]]
+drawn.clear()
+sys.argv = ["render", levels_file, "--x", "slots", "--out", out]
 render.main()
-ours, peer = drawn["time"]["softmax"]["causal (no slots)"], drawn["time"]["softmax"]["torch.sdpa causal (no slots)"]
+levels = drawn["time"]["lines"]["softmax"]
+ours, peer = levels["causal (no slots)"], levels["torch.sdpa causal (no slots)"]
 assert ours.get_linestyle() == ":" and peer.get_linestyle() == "--", (ours.get_linestyle(), peer.get_linestyle())
 assert ours.get_color() == peer.get_color()
 PY
