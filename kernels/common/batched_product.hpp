@@ -88,7 +88,7 @@ void batched_product(const Exec& exec, const char* label, int batches, int rows,
       using Product = TensorCoreBatchedProduct<A, Bop, Store>;
       const int row_tiles = ceil_div(rows, Product::tile),
                 col_tiles = ceil_div(cols, Product::tile);
-      mma::launch_tiles(label, exec, batches * row_tiles * col_tiles, 32 * Product::warps,
+      mma::launch_tiles(label, exec, batches * row_tiles * col_tiles,
                         Product{a, b_, store, rows, cols, inner, row_tiles, col_tiles});
       return;
     }

@@ -487,7 +487,7 @@ bool tensor_core_chunked(const Kokkos::Cuda& exec, const char* label, const Shap
       const int segments = std::min(chunks - 1, wanted);
       segment_chunks = ceil_div(chunks - 1, segments);
       launch_tiles(std::string(label) + " states", exec,
-                   walks * ceil_div(chunks - 1, segment_chunks), 32 * States::warps,
+                   walks * ceil_div(chunks - 1, segment_chunks),
                    States{k, v, decay_rate, states, normalisers, L, s.heads, C, chunks, s.dk, s.dv,
                           mirror, segment_chunks});
       if (2 * segment_chunks <= chunks - 1) {  // a state at 2 Sc or later needs the second
@@ -517,7 +517,6 @@ bool tensor_core_chunked(const Kokkos::Cuda& exec, const char* label, const Shap
       using Outputs = ChunkOutputs<P, D, decltype(value_block)::value>;
       launch_tiles<Outputs::min_blocks>(
           std::string(label) + " outputs", exec, BH * tiles * Outputs::value_blocks,
-          32 * Outputs::warps,
           Outputs{q, k, v, o, decay_rate, states, normalisers, L, s.heads, tiles, C, s.dk, s.dv,
                   mirror, segment_chunks, normalise});
     };

@@ -34,6 +34,7 @@
 #include "common/views.hpp"
 
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <type_traits>
 
@@ -56,27 +57,57 @@ inline bool& tensor_cores_enabled() {
 namespace attn::mma {
 
 #if defined(KOKKOS_ENABLE_CUDA)
-// What the tensor-core kernels take and how they launch: tensors stored as
-// precision P stores them, and one Kokkos team of `threads` (whole warps) per
-// unit of work.
+// What the tensor-core kernels take: tensors stored as precision P stores them.
 template <class P>
 using CudaTensor = Tensor4<Kokkos::Cuda, storage_t<P>>;
-using CudaTeam = Kokkos::TeamPolicy<Kokkos::Cuda>::member_type;
 
-// MinBlocks > 0: compile the kernel for at least that many teams of
-// Functor::warps warps resident per SM (__launch_bounds__), capping its
-// registers (e.g. 3 teams of 128 threads: 168 registers).
+// The team a tensor-core kernel runs as: one CUDA block of whole warps, of
+// which the kernels use only the ranks and sizes and a barrier. These
+// kernels are CUDA's alone (inline PTX), and launch_tiles launches them as
+// plain CUDA kernels rather than through a Kokkos TeamPolicy: the same
+// functors took 0.92x the time (geometric mean over the tensor-core forms,
+// H100; README "Launched as plain CUDA kernels"), with no Kokkos team member
+// to build and a lane index of one instruction (Kokkos lays a team out as a
+// 1 x n block).
+struct CudaTeam {
+#if defined(__CUDA_ARCH__)
+  __device__ int league_rank() const { return blockIdx.x; }
+  __device__ int league_size() const { return gridDim.x; }
+  __device__ int team_rank() const { return threadIdx.x; }
+  __device__ int team_size() const { return blockDim.x; }
+  __device__ void team_barrier() const { __syncthreads(); }
+#endif
+};
+
+// A team per block. The bounded kernel is compiled for blocks of
+// Functor::warps warps, at least MinBlocks of them resident per SM (which
+// caps the registers: 3 teams of 128 threads, 168); the other as ptxas
+// chooses (declaring the block size alone raised some kernels' registers by
+// a quarter, e.g. ChunkStates<float, 128> 97 -> 126).
+template <class Functor>
+__global__ void tile_kernel(const Functor f) {
+  f(CudaTeam{});
+}
+template <class Functor, int MinBlocks>
+__global__ void __launch_bounds__(32 * Functor::warps, MinBlocks)
+    bounded_tile_kernel(const Functor f) {
+  f(CudaTeam{});
+}
+
+// Runs f(team) for `league` teams of Functor::warps warps on exec's stream.
+// MinBlocks > 0: compiled for at least that many teams resident per SM. A
+// launch that fails throws, naming `label`.
 template <int MinBlocks = 0, class Functor>
-void launch_tiles(const std::string& label, const Kokkos::Cuda& exec, int league, int threads,
+void launch_tiles(const std::string& label, const Kokkos::Cuda& exec, int league,
                   const Functor& f) {
+  if (league <= 0) return;
   if constexpr (MinBlocks > 0)
-    Kokkos::parallel_for(
-        label,
-        Kokkos::TeamPolicy<Kokkos::Cuda, Kokkos::LaunchBounds<32 * Functor::warps, MinBlocks>>(
-            exec, league, threads),
-        f);
+    bounded_tile_kernel<Functor, MinBlocks>
+        <<<league, 32 * Functor::warps, 0, exec.cuda_stream()>>>(f);
   else
-    Kokkos::parallel_for(label, Kokkos::TeamPolicy<Kokkos::Cuda>(exec, league, threads), f);
+    tile_kernel<Functor><<<league, 32 * Functor::warps, 0, exec.cuda_stream()>>>(f);
+  if (const cudaError_t status = cudaGetLastError(); status != cudaSuccess)
+    throw std::runtime_error(label + ": kernel launch failed: " + cudaGetErrorString(status));
 }
 #endif
 
@@ -172,9 +203,9 @@ struct RowTile {
 
 #if defined(ATTN_MMA_DEVICE_PASS)
 
-// Kokkos launches a team of n threads (vector length 1) as a block of 1 x n:
-// the lane is the team rank's position in its warp.
-__device__ __forceinline__ int lane_id() { return (threadIdx.x + threadIdx.y * blockDim.x) & 31; }
+// launch_tiles launches a team of n threads as a block of n x 1: the lane is
+// the team rank's position in its warp.
+__device__ __forceinline__ int lane_id() { return threadIdx.x & 31; }
 
 // TF32 bits of x: rounded to nearest, ties away, by the tensor cores' own
 // conversion (cvt.rna.tf32.f32; round_to_tf32 is the same rounding for the

@@ -435,7 +435,7 @@ struct GatedChunkOutputs {
   // (the diagonal's pairs read them), and its gate sums; the gated side
   // scaled by exp(r_j - b_u) is one more tile. Two stages of the copies, the
   // next sub-chunk's in flight while this one is used, where they fit in the
-  // 48 KB of static shared memory a Kokkos team gets (with 4 KB to spare),
+  // 48 KB of static shared memory a team's arrays may take (with 4 KB to spare),
   // in bf16; one in float and tf32 (at d = 64, where two fit, float took
   // 1.01-1.02x the time with them, its registers spilling more).
   static constexpr int copies = reads_weights ? 1 : KeyGated && !writes_only_weights ? 4 : 3;
@@ -875,8 +875,7 @@ TileSweep tensor_core_gated_chunk(const Kokkos::Cuda& exec, const std::string& n
                                                     : 1;
       const int segment_chunks = ceil_div(chunks - 1, std::max(1, std::min(chunks - 1, wanted)));
       const States walk{key, value, sums, states, L, H, C, chunks, mirror, blocks, segment_chunks};
-      mma::launch_tiles(name + ": chunk states", exec, walks * walk.segments(), 32 * States::warps,
-                        walk);
+      mma::launch_tiles(name + ": chunk states", exec, walks * walk.segments(), walk);
       if (walk.segments() > 1)
         Kokkos::parallel_for(
             name + ": join segments",
@@ -890,7 +889,7 @@ TileSweep tensor_core_gated_chunk(const Kokkos::Cuda& exec, const std::string& n
       const int row_tiles = ceil_div(L, Outputs::rows);
       for (int xb = 0; xb < blocks.key_blocks(); ++xb)
         mma::launch_tiles<Outputs::min_blocks>(
-            name + ": chunk outputs", exec, B * H * row_tiles * value_blocks, 32 * Outputs::warps,
+            name + ": chunk outputs", exec, B * H * row_tiles * value_blocks,
             Outputs{query, key, value, out, sums, states, fused_softmax, key_block_sums, L, H,
                     row_tiles, C, mirror, blocks, xb, key_weights, value_blocks});
     };

@@ -138,7 +138,7 @@ bool lion_tensor_core_tiles(const Kokkos::Cuda& exec, const char* label, const S
     static_assert(Tiles::rows == 64, "chunks of a multiple of 64 hold whole row tiles");
     const int tiles = ceil_div(s.seq, Tiles::rows);
     mma::launch_tiles(
-        label, exec, s.batch * s.heads * tiles * Tiles::value_blocks, 32 * Tiles::warps,
+        label, exec, s.batch * s.heads * tiles * Tiles::value_blocks,
         Tiles{q, k, v, o, mask, s.seq, s.heads, tiles, s.dk, s.dv, chunk < s.seq ? chunk : 0,
               options.variant != LionVariant::lit, options.scaled});
   };

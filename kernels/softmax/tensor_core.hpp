@@ -1,9 +1,9 @@
 // Softmax attention on tensor cores (CUDA, sm_80+; float, tf32, bf16): the
 // FlashAttention-2 forward (Dao 2023, Alg. 1) and backward (Alg. 2) written as
-// warp tile operations (common/mma_tiles.hpp). Launched as Kokkos teams of
-// 4 x 32 or 2 x 32 threads, each warp owning 16 rows; tiles live in static
-// shared memory sized to stay under the 48 KB a block gets without opting in
-// (Kokkos 3.4 never opts in; see softmax/README.md for the budget).
+// warp tile operations (common/mma_tiles.hpp). Launched as teams
+// (mma::launch_tiles) of 4 x 32 or 2 x 32 threads, each warp owning 16 rows;
+// tiles live in static shared memory, at most 48 KB (see softmax/README.md
+// for the budget).
 // Scores are kept in base-2 units, s2 = log2(e) scale q.k, so that every
 // weight is exp2(s2 - m) with m >= s2: no exponent is ever positive, and a
 // masked pair is never exponentiated.
@@ -345,13 +345,13 @@ bool tensor_core_forward(const Kokkos::Cuda& exec, const char* label, const Cuda
     constexpr int Dh = decltype(head)::value;
     using F = FlashForward<P, Dh>;
     const int tiles = ceil_div(s.seq, F::rows);
-    launch_tiles(label, exec, s.batch * s.heads * tiles, 32 * F::warps,
+    launch_tiles(label, exec, s.batch * s.heads * tiles,
                  F{q, k, v, o, logsumexp, s.seq, s.heads, tiles, s.dk, s.dv, scale_log2, causal});
   };
   if (mma::with_padded_head(s.dk, s.dv, run)) return true;
   using W = WideFlashForward<P>;
   const int tiles = ceil_div(s.seq, W::rows), value_blocks = ceil_div(s.dv, W::block);
-  launch_tiles(label, exec, s.batch * s.heads * tiles * value_blocks, 32 * W::warps,
+  launch_tiles(label, exec, s.batch * s.heads * tiles * value_blocks,
                W{q, k, v, o, logsumexp, s.seq, s.heads, tiles, value_blocks, s.dk, s.dv, scale_log2,
                  causal});
   return true;
@@ -371,7 +371,7 @@ bool tensor_core_backward(const Kokkos::Cuda& exec, const Shape& s, const CudaTe
     using DkDv = FlashBackwardPass<P, Dh, true>;
     const int tiles = ceil_div(s.seq, Dq::owned);
     launch_tiles(causal ? "softmax_causal_bwd_dq_tc" : "softmax_full_bwd_dq_tc", exec,
-                 s.batch * s.heads * tiles, 32 * Dq::warps,
+                 s.batch * s.heads * tiles,
                  Dq{q,
                     d_o,
                     k,
@@ -388,10 +388,20 @@ bool tensor_core_backward(const Kokkos::Cuda& exec, const Shape& s, const CudaTe
                     scale,
                     scale * log2_e,
                     causal});
-    launch_tiles(causal ? "softmax_causal_bwd_dk_dv_tc" : "softmax_full_bwd_dk_dv_tc", exec,
-                 s.batch * s.heads * tiles, 32 * DkDv::warps,
-                 DkDv{k, v, q, d_o, dk, dv, logsumexp, delta, s.seq, s.heads, tiles, s.dk, s.dv,
-                      scale, scale * log2_e, causal});
+    // The dK dV pass of float at d = 128 and of tf32 at d = 64 compiled for
+    // its block size (launch bounds, one team per SM): left to ptxas under
+    // launch_tiles they took 168 and 96 registers (209 and 126 under Kokkos's
+    // launch) and the forward and backward 1.09-1.15x and 1.05x the time of
+    // Kokkos's (B=2 H=16, one H100 call); declared, 210 and 128. Elsewhere
+    // ptxas's own choice was as fast or faster (float at d = 64 declared: 141
+    // registers, 1.13x).
+    constexpr bool declared =
+        (std::is_same_v<P, float> && Dh == 128) || (std::is_same_v<P, tf32> && Dh == 64);
+    launch_tiles<declared ? 1 : 0>(
+        causal ? "softmax_causal_bwd_dk_dv_tc" : "softmax_full_bwd_dk_dv_tc", exec,
+        s.batch * s.heads * tiles,
+        DkDv{k, v, q, d_o, dk, dv, logsumexp, delta, s.seq, s.heads, tiles, s.dk, s.dv, scale,
+             scale * log2_e, causal});
   };
   return mma::with_padded_head(s.dk, s.dv, run);
 }

@@ -231,8 +231,9 @@ struct WarpProducts {
   Result c, c2, e;  // 16 x N, 16 x N, 16 x D
   int a_rows, k_cols;
 
-  KOKKOS_INLINE_FUNCTION void operator()(
-      const Kokkos::TeamPolicy<Kokkos::Cuda>::member_type& team) const {
+  static constexpr int warps = 1;
+
+  KOKKOS_INLINE_FUNCTION void operator()(const attn::mma::CudaTeam& team) const {
 #if defined(ATTN_MMA_DEVICE_PASS)
     using E = attn::mma::operand_t<P>;
     constexpr int ldk = attn::mma::padded_stride<P>(K), ldd = attn::mma::padded_stride<P>(D);
@@ -284,7 +285,7 @@ void check_warp_products(std::mt19937_64& rng, int a_rows, int k_cols, double to
   using Result = typename F::Result;
   F functor{upload(a_rows, k_cols, a), upload(N, k_cols, b), upload(N, D, f), Result("c", 16, N),
             Result("c2", 16, N),       Result("e", 16, D),   a_rows,          k_cols};
-  Kokkos::parallel_for("warp products", Kokkos::TeamPolicy<Kokkos::Cuda>(1, 32), functor);
+  attn::mma::launch_tiles("warp products", Kokkos::Cuda(), 1, functor);
   Kokkos::fence();
   auto c = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), functor.c);
   auto c2 = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), functor.c2);
