@@ -292,8 +292,12 @@ struct ChunkOutputs {
   static constexpr int value_block = ValueBlock, value_blocks = D / value_block;
   // Teams resident per SM the registers must allow: 3 (168 registers; 171
   // in float and 192 in bf16 without the cap left room for 2, 12 % of the
-  // warps).
-  static constexpr int min_blocks = 3;
+  // warps). bf16's narrow blocks, taken when teams are few: 4 (128
+  // registers, spilling 92 / 72 bytes, where 3 left 165), 0.87-0.95x the
+  // time at B=1 H=8 L = 2k and 4k, B=2 H=16 and B=1 H=32 at 1k, 1.01-1.03x
+  // at B=1 H=8 1k, where the teams fit in one round either way (H100, three
+  // interleaved rounds, results/logs/narrow_outputs_four_teams_h100.log).
+  static constexpr int min_blocks = std::is_same_v<P, bf16> && ValueBlock < D ? 4 : 3;
   static constexpr int keys = std::is_same_v<P, bf16> ? 64 : 32;  // streamed key and value tiles
   static constexpr int ld = mma::padded_stride<P>(D), ldv = mma::padded_stride<P>(value_block);
   static constexpr int slice = 32;  // rows of S per step of the state part, two in flight
