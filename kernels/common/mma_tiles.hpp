@@ -66,9 +66,10 @@ using CudaTensor = Tensor4<Kokkos::Cuda, storage_t<P>>;
 // kernels are CUDA's alone (inline PTX), and launch_tiles launches them as
 // plain CUDA kernels rather than through a Kokkos TeamPolicy: the same
 // functors took 0.92x the time (geometric mean over the tensor-core forms,
-// H100; README "Launched as plain CUDA kernels"), with no Kokkos team member
-// to build and a lane index of one instruction (Kokkos lays a team out as a
-// 1 x n block).
+// H100; README "Launched as plain CUDA kernels"). They no longer build a
+// Kokkos team member, their lane index is one instruction (Kokkos lays a
+// team out as a 1 x n block), and ptxas allocates their registers afresh;
+// which of these the time owes to was not measured.
 struct CudaTeam {
 #if defined(__CUDA_ARCH__)
   __device__ int league_rank() const { return blockIdx.x; }
