@@ -19,8 +19,16 @@
 //        o_t = lambda^(t-t0+1) q_t^T S_n + sum_{t0<=u<=t} lambda^(t-u)
 //        (q_t.k_u) v_u,
 //      divided, when normalising, by lambda^(t-t0+1) q_t.z_n + the same sum
-//      with v = 1. The state part streams S_n in slices of 32 rows, the
-//      intra-chunk part is mma::attend_streamed with a decayed causal mask.
+//      with v = 1. The intra-chunk part (mma::attend_streamed with a decayed
+//      causal mask) comes first, then the state part, which streams S_n in
+//      slices of 32 rows.
+// The join and the outputs start overlapping the kernel before them
+// (mma::Start::overlapping_previous): each team of the outputs computes its
+// intra-chunk part, which needs no state, while the walk and the join still
+// run, and waits for them only before it reads S_n. Where the chain of these
+// kernels sets the time (few heads), that took 0.85-1.00x the time of the
+// kernels one after the other (H100, B=1 H=8, d=128, L = 1k..16k; README
+// "Kernels started overlapping").
 // Every power is exp(-s k) with k >= 0. The states are stored as the inputs
 // are (fp32, or bf16 for bf16 inputs: the operand of the q^T S product); they
 // are accumulated in fp32. Stored states: (L/C - 1) d^2 per (batch, head),
@@ -131,6 +139,7 @@ struct ChunkStates {
 
   KOKKOS_INLINE_FUNCTION void operator()(const CudaTeam& team) const {
 #if defined(ATTN_MMA_DEVICE_PASS)
+    mma::let_next_kernel_start();  // the join or the outputs (Start::overlapping_previous)
     using E = mma::operand_t<P>;
     __shared__ __align__(16) E Ks[stages][tokens * ld];
     __shared__ __align__(16) E Vs[stages][tokens * ld];
@@ -237,14 +246,18 @@ struct ChunkStates {
 // starts from the true zero state, so S_(Sc) is exact already);
 // ChunkOutputs adds the decayed S_(f_g) to the others as it reads them, so
 // that only one stored state in Sc is rewritten. One thread per (batch, head,
-// state entry), the normaliser's entries likewise.
+// state entry), the normaliser's entries likewise. It starts overlapping the
+// walk and lets the outputs start at once: their work before their wait
+// (the intra-chunk part) then runs beside the walk and the join.
 template <class P>
 struct JoinChunkSegments {
+  static constexpr int warps = 8;
   CudaTensor<P> states;                      // [B H][chunk - 1][D][D]
   Tensor3<Kokkos::Cuda, float> normalisers;  // [B H][chunk - 1][D], or empty
   Vector<Kokkos::Cuda, storage_t<P>> decay_rate;
   int H, C, chunks, segment_chunks,
       entries;  // entries per (batch, head): D^2, + D with the normaliser
+  int threads;  // B H entries
 
   template <class Entry>
   KOKKOS_INLINE_FUNCTION void join(float rate, Entry entry) const {
@@ -272,13 +285,19 @@ struct JoinChunkSegments {
     }
   }
 
-  KOKKOS_INLINE_FUNCTION void operator()(int i) const {
+  KOKKOS_INLINE_FUNCTION void operator()(const CudaTeam& team) const {
+#if defined(ATTN_MMA_DEVICE_PASS)
+    mma::let_next_kernel_start();
+    mma::wait_for_previous_kernel();
+    const int i = team.league_rank() * team.team_size() + team.team_rank();
+    if (i >= threads) return;
     const int bh = i / entries, e = i % entries, D = int(states.extent(2));
     const float rate = base2_rate(decay_rate, bh % H);
     if (e < D * D)
       join(rate, [&](int n) -> storage_t<P>& { return states(bh, n - 1, e / D, e % D); });
     else
       join(rate, [&](int n) -> float& { return normalisers(bh, n - 1, e - D * D); });
+#endif
   }
 };
 
@@ -347,10 +366,26 @@ struct ChunkOutputs {
     mma::Accumulator<value_block> O;
     mma::zero(O);
     float den[2] = {0.f, 0.f};  // the thread's share of its two rows' normalisers
+    // Intra-chunk first: keys t0 .. t (key tiles past the warp's last row
+    // skipped), weights (q_t.k_u) lambda^(t-u), the masked pairs zero, never
+    // decayed. It reads only q, k and v, so that it runs while the kernels
+    // before, which write the states, still run (Start::overlapping_previous).
+    mma::attend_streamed<P, D, keys, false, mma::Bf16Rounding::conversion_unit, copies>(
+        team, Q, O, Ks, Vs, k, v, b, h, L, t0, tile.first + tile.count, dk, dv, first_value, mirror,
+        [&](int k0) { return k0 <= row0 + 15; },
+        [&](mma::Accumulator<keys>& S, int k0, int nk) {
+          mma::for_each_entry(S, [&](int r, int c, float& s) {
+            const int distance = row0 + r - (k0 + c);
+            s = c < nk && distance >= 0 ? s * decay_power(rate, distance) : 0.f;
+          });
+          if (normalise) mma::add_row_sums(S, den);
+        });
     if (n > 0) {
-      // Inter-chunk: q^T S_n (the team's value block of it), S_n streamed in
-      // slices of rows, the next slice copied while this one is multiplied;
-      // then lambda^(t - t0 + 1). Inside a segment of the walk but its first
+      // Inter-chunk: (lambda^(t - t0 + 1) q_t)^T S_n (the team's value block
+      // of it): the query rows scaled in registers, then S_n streamed in
+      // slices of rows, the next slice copied while this one is multiplied.
+      // Only now does the team wait for the walk (and the join) that wrote
+      // the states. Inside a segment of the walk but its first
       // chunk after the first, S_n = S'_n + lambda^(C (n - f)) S_f (f the
       // segment's first chunk): the slice of S_f is copied beside and added.
       constexpr int slices = D / slice;
@@ -375,8 +410,11 @@ struct ChunkOutputs {
           mma::finish_tile_copy<decltype(pending)::value, P>(
               entering(i), slice_ld, slice, value_block, D - first_value, tid, size);
       };
-      team.team_barrier();  // a block that runs several teams: the previous
-                            // team's tiles are no longer read
+      const float to_row[2] = {decay_power(rate, row0 + mma::entry_row(0) - t0 + 1),
+                               decay_power(rate, row0 + mma::entry_row(2) - t0 + 1)};
+      mma::scale_entries(Q, [&](int r, int) { return to_row[r >> 3]; });
+      mma::wait_for_previous_kernel();
+      team.team_barrier();  // every warp is done with the key and value tiles
       start(0);
 #pragma unroll  // Q's k-steps are indexed by i: registers only with constant
                 // indices
@@ -414,24 +452,7 @@ struct ChunkOutputs {
         team.team_barrier();
         mma::add_row_dots(Q, z, den);
       }
-      const float to_row[2] = {decay_power(rate, row0 + mma::entry_row(0) - t0 + 1),
-                               decay_power(rate, row0 + mma::entry_row(2) - t0 + 1)};
-      mma::for_each_entry(O, [&](int r, int, float& x) { x *= to_row[r >> 3]; });
-      den[0] *= to_row[0];
-      den[1] *= to_row[1];
     }
-    // Intra-chunk: keys t0 .. t (key tiles past the warp's last row skipped),
-    // weights (q_t.k_u) lambda^(t-u), the masked pairs zero, never decayed.
-    mma::attend_streamed<P, D, keys, false, mma::Bf16Rounding::conversion_unit, copies>(
-        team, Q, O, Ks, Vs, k, v, b, h, L, t0, tile.first + tile.count, dk, dv, first_value, mirror,
-        [&](int k0) { return k0 <= row0 + 15; },
-        [&](mma::Accumulator<keys>& S, int k0, int nk) {
-          mma::for_each_entry(S, [&](int r, int c, float& s) {
-            const int distance = row0 + r - (k0 + c);
-            s = c < nk && distance >= 0 ? s * decay_power(rate, distance) : 0.f;
-          });
-          if (normalise) mma::add_row_sums(S, den);
-        });
     const float total[2] = {mma::quad_sum(den[0]), mma::quad_sum(den[1])};
     const bool pairs = dv % 2 == 0;  // rows of even length: neighbouring entries stored together
     mma::for_each_pair(O, [&](int r, int c, float& x0, float& x1) {
@@ -496,11 +517,13 @@ bool tensor_core_chunked(const Kokkos::Cuda& exec, const char* label, const Shap
                           mirror, segment_chunks});
       if (2 * segment_chunks <= chunks - 1) {  // a state at 2 Sc or later needs the second
                                                // segment's entering one
+        using Join = JoinChunkSegments<P>;
         const int entries = D * D + (normalise ? D : 0);
-        Kokkos::parallel_for(std::string(label) + " join segments",
-                             Kokkos::RangePolicy<Kokkos::Cuda>(exec, 0, BH * entries),
-                             JoinChunkSegments<P>{states, normalisers, decay_rate, s.heads, C,
-                                                  chunks, segment_chunks, entries});
+        launch_tiles(std::string(label) + " join segments", exec,
+                     ceil_div(BH * entries, 32 * Join::warps),
+                     Join{states, normalisers, decay_rate, s.heads, C, chunks, segment_chunks,
+                          entries, BH * entries},
+                     mma::Start::overlapping_previous);
       }
     }
     // Fewer teams than two rounds of the resident ones (few heads, short
@@ -522,7 +545,8 @@ bool tensor_core_chunked(const Kokkos::Cuda& exec, const char* label, const Shap
       launch_tiles<Outputs::min_blocks>(
           std::string(label) + " outputs", exec, BH * tiles * Outputs::value_blocks,
           Outputs{q, k, v, o, decay_rate, states, normalisers, L, s.heads, tiles, C, s.dk, s.dv,
-                  mirror, segment_chunks, normalise});
+                  mirror, segment_chunks, normalise},
+          chunks > 1 ? mma::Start::overlapping_previous : mma::Start::after_previous);
     };
     constexpr int narrow = Wide::value_block / 2;
     if constexpr (narrow >= 64)

@@ -95,19 +95,53 @@ __global__ void __launch_bounds__(32 * Functor::warps, MinBlocks)
   f(CudaTeam{});
 }
 
+// How a tile kernel starts against the kernel before it on the stream:
+// once that one has finished (stream order), or overlapping its end
+// (programmatic dependent launch, sm_90 and later; stream order elsewhere).
+// Overlapping, its blocks may start as soon as every block of the kernel
+// before has called let_next_kernel_start (or ended), so they must call
+// wait_for_previous_kernel before they read anything it writes; reading what
+// was written before it started is safe. What a chain of short dependent
+// kernels saves so: the launch gaps, and whatever work each can do before its
+// wait.
+enum class Start { after_previous, overlapping_previous };
+
+// Whether this process's device can overlap kernels (compute capability 9+).
+inline bool device_overlaps_kernels() {
+  static const bool overlaps = [] {
+    int device = 0, major = 0;
+    cudaGetDevice(&device);
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+    return major >= 9;
+  }();
+  return overlaps;
+}
+
 // Runs f(team) for `league` teams of Functor::warps warps on exec's stream.
 // MinBlocks > 0: compiled for at least that many teams resident per SM. A
 // launch that fails throws, naming `label`.
 template <int MinBlocks = 0, class Functor>
-void launch_tiles(const std::string& label, const Kokkos::Cuda& exec, int league,
-                  const Functor& f) {
+void launch_tiles(const std::string& label, const Kokkos::Cuda& exec, int league, const Functor& f,
+                  Start start = Start::after_previous) {
   if (league <= 0) return;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(league);
+  config.blockDim = dim3(32 * Functor::warps);
+  config.stream = exec.cuda_stream();
+  cudaLaunchAttribute overlap;
+  overlap.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  overlap.val.programmaticStreamSerializationAllowed = 1;
+  if (start == Start::overlapping_previous && device_overlaps_kernels()) {
+    config.attrs = &overlap;
+    config.numAttrs = 1;
+  }
+  cudaError_t status;
   if constexpr (MinBlocks > 0)
-    bounded_tile_kernel<Functor, MinBlocks>
-        <<<league, 32 * Functor::warps, 0, exec.cuda_stream()>>>(f);
+    status = cudaLaunchKernelEx(&config, bounded_tile_kernel<Functor, MinBlocks>, f);
   else
-    tile_kernel<Functor><<<league, 32 * Functor::warps, 0, exec.cuda_stream()>>>(f);
-  if (const cudaError_t status = cudaGetLastError(); status != cudaSuccess)
+    status = cudaLaunchKernelEx(&config, tile_kernel<Functor>, f);
+  if (status == cudaSuccess) status = cudaGetLastError();
+  if (status != cudaSuccess)
     throw std::runtime_error(label + ": kernel launch failed: " + cudaGetErrorString(status));
 }
 #endif
@@ -207,6 +241,22 @@ struct RowTile {
 // launch_tiles launches a team of n threads as a block of n x 1: the lane is
 // the team rank's position in its warp.
 __device__ __forceinline__ int lane_id() { return threadIdx.x & 31; }
+
+// The two sides of Start::overlapping_previous (griddepcontrol, PTX ISA 7.8,
+// sm_90; nothing before): a kernel lets the next one on the stream start its
+// blocks, and a kernel started overlapping waits until the kernel before it
+// has finished and its writes are visible. Both are no-ops when the launch
+// did not ask for the overlap.
+__device__ __forceinline__ void let_next_kernel_start() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void wait_for_previous_kernel() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
 
 // TF32 bits of x: rounded to nearest, ties away, by the tensor cores' own
 // conversion (cvt.rna.tf32.f32; round_to_tf32 is the same rounding for the
