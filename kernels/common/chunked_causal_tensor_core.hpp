@@ -501,9 +501,10 @@ bool tensor_core_chunked(const Kokkos::Cuda& exec, const char* label, const Shap
       // 0.076 at L = 16k / 4k / 1k in float, 0.280 / 0.098 / 0.038 against
       // 0.314 / 0.106 / 0.046 in bf16; at B=2 H=16 (1024 pieces)
       // lightning/fwd_bwd in float took 1.05x the time with the 5 that filled
-      // half against 2. Joining every stored state took as long as the walk
-      // (0.17 ms at B=1 H=8 L=16k bf16); only the segments' first states are
-      // joined here, the others as the outputs read them.
+      // half against 2; at B=4 H=32 (4096 pieces: one walk) 2-4 segments took
+      // 1.00-1.31x the time of one (results/logs/segments_b4h32_h100.log). Joining every stored
+      // state took as long as the walk (0.17 ms at B=1 H=8 L=16k bf16); only the segments' first
+      // states are joined here, the others as the outputs read them.
       const int walks = BH * States::blocks * States::blocks, warp_slots = exec.concurrency() / 32;
       const int pieces = walks * States::warps * States::row_tiles;
       const int wanted = chunk_state_segments() > 0 ? chunk_state_segments()
