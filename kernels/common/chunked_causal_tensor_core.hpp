@@ -316,6 +316,8 @@ struct ChunkOutputs {
   // time at B=1 H=8 L = 2k and 4k, B=2 H=16 and B=1 H=32 at 1k, 1.01-1.03x
   // at B=1 H=8 1k, where the teams fit in one round either way (H100, three
   // interleaved rounds, results/logs/narrow_outputs_four_teams_h100.log).
+  // Float and tf32 at d = 128 at 4: 1.11-1.14x at B=1 H=8 1k, 1.01-1.03x at
+  // B=4 H=32 16k (results/logs/float_outputs_four_teams_not_kept_h100.log).
   static constexpr int min_blocks = std::is_same_v<P, bf16> && ValueBlock < D ? 4 : 3;
   static constexpr int keys = std::is_same_v<P, bf16> ? 64 : 32;  // streamed key and value tiles
   static constexpr int ld = mma::padded_stride<P>(D), ldv = mma::padded_stride<P>(value_block);
