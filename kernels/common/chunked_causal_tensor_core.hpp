@@ -248,7 +248,9 @@ struct ChunkStates {
 // that only one stored state in Sc is rewritten. One thread per (batch, head,
 // state entry), the normaliser's entries likewise. It starts overlapping the
 // walk and lets the outputs start at once: their work before their wait
-// (the intra-chunk part) then runs beside the walk and the join.
+// (the intra-chunk part) then runs beside the walk and the join. Their wait
+// is for the join to finish, which it does only after its own wait for the
+// walk, so it covers the walk's states too.
 template <class P>
 struct JoinChunkSegments {
   static constexpr int warps = 8;
