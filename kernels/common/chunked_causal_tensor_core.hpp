@@ -259,7 +259,6 @@ struct JoinChunkSegments {
   Vector<Kokkos::Cuda, storage_t<P>> decay_rate;
   int H, C, chunks, segment_chunks,
       entries;  // entries per (batch, head): D^2, + D with the normaliser
-  int threads;  // B H entries
 
   template <class Entry>
   KOKKOS_INLINE_FUNCTION void join(float rate, Entry entry) const {
@@ -292,8 +291,8 @@ struct JoinChunkSegments {
     mma::let_next_kernel_start();
     mma::wait_for_previous_kernel();
     const int i = team.league_rank() * team.team_size() + team.team_rank();
-    if (i >= threads) return;
     const int bh = i / entries, e = i % entries, D = int(states.extent(2));
+    if (bh >= int(states.extent(0))) return;
     const float rate = base2_rate(decay_rate, bh % H);
     if (e < D * D)
       join(rate, [&](int n) -> storage_t<P>& { return states(bh, n - 1, e / D, e % D); });
@@ -505,10 +504,11 @@ bool tensor_core_chunked(const Kokkos::Cuda& exec, const char* label, const Shap
       // 0.076 at L = 16k / 4k / 1k in float, 0.280 / 0.098 / 0.038 against
       // 0.314 / 0.106 / 0.046 in bf16; at B=2 H=16 (1024 pieces)
       // lightning/fwd_bwd in float took 1.05x the time with the 5 that filled
-      // half against 2; at B=4 H=32 (4096 pieces: one walk) 2-4 segments took
-      // 1.00-1.31x the time of one (results/logs/segments_b4h32_h100.log). Joining every stored
-      // state took as long as the walk (0.17 ms at B=1 H=8 L=16k bf16); only the segments' first
-      // states are joined here, the others as the outputs read them.
+      // half against 2; at B=4 H=32 (4096 pieces: one walk) 2-4 segments
+      // took 1.00-1.31x the time of one (results/logs/segments_b4h32_h100.log).
+      // Joining every stored state took as long as the walk (0.17 ms at B=1
+      // H=8 L=16k bf16); only the segments' first states are joined here, the
+      // others as the outputs read them.
       const int walks = BH * States::blocks * States::blocks, warp_slots = exec.concurrency() / 32;
       const int pieces = walks * States::warps * States::row_tiles;
       const int wanted = chunk_state_segments() > 0 ? chunk_state_segments()
@@ -524,11 +524,10 @@ bool tensor_core_chunked(const Kokkos::Cuda& exec, const char* label, const Shap
                                                // segment's entering one
         using Join = JoinChunkSegments<P>;
         const int entries = D * D + (normalise ? D : 0);
-        launch_tiles(std::string(label) + " join segments", exec,
-                     ceil_div(BH * entries, 32 * Join::warps),
-                     Join{states, normalisers, decay_rate, s.heads, C, chunks, segment_chunks,
-                          entries, BH * entries},
-                     mma::Start::overlapping_previous);
+        launch_tiles(
+            std::string(label) + " join segments", exec, ceil_div(BH * entries, 32 * Join::warps),
+            Join{states, normalisers, decay_rate, s.heads, C, chunks, segment_chunks, entries},
+            mma::Start::overlapping_previous);
       }
     }
     // Fewer teams than two rounds of the resident ones (few heads, short
