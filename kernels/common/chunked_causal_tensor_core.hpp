@@ -21,7 +21,8 @@
 //      divided, when normalising, by lambda^(t-t0+1) q_t.z_n + the same sum
 //      with v = 1. The intra-chunk part (mma::attend_streamed with a decayed
 //      causal mask) comes first, then the state part, which streams S_n in
-//      slices of 32 rows.
+//      slices of 32 rows; in float by warpgroup products (wgmma, sm_90a:
+//      mma::add_ab_core), for which the walk stores S_n^T.
 // The join and the outputs start overlapping the kernel before them
 // (mma::Start::overlapping_previous): each team of the outputs computes its
 // intra-chunk part, which needs no state, while the walk and the join still
@@ -79,6 +80,15 @@ using mma::CudaTeam;
 using mma::CudaTensor;
 using mma::launch_tiles;
 
+// Whether the chunk states are stored transposed ([d_v][d_k]): in float,
+// whose output kernels multiply by them with warpgroup products (on sm_90a),
+// which take fp32 operands only K-major (mma::add_ab_core). tf32 and bf16
+// keep [d_k][d_v] and warp products: tf32 so took 1.01-1.06x the time of
+// its warp products on [d_k][d_v] (H100, results/logs/
+// warpgroup_state_products_h100.log).
+template <class P>
+inline constexpr bool states_transposed = std::is_same_v<P, float>;
+
 // A head's decay lambda = exp(-s) as the base-2 rate s log2(e) (0 without a
 // decay), and lambda^n for n >= 0 from it: one ex2 each (2 ulp; on the
 // tensor-core path mma::exp2_ftz, one instruction where exp2f takes about
@@ -131,7 +141,10 @@ struct ChunkStates {
 
   CudaTensor<P> k, v;
   Vector<Kokkos::Cuda, storage_t<P>> decay_rate;  // empty: no decay
-  CudaTensor<P> states;  // [B H][chunk - 1][D][D]: the state entering chunk 1, 2, ...
+  // [B H][chunk - 1][D][D]: the state entering chunk 1, 2, ..., [d_k][d_v];
+  // transposed ([d_v][d_k]) where states_transposed<P>, the K-major operand
+  // the output kernel's warpgroup products read.
+  CudaTensor<P> states;
   Tensor3<Kokkos::Cuda, float> normalisers;  // [B H][chunk - 1][D], or empty
   int L, H, C, chunks, dk, dv, mirror;
   int segment_chunks;  // chunks per segment of the sequence; each segment is
@@ -158,11 +171,15 @@ struct ChunkStates {
     mma::Accumulator<columns> S[row_tiles];  // the warp's piece of the state block, by 16-row tile
     for (auto& tile : S) mma::zero(tile);
     float z = 0.f;
+    // The block's rows and columns: d_k and d_v, or, transposed, d_v and d_k
+    // (S^T accumulated as (Lambda V)^T K: the operands swap).
+    constexpr bool transposed = states_transposed<P>;
+    const int row_block = transposed ? vb : kb, col_block = transposed ? kb : vb;
     auto store = [&](int entering) {  // S is the state entering chunk `entering`
       for (int m = 0; m < row_tiles; ++m)
         mma::for_each_pair(S[m], [&](int r, int c, float& x0, float& x1) {
-          mma::store_pair<P>(&states(bh, entering - 1, kb * block + first_row + 16 * m + r,
-                                     vb * block + first_col + c),
+          mma::store_pair<P>(&states(bh, entering - 1, row_block * block + first_row + 16 * m + r,
+                                     col_block * block + first_col + c),
                              x0, x1);
         });
       if (keeps_z) normalisers(bh, entering - 1, kb * block + tid) = z;
@@ -204,17 +221,20 @@ struct ChunkStates {
       }
       if (tid < tokens) factor[tid] = decay_power(rate, (n + 1) * C - 1 - (i * tokens + tid));
       team.team_barrier();
-// S += (Lambda K)^T V: the keys, decayed to the end of their chunk, as a
-// transposed A operand. The decay scales each fragment as it is read (scaling
-// the tile in shared memory once, with a barrier more, measured 1.03-1.09x the
-// time in tf32 and bf16); without one the keys go as they are.
+      // S += (Lambda K)^T V: the keys, decayed to the end of their chunk, as a
+      // transposed A operand (transposed states: S^T += (Lambda V)^T K). The decay
+      // scales each fragment as it is read (scaling the tile in shared memory once,
+      // with a barrier more, measured 1.03-1.09x the time in tf32 and bf16); without
+      // one the keys go as they are.
+      const E* const rows_tile = transposed ? Vs[buf] : Ks[buf];
+      const E* const cols_tile = transposed ? Ks[buf] : Vs[buf];
 #pragma unroll
       for (int kk = 0; kk < tokens / mma::k_step<P>; ++kk) {
         mma::AFragment<P> a[row_tiles];
 #pragma unroll
         for (int m = 0; m < row_tiles; ++m) {
           std::uint32_t raw[4];
-          mma::transposed_fragment_from_shared<P>(raw, Ks[buf] + first_row + 16 * m, ld, kk);
+          mma::transposed_fragment_from_shared<P>(raw, rows_tile + first_row + 16 * m, ld, kk);
           if (rate != 0.f) {
             mma::scale_fragment_columns<P>(raw,
                                            [&](int c) { return factor[kk * mma::k_step<P> + c]; });
@@ -223,7 +243,7 @@ struct ChunkStates {
             a[m] = mma::prepare_rounded<P>(raw);
           }
         }
-        mma::add_ab_step<P, row_tiles>(S, a, Vs[buf] + first_col, ld, kk);
+        mma::add_ab_step<P, row_tiles>(S, a, cols_tile + first_col, ld, kk);
       }
       if (keeps_z)
         for (int u = 0; u < tokens; ++u)
@@ -341,6 +361,7 @@ struct ChunkOutputs {
   int L, H, tiles, C, dk, dv, mirror;
   int segment_chunks;  // of the state walk (chunks - 1 or more: one walk)
   bool normalise;
+  bool warpgroup;  // float's state part by warpgroup products (sm_90a)
 
   KOKKOS_INLINE_FUNCTION void operator()(const CudaTeam& team) const {
 #if defined(ATTN_MMA_DEVICE_PASS)
@@ -397,21 +418,34 @@ struct ChunkOutputs {
       const float correction = corrected ? decay_power(rate, C * (n - f)) : 0.f;
       auto buffer = [&](int i) { return tile_memory + (i & 1) * slice * slice_ld; };
       auto entering = [&](int i) { return tile_memory + (2 + (i & 1)) * slice * slice_ld; };
-      auto start = [&](int i) {
-        mma::start_tile_copy<P, copies>(buffer(i), slice_ld, slice, value_block, states, bh, n - 1,
-                                        i * slice, slice, D - first_value, tid, size, -1,
-                                        first_value);
-        if (corrected)
-          mma::start_tile_copy<P, copies>(entering(i), slice_ld, slice, value_block, states, bh,
-                                          f - 1, i * slice, slice, D - first_value, tid, size, -1,
+      // A slice of S_n: rows i*slice .. of S (row-major [k][n]: tf32, bf16),
+      // or in float the same rows of S as columns of the stored S^T, a
+      // K-major CoreMatrices tile of the team's value_block rows of S^T.
+      auto start_slice = [&](E* to, int chunk, int i) {
+        if constexpr (states_transposed<P>)
+          mma::start_tile_copy<P, copies>(to, mma::CoreMatrices{slice}, value_block, slice, states,
+                                          bh, chunk, first_value, value_block, D - i * slice, tid,
+                                          size, -1, i * slice);
+        else
+          mma::start_tile_copy<P, copies>(to, slice_ld, slice, value_block, states, bh, chunk,
+                                          i * slice, slice, D - first_value, tid, size, -1,
                                           first_value);
       };
-      auto finish = [&](auto pending, int i) {
-        mma::finish_tile_copy<decltype(pending)::value, P>(buffer(i), slice_ld, slice, value_block,
-                                                           D - first_value, tid, size);
-        if (corrected)
+      auto finish_slice = [&](auto pending, E* to, int i) {
+        if constexpr (states_transposed<P>)
           mma::finish_tile_copy<decltype(pending)::value, P>(
-              entering(i), slice_ld, slice, value_block, D - first_value, tid, size);
+              to, mma::CoreMatrices{slice}, value_block, slice, D - i * slice, tid, size);
+        else
+          mma::finish_tile_copy<decltype(pending)::value, P>(to, slice_ld, slice, value_block,
+                                                             D - first_value, tid, size);
+      };
+      auto start = [&](int i) {
+        start_slice(buffer(i), n - 1, i);
+        if (corrected) start_slice(entering(i), f - 1, i);
+      };
+      auto finish = [&](auto pending, int i) {
+        finish_slice(pending, buffer(i), i);
+        if (corrected) finish_slice(pending, entering(i), i);
       };
       const float to_row[2] = {decay_power(rate, row0 + mma::entry_row(0) - t0 + 1),
                                decay_power(rate, row0 + mma::entry_row(2) - t0 + 1)};
@@ -433,19 +467,37 @@ struct ChunkOutputs {
         } else {
           finish(std::integral_constant<int, 0>{}, i);
         }
-        team.team_barrier();
-        if (corrected) {
-          E* const to = buffer(i);
-          const E* const from = entering(i);
-          for (int e = tid; e < slice * value_block; e += size) {
-            const int at = (e / value_block) * slice_ld + e % value_block;
-            to[at] = mma::operand_from_float<P>(mma::operand_to_float<P>(to[at]) +
-                                                correction * mma::operand_to_float<P>(from[at]));
-          }
+        E* const to = buffer(i);
+        E* const from = entering(i);
+        if constexpr (states_transposed<P>) {
+          // Each thread's own pieces (those its copies wrote, both tiles
+          // alike), corrected by the entering state's and split for 3xTF32
+          // products, the small halves where the entering state's slice was;
+          // then published, with one barrier.
+          mma::split_own_pieces_3xtf32(to, from, slice * value_block, tid, size, [&](int e) {
+            const float4 x = *reinterpret_cast<const float4*>(to + e);
+            if (!corrected) return x;
+            const float4 y = *reinterpret_cast<const float4*>(from + e);
+            return make_float4(x.x + correction * y.x, x.y + correction * y.y,
+                               x.z + correction * y.z, x.w + correction * y.w);
+          });
+          if (warpgroup) mma::publish_to_warpgroup_products();
           team.team_barrier();
+          mma::add_ab_core<P, slice / mma::k_step<P>>(O, Q, i * slice / mma::k_step<P>, to, from,
+                                                      warpgroup);
+        } else {
+          team.team_barrier();
+          if (corrected) {
+            for (int e = tid; e < slice * value_block; e += size) {
+              const int at = (e / value_block) * slice_ld + e % value_block;
+              to[at] = mma::operand_from_float<P>(mma::operand_to_float<P>(to[at]) +
+                                                  correction * mma::operand_to_float<P>(from[at]));
+            }
+            team.team_barrier();
+          }
+          mma::add_ab_slice<P, slice / mma::k_step<P>>(O, Q, i * slice / mma::k_step<P>, to,
+                                                       slice_ld);
         }
-        mma::add_ab_slice<P, slice / mma::k_step<P>>(O, Q, i * slice / mma::k_step<P>, buffer(i),
-                                                     slice_ld);
         team.team_barrier();  // buffer i & 1 is free for slice i + 2
       }
       if (normalise) {
@@ -549,7 +601,7 @@ bool tensor_core_chunked(const Kokkos::Cuda& exec, const char* label, const Shap
       launch_tiles<Outputs::min_blocks>(
           std::string(label) + " outputs", exec, BH * tiles * Outputs::value_blocks,
           Outputs{q, k, v, o, decay_rate, states, normalisers, L, s.heads, tiles, C, s.dk, s.dv,
-                  mirror, segment_chunks, normalise},
+                  mirror, segment_chunks, normalise, warpgroup_products_enabled()},
           chunks > 1 ? mma::Start::overlapping_previous : mma::Start::after_previous);
     };
     constexpr int narrow = Wide::value_block / 2;

@@ -19,6 +19,9 @@
 //   scale_entries(A, f)        A(row, col) *= f(row, col), A a RowTile
 //   scale_tile(tile, ..., f)   the same for a shared tile, by the whole team
 //   row_max / row_sum          over a row of C: a thread's share, then its quad
+//   add_ab_core(C, A, ...)     C += A B for a team of one warpgroup, float, B a
+//                              CoreMatrices tile (K-major): by wgmma on sm_90a
+//                              (warpgroup_products_enabled), else by mma.sync
 // Fragment layouts (g = lane / 4, t = lane % 4), from the PTX ISA:
 //   m16n8k8 tf32   A: (g, t) (g+8, t) (g, t+4) (g+8, t+4)   B: (k=t, n=g) (k=t+4, n=g)
 //   m16n8k16 bf16  A: (g, 2t..2t+1) (g+8, 2t..) (g, 2t+8..) (g+8, 2t+8..)
@@ -34,12 +37,16 @@
 #include "common/views.hpp"
 
 #include <cstdint>
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
 
 #if defined(KOKKOS_ENABLE_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
 #define ATTN_MMA_DEVICE_PASS 1
+#endif
+#if defined(ATTN_MMA_DEVICE_PASS) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define ATTN_WARPGROUP_MMA 1  // wgmma (sm_90a)
 #endif
 
 namespace attn {
@@ -49,6 +56,19 @@ namespace attn {
 // `bench --tiles portable` times the portable one.
 inline bool& tensor_cores_enabled() {
   static bool enabled = true;
+  return enabled;
+}
+
+// Whether tile products that have a warpgroup path (wgmma, compiled for
+// sm_90a) take it (the default) or their warp path (mma.sync, sm_80 on): the
+// tests check both on CUDA; ATTN_WARPGROUP_PRODUCTS=0 in the environment
+// sets the warp path for a whole run (to compare the two). Where the
+// warpgroup path is not compiled, the warp path runs either way.
+inline bool& warpgroup_products_enabled() {
+  static bool enabled = [] {
+    const char* text = std::getenv("ATTN_WARPGROUP_PRODUCTS");
+    return !(text && std::string(text) == "0");
+  }();
   return enabled;
 }
 
@@ -737,6 +757,175 @@ __device__ __forceinline__ void add_ab_slice(Accumulator<N>& C, const RowTile<P,
   for (int kk = 0; kk < Steps; ++kk) add_ab_step<P>(C, row_tile_step(A, first + kk), B, ld, kk);
 }
 
+// Where a shared tile keeps operand (r, c): a row-major tile takes its row
+// stride (ld, an int), a CoreMatrices tile the layout warpgroup MMA reads a
+// K-major operand from without swizzling (PTX ISA, "Shared memory matrix
+// layout"): 8-row groups of `width` operands a row, each group stored as its
+// 16-byte column pieces ("core matrices" of 8 rows x 16 bytes, 128 contiguous
+// bytes) one after another along the row, the groups one after another.
+// Between pieces along a row: 128 bytes (the descriptor's leading-dimension
+// offset); between groups: 8 x width operands (its stride offset).
+struct CoreMatrices {
+  int width;  // fp32 operands a row, a multiple of 4
+};
+__device__ __forceinline__ int tile_offset(int ld, int r, int c) { return r * ld + c; }
+__device__ __forceinline__ int tile_offset(CoreMatrices tile, int r, int c) {
+  return (r >> 3) * 8 * tile.width + (c >> 2) * 32 + (r & 7) * 4 + (c & 3);  // fp32 operands
+}
+// Where the i-th 16-byte piece of a tile of `chunks` pieces a row lies (its
+// row and first column). Thread `rank` copies pieces rank, rank + size, ...;
+// finish_tile_copy's rounding and split_own_pieces_3xtf32 take the same ones.
+// Row-major tiles go row by row; CoreMatrices tiles in the order they are
+// stored (piece i at operand 4 i), so that the 8 threads of one bank cycle
+// write one 128-byte core matrix (row by row, those 8 wrote the same banks:
+// tf32's output kernel took 1.22x the time, ncu).
+struct Piece {
+  int row, col;  // col in operands
+};
+__device__ __forceinline__ Piece piece_at(int, int i, int chunks, int per_chunk) {
+  return {i / chunks, (i % chunks) * per_chunk};
+}
+__device__ __forceinline__ Piece piece_at(CoreMatrices, int i, int chunks, int) {
+  return {(i / (8 * chunks)) * 8 + (i & 7), ((i >> 3) % chunks) * 4};
+}
+// Whether a thread's pieces (every size-th) are one column's, rows size /
+// chunks apart, a fixed distance apart in the tile too.
+__device__ __forceinline__ bool has_row_pitch(int, int size, int chunks) {
+  return size % chunks == 0;
+}
+__device__ __forceinline__ bool has_row_pitch(CoreMatrices, int size, int chunks) {
+  return size % (8 * chunks) == 0;
+}
+
+// Warpgroup products (wgmma, sm_90a): a team of one warpgroup (4 warps, warp w
+// holding rows 16 w .. 16 w + 15, in the mma.sync layouts above, which the
+// warpgroup's A registers and accumulators share) multiplies its 64 rows at
+// once, B read from shared memory by the tensor cores through a descriptor
+// (PTX ISA, "Matrix Descriptor"), asynchronously: issued, committed, then
+// waited for. TF32 operands must be K-major: B as a CoreMatrices tile of its
+// transpose ([n][k]).
+#if defined(ATTN_WARPGROUP_MMA)
+// The descriptor of a CoreMatrices tile of `width` fp32 operands a row, from
+// `tile` (16-byte aligned): no swizzle; 128 bytes between pieces along k,
+// 8 x width x 4 bytes between 8-row groups; addresses and offsets in 16-byte
+// units.
+__device__ __forceinline__ std::uint64_t core_matrix_descriptor(const float* tile, int width) {
+  const auto address = static_cast<std::uint32_t>(__cvta_generic_to_shared(tile));
+  const std::uint64_t leading = 128 >> 4, stride = (32 * width) >> 4;
+  return std::uint64_t((address >> 4) & 0x3fff) | (leading << 16) | (stride << 32);
+}
+
+// C += A B for one k-step of 8, the warpgroup's 64 x N, A = the warp's TF32
+// fragment a, B the descriptor's 8 x N (accumulating: scale-d 1).
+template <int N>
+__device__ __forceinline__ void warpgroup_mma_tf32(Accumulator<N>& C, const std::uint32_t (&a)[4],
+                                                   std::uint64_t b);
+#define ATTN_WGMMA_TILE(j) "+f"(C.c[j][0]), "+f"(C.c[j][1]), "+f"(C.c[j][2]), "+f"(C.c[j][3])
+template <>
+__device__ __forceinline__ void warpgroup_mma_tf32<32>(Accumulator<32>& C,
+                                                       const std::uint32_t (&a)[4],
+                                                       std::uint64_t b) {
+  asm volatile(
+      "{\n.reg .pred accumulate;\nsetp.ne.b32 accumulate, %21, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n32k8.f32.tf32.tf32 "
+      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, "
+      "{%16,%17,%18,%19}, %20, accumulate, 1, 1;\n}\n"
+      : ATTN_WGMMA_TILE(0), ATTN_WGMMA_TILE(1), ATTN_WGMMA_TILE(2), ATTN_WGMMA_TILE(3)
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
+}
+template <>
+__device__ __forceinline__ void warpgroup_mma_tf32<64>(Accumulator<64>& C,
+                                                       const std::uint32_t (&a)[4],
+                                                       std::uint64_t b) {
+  asm volatile(
+      "{\n.reg .pred accumulate;\nsetp.ne.b32 accumulate, %37, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32 "
+      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%"
+      "25,%26,%27,%28,%29,%30,%31}, "
+      "{%32,%33,%34,%35}, %36, accumulate, 1, 1;\n}\n"
+      : ATTN_WGMMA_TILE(0), ATTN_WGMMA_TILE(1), ATTN_WGMMA_TILE(2), ATTN_WGMMA_TILE(3),
+        ATTN_WGMMA_TILE(4), ATTN_WGMMA_TILE(5), ATTN_WGMMA_TILE(6), ATTN_WGMMA_TILE(7)
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
+}
+#undef ATTN_WGMMA_TILE
+#endif
+
+// Orders the team's writes to shared memory (stores, cp.async) before the
+// tensor cores' reads of it by warpgroup products (which go through the async
+// proxy); a team barrier must follow.
+__device__ __forceinline__ void publish_to_warpgroup_products() {
+#if defined(ATTN_WARPGROUP_MMA)
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+}
+
+// The fp32 operands of the pieces a thread copied into a CoreMatrices tile
+// of `count` operands (piece i, at operands 4 i .. 4 i + 3, for i = rank,
+// rank + size, ...: piece_at), made ready for 3xTF32 products read from
+// shared memory (add_ab_core): x = value(e), the piece at e as a float4,
+// split into big, x rounded to TF32, and small = x - big (exact). After
+// finish_tile_copy, before the barrier that publishes the tile: no other
+// thread's piece is touched.
+template <class F>
+__device__ __forceinline__ void split_own_pieces_3xtf32(float* big, float* small, int count,
+                                                        int rank, int size, F value) {
+  for (int e = 4 * rank; e < count; e += 4 * size) {
+    // A piece at a time (one 16-byte access each: element by element, the
+    // threads' accesses 4 words apart took 4 passes of the banks).
+    const float4 x = value(e);
+    const float4 rounded =
+        make_float4(tf32_rounded(x.x), tf32_rounded(x.y), tf32_rounded(x.z), tf32_rounded(x.w));
+    *reinterpret_cast<float4*>(big + e) = rounded;
+    *reinterpret_cast<float4*>(small + e) =
+        make_float4(x.x - rounded.x, x.y - rounded.y, x.z - rounded.z, x.w - rounded.w);
+  }
+}
+
+// Team operation, one warpgroup, float (3xTF32): C (the warp's 16 x N) +=
+// A[:, k-steps first .. first + Steps - 1] B, A a RowTile, B (Steps * 8 x N)
+// stored transposed in a CoreMatrices{Steps * 8} tile: `big`, TF32-rounded,
+// and `small`, the rest of each element (split_own_pieces_3xtf32). The team
+// has published B (publish_to_warpgroup_products, then a barrier). By
+// warpgroup products where compiled and `warpgroup`, else by warp products
+// reading the same tiles.
+template <class P, int Steps, int N, int K>
+__device__ __forceinline__ void add_ab_core(Accumulator<N>& C, const RowTile<P, K>& A, int first,
+                                            const float* big, const float* small, bool warpgroup) {
+  static_assert(std::is_same_v<P, float>, "3xTF32 products of split fp32 tiles");
+  constexpr int width = 8 * Steps;
+#if defined(ATTN_WARPGROUP_MMA)
+  if (warpgroup) {
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+    for (int kk = 0; kk < Steps; ++kk) {
+      const AFragment<P> a = row_tile_step(A, first + kk);
+      const std::uint64_t b = core_matrix_descriptor(big + 64 * kk, width);  // pieces 2kk, 2kk+1
+      // The small cross terms first, as mma does.
+      warpgroup_mma_tf32(C, a.small, b);
+      warpgroup_mma_tf32(C, a.big, core_matrix_descriptor(small + 64 * kk, width));
+      warpgroup_mma_tf32(C, a.big, b);
+    }
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+    return;
+  }
+#endif
+  (void)warpgroup;
+  const int g = lane_id() >> 2, t = lane_id() & 3;
+#pragma unroll
+  for (int kk = 0; kk < Steps; ++kk) {
+    const AFragment<P> a = row_tile_step(A, first + kk);
+#pragma unroll
+    for (int j = 0; j < N / 8; ++j) {
+      // B's (k = 8kk + t, n = 8j + g) and (k + 4, n): the next piece along k.
+      const int at = tile_offset(CoreMatrices{width}, 8 * j + g, 8 * kk + t);
+      mma<P>(C.c[j], a,
+             BFragment<P>{{__float_as_uint(big[at]), __float_as_uint(big[at + 32])},
+                          {__float_as_uint(small[at]), __float_as_uint(small[at + 32])}});
+    }
+  }
+}
+
 // C (16 x N) += W (16 x K) B, W an accumulator (K keys wide), B = rows 0 .. K-1
 // of a [k][n] shared tile (e.g. values). See the header for the TF32 k order.
 template <class P, Bf16Rounding Rounding = Bf16Rounding::conversion_unit, int N, int K>
@@ -790,27 +979,31 @@ __device__ __forceinline__ void copy_piece_async(std::uint32_t to, const void* f
 // barrier after it makes the tile visible. `rank` of `size` threads; rows
 // are steps of a sweep, stored as stored_row(step, mirror) says; the tile's
 // column c is x's column first_col + c. Addressing: see CopyAddressing.
-template <class P, CopyAddressing Addressing = CopyAddressing::per_piece, class View>
-__device__ __forceinline__ void start_tile_copy(operand_t<P>* dst, int ld, int rows, int width,
+template <class P, CopyAddressing Addressing = CopyAddressing::per_piece, class View, class Layout>
+__device__ __forceinline__ void start_tile_copy(operand_t<P>* dst, Layout ld, int rows, int width,
                                                 const View& x, int b, int h, int first, int count,
                                                 int cols, int rank, int size, int mirror = -1,
                                                 int first_col = 0) {
   constexpr int per_chunk = 16 / sizeof(operand_t<P>);
+  static_assert(!std::is_same_v<Layout, CoreMatrices> || per_chunk == 4,
+                "CoreMatrices tiles hold fp32 operands");
   // Whole chunks only where every one starts 16-byte aligned (x's rows and
   // first_col) and ends inside the copied columns.
   if (cols % per_chunk == 0 && first_col % per_chunk == 0 && int(x.extent(3)) % per_chunk == 0) {
     const int chunks = width / per_chunk;
-    if (Addressing == CopyAddressing::strided && size % chunks == 0) {
+    if (Addressing == CopyAddressing::strided && has_row_pitch(ld, size, chunks)) {
       // The thread's piece c of rows r, r + step, ...: the same pieces as
       // below, each address the last one's plus a fixed pitch.
-      const int c = (rank % chunks) * per_chunk, step = size / chunks;
+      const Piece mine = piece_at(ld, rank, chunks, per_chunk);
+      const int c = mine.col, step = size / chunks;
       const std::ptrdiff_t pitch =
           (mirror < 0 ? step : -step) * static_cast<std::ptrdiff_t>(x.stride(2));
-      int r = rank / chunks;
+      int r = mine.row;
       std::ptrdiff_t from =
           r < count ? &x(b, h, stored_row(first + r, mirror), first_col + c) - x.data() : 0;
-      auto to = static_cast<std::uint32_t>(__cvta_generic_to_shared(dst + r * ld + c));
-      const auto to_pitch = static_cast<std::uint32_t>(step * ld * sizeof(operand_t<P>));
+      auto to = static_cast<std::uint32_t>(__cvta_generic_to_shared(dst + tile_offset(ld, r, c)));
+      const auto to_pitch =
+          static_cast<std::uint32_t>(tile_offset(ld, step, 0) * sizeof(operand_t<P>));
       for (; r < rows; r += step, from += pitch, to += to_pitch) {
         const bool inside = r < count && c < cols;
         copy_piece_async(to, x.data() + (inside ? from : 0), inside);
@@ -819,13 +1012,14 @@ __device__ __forceinline__ void start_tile_copy(operand_t<P>* dst, int ld, int r
       return;
     }
     for (int i = rank; i < rows * chunks; i += size) {
-      const int r = i / chunks, c = (i % chunks) * per_chunk;
+      const auto [r, c] = piece_at(ld, i, chunks, per_chunk);
       const bool inside = r < count && c < cols;
       const void* from =
           inside ? static_cast<const void*>(&x(b, h, stored_row(first + r, mirror), first_col + c))
                  : x.data();
-      copy_piece_async(static_cast<std::uint32_t>(__cvta_generic_to_shared(dst + r * ld + c)), from,
-                       inside);
+      copy_piece_async(
+          static_cast<std::uint32_t>(__cvta_generic_to_shared(dst + tile_offset(ld, r, c))), from,
+          inside);
     }
   } else {
     // Element by element, each thread taking the same 16-byte pieces as it
@@ -834,17 +1028,17 @@ __device__ __forceinline__ void start_tile_copy(operand_t<P>* dst, int ld, int r
     // could be rounded from its stale value and overwrite the new one).
     const int chunks = ceil_div(width, per_chunk);
     for (int i = rank; i < rows * chunks; i += size) {
-      const int r = i / chunks, c0 = (i % chunks) * per_chunk;
+      const auto [r, c0] = piece_at(ld, i, chunks, per_chunk);
       for (int c = c0; c < c0 + per_chunk && c < width; ++c)
-        dst[r * ld + c] =
+        dst[tile_offset(ld, r, c)] =
             element<P>(x, b, h, first + r, first + count, first_col + c, first_col + cols, mirror);
     }
   }
   asm volatile("cp.async.commit_group;\n" ::: "memory");
 }
 
-template <int Pending, class P>
-__device__ __forceinline__ void finish_tile_copy(operand_t<P>* dst, int ld, int rows, int width,
+template <int Pending, class P, class Layout>
+__device__ __forceinline__ void finish_tile_copy(operand_t<P>* dst, Layout ld, int rows, int width,
                                                  int cols, int rank, int size) {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending) : "memory");
   if constexpr (std::is_same_v<P, tf32>) {
@@ -854,7 +1048,8 @@ __device__ __forceinline__ void finish_tile_copy(operand_t<P>* dst, int ld, int 
     if (cols % 4 != 0) return;
     const int chunks = width / 4;
     for (int i = rank; i < rows * chunks; i += size) {
-      float4& v = *reinterpret_cast<float4*>(dst + (i / chunks) * ld + (i % chunks) * 4);
+      const auto [r, c] = piece_at(ld, i, chunks, 4);
+      float4& v = *reinterpret_cast<float4*>(dst + tile_offset(ld, r, c));
       v = make_float4(tf32_rounded(v.x), tf32_rounded(v.y), tf32_rounded(v.z), tf32_rounded(v.w));
     }
   }

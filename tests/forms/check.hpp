@@ -123,6 +123,23 @@ void for_each_output_width(bool tensor_cores, F f) {
   }
 }
 
+// f(warpgroup) for each way the tensor-core kernels multiply where they have
+// both (warpgroup_products_enabled: wgmma, where compiled for sm_90a, or
+// mma.sync): on the tensor-core path of a GPU backend both in turn;
+// elsewhere once. Restored afterwards, whatever f throws.
+template <class Exec, class F>
+void for_each_product_path(bool tensor_cores, F f) {
+  struct Restore {
+    bool enabled = warpgroup_products_enabled();
+    ~Restore() { warpgroup_products_enabled() = enabled; }
+  } restore;
+  const bool both = tensor_cores && !is_host_space<Exec>();
+  for (const bool warpgroup : both ? std::vector<bool>{true, false} : std::vector<bool>{true}) {
+    warpgroup_products_enabled() = warpgroup;
+    f(warpgroup);
+  }
+}
+
 // Runs form in precision P (a tag); the form must have a kernel in it.
 template <class Exec, class P>
 ref::Outputs run_form(const Form& form, const HostProblem& p, const FormParams& params) {
