@@ -820,33 +820,31 @@ __device__ __forceinline__ std::uint64_t core_matrix_descriptor(const float* til
 template <int N>
 __device__ __forceinline__ void warpgroup_mma_tf32(Accumulator<N>& C, const std::uint32_t (&a)[4],
                                                    std::uint64_t b);
+// One specialization per N: its accumulator registers (N / 2, listed in the
+// instruction and as operands), then the A registers, the descriptor and the
+// accumulate flag, numbered after them.
 #define ATTN_WGMMA_TILE(j) "+f"(C.c[j][0]), "+f"(C.c[j][1]), "+f"(C.c[j][2]), "+f"(C.c[j][3])
-template <>
-__device__ __forceinline__ void warpgroup_mma_tf32<32>(Accumulator<32>& C,
-                                                       const std::uint32_t (&a)[4],
-                                                       std::uint64_t b) {
-  asm volatile(
-      "{\n.reg .pred accumulate;\nsetp.ne.b32 accumulate, %21, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n32k8.f32.tf32.tf32 "
-      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, "
-      "{%16,%17,%18,%19}, %20, accumulate, 1, 1;\n}\n"
-      : ATTN_WGMMA_TILE(0), ATTN_WGMMA_TILE(1), ATTN_WGMMA_TILE(2), ATTN_WGMMA_TILE(3)
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
-}
-template <>
-__device__ __forceinline__ void warpgroup_mma_tf32<64>(Accumulator<64>& C,
-                                                       const std::uint32_t (&a)[4],
-                                                       std::uint64_t b) {
-  asm volatile(
-      "{\n.reg .pred accumulate;\nsetp.ne.b32 accumulate, %37, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32 "
-      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%"
-      "25,%26,%27,%28,%29,%30,%31}, "
-      "{%32,%33,%34,%35}, %36, accumulate, 1, 1;\n}\n"
-      : ATTN_WGMMA_TILE(0), ATTN_WGMMA_TILE(1), ATTN_WGMMA_TILE(2), ATTN_WGMMA_TILE(3),
-        ATTN_WGMMA_TILE(4), ATTN_WGMMA_TILE(5), ATTN_WGMMA_TILE(6), ATTN_WGMMA_TILE(7)
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
-}
+#define ATTN_WARPGROUP_MMA_TF32(N, d, a_regs, b_desc, accumulate, ...)                    \
+  template <>                                                                             \
+  __device__ __forceinline__ void warpgroup_mma_tf32<N>(                                  \
+      Accumulator<N> & C, const std::uint32_t(&a)[4], std::uint64_t b) {                  \
+    asm volatile("{\n.reg .pred accumulate;\nsetp.ne.b32 accumulate, " accumulate         \
+                 ", 0;\n"                                                                 \
+                 "wgmma.mma_async.sync.aligned.m64n" #N "k8.f32.tf32.tf32 " d ", " a_regs \
+                 ", " b_desc ", accumulate, 1, 1;\n}\n"                                   \
+                 : __VA_ARGS__                                                            \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));           \
+  }
+ATTN_WARPGROUP_MMA_TF32(32, "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}",
+                        "{%16,%17,%18,%19}", "%20", "%21", ATTN_WGMMA_TILE(0), ATTN_WGMMA_TILE(1),
+                        ATTN_WGMMA_TILE(2), ATTN_WGMMA_TILE(3))
+ATTN_WARPGROUP_MMA_TF32(64,
+                        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%"
+                        "20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}",
+                        "{%32,%33,%34,%35}", "%36", "%37", ATTN_WGMMA_TILE(0), ATTN_WGMMA_TILE(1),
+                        ATTN_WGMMA_TILE(2), ATTN_WGMMA_TILE(3), ATTN_WGMMA_TILE(4),
+                        ATTN_WGMMA_TILE(5), ATTN_WGMMA_TILE(6), ATTN_WGMMA_TILE(7))
+#undef ATTN_WARPGROUP_MMA_TF32
 #undef ATTN_WGMMA_TILE
 #endif
 
