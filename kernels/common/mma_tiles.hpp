@@ -861,9 +861,9 @@ __device__ __forceinline__ void publish_to_warpgroup_products() {
 // of `count` operands (piece i, at operands 4 i .. 4 i + 3, for i = rank,
 // rank + size, ...: piece_at), made ready for 3xTF32 products read from
 // shared memory (add_ab_core): x = value(e), the piece at e as a float4,
-// split into big, x rounded to TF32, and small = x - big (exact). After
-// finish_tile_copy, before the barrier that publishes the tile: no other
-// thread's piece is touched.
+// split by split_tf32 into its big and small halves. After finish_tile_copy,
+// before the barrier that publishes the tile: no other thread's piece is
+// touched.
 template <class F>
 __device__ __forceinline__ void split_own_pieces_3xtf32(float* big, float* small, int count,
                                                         int rank, int size, F value) {
@@ -871,18 +871,20 @@ __device__ __forceinline__ void split_own_pieces_3xtf32(float* big, float* small
     // A piece at a time (one 16-byte access each: element by element, the
     // threads' accesses 4 words apart took 4 passes of the banks).
     const float4 x = value(e);
-    const float4 rounded =
-        make_float4(tf32_rounded(x.x), tf32_rounded(x.y), tf32_rounded(x.z), tf32_rounded(x.w));
-    *reinterpret_cast<float4*>(big + e) = rounded;
+    const Tf32Split s[4] = {split_tf32(x.x), split_tf32(x.y), split_tf32(x.z), split_tf32(x.w)};
+    *reinterpret_cast<float4*>(big + e) =
+        make_float4(__uint_as_float(s[0].big), __uint_as_float(s[1].big), __uint_as_float(s[2].big),
+                    __uint_as_float(s[3].big));
     *reinterpret_cast<float4*>(small + e) =
-        make_float4(x.x - rounded.x, x.y - rounded.y, x.z - rounded.z, x.w - rounded.w);
+        make_float4(__uint_as_float(s[0].small), __uint_as_float(s[1].small),
+                    __uint_as_float(s[2].small), __uint_as_float(s[3].small));
   }
 }
 
 // Team operation, one warpgroup, float (3xTF32): C (the warp's 16 x N) +=
 // A[:, k-steps first .. first + Steps - 1] B, A a RowTile, B (Steps * 8 x N)
-// stored transposed in a CoreMatrices{Steps * 8} tile: `big`, TF32-rounded,
-// and `small`, the rest of each element (split_own_pieces_3xtf32). The team
+// stored transposed in a CoreMatrices{Steps * 8} tile: `big` and `small`,
+// each element's 3xTF32 halves (split_own_pieces_3xtf32). The team
 // has published B (publish_to_warpgroup_products, then a barrier). By
 // warpgroup products where compiled and `warpgroup`, else by warp products
 // reading the same tiles.
