@@ -5,7 +5,7 @@
 // Several chunks and one, a ragged last chunk, L = 1, head sizes 16 .. 256
 // (above 128 the sweeps run in blocks of 128 columns on CUDA: common/head_blocks.hpp), d_v != d_k
 // both ways, and chunk sizes the tensor-core tiles take (64, 128) and leave to the portable path
-// (16, 100), an odd d_v. Lightning's backward runs the same kernel in reverse time.
+// (16, 100), an odd d_v and an odd d_k. Lightning's backward runs the same kernel in reverse time.
 #include "common/head_blocks.hpp"
 #include "forms/check.hpp"
 
@@ -25,6 +25,7 @@ const ChunkCase chunk_cases[] = {
     {{1, 2, 150, 64, 128}, 64}, {{1, 1, 45, 256, 32}, 16},
     {{1, 1, 130, 32, 32}, 100}, {{1, 2, 700, 128, 96}, 64},
     {{1, 2, 190, 48, 33}, 64},  // odd d_v: output rows of odd length, stored entry by entry
+    {{1, 2, 130, 37, 24}, 64},  // odd d_k: query and key rows copied entry by entry
 };
 
 // f(name, form, shape, params) for each case and each chunked form.
