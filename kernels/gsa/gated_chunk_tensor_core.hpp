@@ -345,16 +345,24 @@ struct GatedChunkStates {
 // with the gate on S's rows (key) or columns (value): every exponent a sum of
 // chunk gate sums, <= 0. One thread per (column block, batch, head, state
 // entry) walks the stored states in order, keeping the exact state entering
-// the current segment.
+// the current segment; a plain CUDA kernel (mma::launch_tiles), as the walk
+// and the outputs are.
 template <class P, bool KeyGated>
 struct JoinGatedSegments {
+  static constexpr int warps = 8;
   mma::CudaTensor<P> states;  // [blocks B H][chunks - 1][XD][YD]
   GateSumView gate_sums;      // [B, H, L, M], every gate column
   ColumnBlocks blocks;
   int H, C, chunks, segment_chunks;
 
-  KOKKOS_INLINE_FUNCTION void operator()(int i) const {
+  KOKKOS_INLINE_FUNCTION int entries() const {
+    return int(states.extent(0) * states.extent(2) * states.extent(3));
+  }
+
+  KOKKOS_INLINE_FUNCTION void operator()(const mma::CudaTeam& team) const {
 #if defined(ATTN_MMA_DEVICE_PASS)
+    const int i = team.league_rank() * team.team_size() + team.team_rank();
+    if (i >= entries()) return;
     const int XD = int(states.extent(2)), YD = int(states.extent(3));
     const int stored = i / (XD * YD), x = i / YD % XD, y = i % YD;  // stored: block * B H + bh
     const int BH = int(states.extent(0)) / blocks.count(), bh = stored % BH, b = bh / H, h = bh % H;
@@ -876,11 +884,12 @@ TileSweep tensor_core_gated_chunk(const Kokkos::Cuda& exec, const std::string& n
       const int segment_chunks = ceil_div(chunks - 1, std::max(1, std::min(chunks - 1, wanted)));
       const States walk{key, value, sums, states, L, H, C, chunks, mirror, blocks, segment_chunks};
       mma::launch_tiles(name + ": chunk states", exec, walks * walk.segments(), walk);
-      if (walk.segments() > 1)
-        Kokkos::parallel_for(
-            name + ": join segments",
-            Kokkos::RangePolicy<Kokkos::Cuda>(exec, 0, blocks.count() * B * H * XD * YD),
-            JoinGatedSegments<P, KeyGated>{states, sums, blocks, H, C, chunks, segment_chunks});
+      if (walk.segments() > 1) {
+        using Join = JoinGatedSegments<P, KeyGated>;
+        const Join join{states, sums, blocks, H, C, chunks, segment_chunks};
+        mma::launch_tiles(name + ": join segments", exec,
+                          ceil_div(join.entries(), 32 * Join::warps), join);
+      }
     }
     auto launch_outputs = [&](auto blocked, auto weights, int value_blocks,
                               const mma::CudaTensor<P>& key_weights) {
