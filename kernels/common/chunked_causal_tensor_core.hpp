@@ -33,7 +33,9 @@
 // Every power is exp(-s k) with k >= 0. The states are stored as the inputs
 // are (fp32, or bf16 for bf16 inputs: the operand of the q^T S product); they
 // are accumulated in fp32. Stored states: (L/C - 1) d^2 per (batch, head),
-// e.g. 2 L d for d = 128, C = 64.
+// e.g. 2 L d for d = 128, C = 64. Where the (batch, head) walks alone fill
+// the GPU, WalkedChunkOutputs (below) walks the chunks and computes their
+// outputs in one kernel instead, and stores no state.
 #pragma once
 #include "common/mma_tiles.hpp"
 #include "common/team_tiles.hpp"
@@ -43,6 +45,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdlib>
+#include <string>
 #include <type_traits>
 
 namespace attn {
@@ -59,6 +62,25 @@ inline int& chunk_state_segments() {
     return text ? std::max(0, std::atoi(text)) : 0;
   }();
   return segments;
+}
+
+// How the tensor-core chunk forms of this file pass the state from chunk to
+// chunk: `chosen` (the default) as tensor_core_chunked chooses by the problem
+// and the device; `stored`: a walk stores every chunk's entering state and
+// the outputs are computed in parallel after; `walked`: each team walks its
+// chunks and computes their outputs as it goes (WalkedChunkOutputs). The
+// tests run both; ATTN_STATE_PASSING=stored or walked sets it for a whole run
+// (to tune the choice by measurement).
+enum class StatePassing { chosen, stored, walked };
+inline StatePassing& chunk_state_passing() {
+  static StatePassing passing = [] {
+    const char* text = std::getenv("ATTN_STATE_PASSING");
+    const std::string word = text ? text : "";
+    return word == "stored"   ? StatePassing::stored
+           : word == "walked" ? StatePassing::walked
+                              : StatePassing::chosen;
+  }();
+  return passing;
 }
 
 // Which value blocks the tensor-core chunk forms' output kernel takes where
@@ -116,6 +138,39 @@ struct StateBlockWarps {
   KOKKOS_INLINE_FUNCTION static int first_row(int warp) { return Rows * (warp % row_groups); }
   KOKKOS_INLINE_FUNCTION static int first_col(int warp) { return Columns * (warp / row_groups); }
 };
+
+#if defined(ATTN_MMA_DEVICE_PASS)
+// S[m] (the warp's 16-row tiles m of a state block) += (Lambda K)^T V over
+// one tile of Tokens steps: the A operand read transposed from `keys`
+// ([token][row], stride keys_ld, from the warp's first row) and, with a
+// decay, scaled per token by factor[] as each fragment is read (scaling the
+// tile in shared memory once, with a barrier more, measured 1.03-1.09x the
+// time in tf32 and bf16); B from `values` ([token][column], stride
+// values_ld). Without a decay the keys go as they are.
+template <class P, int Tokens, int RowTiles, int N>
+__device__ __forceinline__ void add_decayed_key_values(mma::Accumulator<N> (&S)[RowTiles],
+                                                       const mma::operand_t<P>* keys, int keys_ld,
+                                                       const mma::operand_t<P>* values,
+                                                       int values_ld, const float* factor,
+                                                       bool decayed) {
+#pragma unroll
+  for (int kk = 0; kk < Tokens / mma::k_step<P>; ++kk) {
+    mma::AFragment<P> a[RowTiles];
+#pragma unroll
+    for (int m = 0; m < RowTiles; ++m) {
+      std::uint32_t raw[4];
+      mma::transposed_fragment_from_shared<P>(raw, keys + 16 * m, keys_ld, kk);
+      if (decayed) {
+        mma::scale_fragment_columns<P>(raw, [&](int c) { return factor[kk * mma::k_step<P> + c]; });
+        a[m] = mma::prepare<P>(raw);
+      } else {
+        a[m] = mma::prepare_rounded<P>(raw);
+      }
+    }
+    mma::add_ab_step<P, RowTiles>(S, a, values, values_ld, kk);
+  }
+}
+#endif
 
 template <class P, int D>
 struct ChunkStates {
@@ -222,29 +277,11 @@ struct ChunkStates {
       if (tid < tokens) factor[tid] = decay_power(rate, (n + 1) * C - 1 - (i * tokens + tid));
       team.team_barrier();
       // S += (Lambda K)^T V: the keys, decayed to the end of their chunk, as a
-      // transposed A operand (transposed states: S^T += (Lambda V)^T K). The decay
-      // scales each fragment as it is read (scaling the tile in shared memory once,
-      // with a barrier more, measured 1.03-1.09x the time in tf32 and bf16); without
-      // one the keys go as they are.
+      // transposed A operand (transposed states: S^T += (Lambda V)^T K).
       const E* const rows_tile = transposed ? Vs[buf] : Ks[buf];
       const E* const cols_tile = transposed ? Ks[buf] : Vs[buf];
-#pragma unroll
-      for (int kk = 0; kk < tokens / mma::k_step<P>; ++kk) {
-        mma::AFragment<P> a[row_tiles];
-#pragma unroll
-        for (int m = 0; m < row_tiles; ++m) {
-          std::uint32_t raw[4];
-          mma::transposed_fragment_from_shared<P>(raw, rows_tile + first_row + 16 * m, ld, kk);
-          if (rate != 0.f) {
-            mma::scale_fragment_columns<P>(raw,
-                                           [&](int c) { return factor[kk * mma::k_step<P> + c]; });
-            a[m] = mma::prepare<P>(raw);
-          } else {
-            a[m] = mma::prepare_rounded<P>(raw);
-          }
-        }
-        mma::add_ab_step<P, row_tiles>(S, a, cols_tile + first_col, ld, kk);
-      }
+      add_decayed_key_values<P, tokens>(S, rows_tile + first_row, ld, cols_tile + first_col, ld,
+                                        factor, rate != 0.f);
       if (keeps_z)
         for (int u = 0; u < tokens; ++u)
           z += factor[u] * mma::operand_to_float<P>(Ks[buf][u * ld + tid]);
@@ -322,6 +359,60 @@ struct JoinChunkSegments {
   }
 };
 
+#if defined(ATTN_MMA_DEVICE_PASS)
+// The parts of a 64-row tile's outputs in chunk n (rows from t0 = nC), each
+// warp's 16 rows from row0, for the output kernels below.
+// Intra-chunk: O += sum_{t0<=u<=t} lambda^(t-u) (q_t.k_u) v_u over the keys
+// t0 .. end - 1 (key tiles past the warp's last row skipped), the masked
+// pairs zero, never decayed; den (the thread's shares of its two rows'
+// normalisers) gains the same sum with v = 1 when normalising.
+template <class P, int D, int Keys, mma::CopyAddressing Copies, int DV>
+__device__ __forceinline__ void add_intra_chunk(const CudaTeam& team, const mma::RowTile<P, D>& Q,
+                                                mma::Accumulator<DV>& O, float (&den)[2],
+                                                mma::operand_t<P>* Ks, mma::operand_t<P>* Vs,
+                                                const CudaTensor<P>& k, const CudaTensor<P>& v,
+                                                int b, int h, int L, int t0, int end, int dk,
+                                                int dv, int first_value, int mirror, int row0,
+                                                float rate, bool normalise) {
+  mma::attend_streamed<P, D, Keys, false, mma::Bf16Rounding::conversion_unit, Copies>(
+      team, Q, O, Ks, Vs, k, v, b, h, L, t0, end, dk, dv, first_value, mirror,
+      [&](int k0) { return k0 <= row0 + 15; },
+      [&](mma::Accumulator<Keys>& S, int k0, int nk) {
+        mma::for_each_entry(S, [&](int r, int c, float& s) {
+          const int distance = row0 + r - (k0 + c);
+          s = c < nk && distance >= 0 ? s * decay_power(rate, distance) : 0.f;
+        });
+        if (normalise) mma::add_row_sums(S, den);
+      });
+}
+
+// The query rows scaled for the state part, lambda^(t - t0 + 1) q_t, in registers.
+template <class P, int D>
+__device__ __forceinline__ void decay_from_chunk_start(mma::RowTile<P, D>& Q, float rate, int row0,
+                                                       int t0) {
+  const float to_row[2] = {decay_power(rate, row0 + mma::entry_row(0) - t0 + 1),
+                           decay_power(rate, row0 + mma::entry_row(2) - t0 + 1)};
+  mma::scale_entries(Q, [&](int r, int) { return to_row[r >> 3]; });
+}
+
+// The warp's rows of O (value columns first_value ..) into o, divided by
+// their normalisers when normalising.
+template <class P, int DV>
+__device__ __forceinline__ void store_output_rows(const CudaTensor<P>& o, mma::Accumulator<DV>& O,
+                                                  const float (&den)[2], bool normalise, int b,
+                                                  int h, int row0, int L, int first_value, int dv,
+                                                  int mirror) {
+  const float total[2] = {mma::quad_sum(den[0]), mma::quad_sum(den[1])};
+  const bool pairs = dv % 2 == 0;  // rows of even length: neighbouring entries stored together
+  mma::for_each_pair(O, [&](int r, int c, float& x0, float& x1) {
+    if (row0 + r >= L || first_value + c >= dv) return;
+    const float scale = normalise ? 1.f / total[r >> 3] : 1.f;
+    mma::store_entries<P>(&o(b, h, mma::stored_row(row0 + r, mirror), first_value + c), x0 * scale,
+                          x1 * scale, pairs, first_value + c + 1 < dv);
+  });
+}
+#endif
+
 // ValueBlock: value columns per team (flash-linear-attention's chunk_fwd_o
 // splits V so too). With many teams, the most the registers hold: every
 // column in bf16 measured faster than 64-column blocks (2.3 against 2.9 ms
@@ -390,20 +481,12 @@ struct ChunkOutputs {
     mma::Accumulator<value_block> O;
     mma::zero(O);
     float den[2] = {0.f, 0.f};  // the thread's share of its two rows' normalisers
-    // Intra-chunk first: keys t0 .. t (key tiles past the warp's last row
-    // skipped), weights (q_t.k_u) lambda^(t-u), the masked pairs zero, never
-    // decayed. It reads only q, k and v, so that it runs while the kernels
-    // before, which write the states, still run (Start::overlapping_previous).
-    mma::attend_streamed<P, D, keys, false, mma::Bf16Rounding::conversion_unit, copies>(
-        team, Q, O, Ks, Vs, k, v, b, h, L, t0, tile.first + tile.count, dk, dv, first_value, mirror,
-        [&](int k0) { return k0 <= row0 + 15; },
-        [&](mma::Accumulator<keys>& S, int k0, int nk) {
-          mma::for_each_entry(S, [&](int r, int c, float& s) {
-            const int distance = row0 + r - (k0 + c);
-            s = c < nk && distance >= 0 ? s * decay_power(rate, distance) : 0.f;
-          });
-          if (normalise) mma::add_row_sums(S, den);
-        });
+    // Intra-chunk first: it reads only q, k and v, so that it runs while the
+    // kernels before, which write the states, still run
+    // (Start::overlapping_previous).
+    add_intra_chunk<P, D, keys, copies>(team, Q, O, den, Ks, Vs, k, v, b, h, L, t0,
+                                        tile.first + tile.count, dk, dv, first_value, mirror, row0,
+                                        rate, normalise);
     if (n > 0) {
       // Inter-chunk: (lambda^(t - t0 + 1) q_t)^T S_n (the team's value block
       // of it): the query rows scaled in registers, then S_n streamed in
@@ -447,9 +530,7 @@ struct ChunkOutputs {
         finish_slice(pending, buffer(i), i);
         if (corrected) finish_slice(pending, entering(i), i);
       };
-      const float to_row[2] = {decay_power(rate, row0 + mma::entry_row(0) - t0 + 1),
-                               decay_power(rate, row0 + mma::entry_row(2) - t0 + 1)};
-      mma::scale_entries(Q, [&](int r, int) { return to_row[r >> 3]; });
+      decay_from_chunk_start(Q, rate, row0, t0);
       mma::wait_for_previous_kernel();
       team.team_barrier();  // every warp is done with the key and value tiles
       start(0);
@@ -508,17 +589,147 @@ struct ChunkOutputs {
         mma::add_row_dots(Q, z, den);
       }
     }
-    const float total[2] = {mma::quad_sum(den[0]), mma::quad_sum(den[1])};
-    const bool pairs = dv % 2 == 0;  // rows of even length: neighbouring entries stored together
-    mma::for_each_pair(O, [&](int r, int c, float& x0, float& x1) {
-      if (row0 + r >= L || first_value + c >= dv) return;
-      const float scale = normalise ? 1.f / total[r >> 3] : 1.f;
-      mma::store_entries<P>(&o(b, h, mma::stored_row(row0 + r, mirror), first_value + c),
-                            x0 * scale, x1 * scale, pairs, first_value + c + 1 < dv);
-    });
+    store_output_rows<P>(o, O, den, normalise, b, h, row0, L, first_value, dv, mirror);
 #endif
   }
 };
+
+// The chunk form without stored states (docs/lightning.md §4.3, Alg 5 as
+// written): one team per (batch, head, 64 value columns) walks the chunks in
+// order, its d_k x 64 block of the state in fp32 registers, and computes each
+// chunk's outputs as it passes it: the intra-chunk part as ChunkOutputs does,
+// then (lambda^(t-t0+1) q_t)^T S_n from a copy of S_n in shared memory (as
+// an operand: TF32-rounded, bf16, as the stored states are read), then
+// S_(n+1) = lambda^C S_n + sum_u lambda^((n+1)C-1-u) k_u v_u^T in registers,
+// the chunk's keys and values copied again (from L2: the intra-chunk part has
+// just read them). Only q, k, v and o cross DRAM, where the stored states
+// add 2 (L/C - 1) d^2 per (batch, head), written and read back; but each
+// team's chunks follow one another, so that it fills the GPU only where the
+// (batch, head, value block) teams are many (walks_chosen). Not kept: the
+// state in shared memory between the updates instead of registers (163-168
+// registers, three teams an SM in float and bf16, against 231-240 and two)
+// took 1.01-1.20x the time of the stored states at B = 4 and 8, H = 32 in
+// float and bf16, where the registers took 0.87-1.05x (same log): at B = 4
+// the 256 teams are two an SM either way.
+template <class P, int D>
+struct WalkedChunkOutputs {
+  static_assert(D >= 64, "a team takes 64 value columns and 16 state rows a warp or more");
+  using E = mma::operand_t<P>;
+  static constexpr int warps = 4, rows = 16 * warps, value_block = 64,
+                       value_blocks = D / value_block,
+                       state_tiles = D / rows;  // 16-row tiles of the state a warp holds
+  static constexpr int keys = std::is_same_v<P, bf16> ? 64 : 32;  // as ChunkOutputs' tiles
+  static constexpr int tokens = 32;                               // a step of the update
+  static constexpr int ld = mma::padded_stride<P>(D), ldv = mma::padded_stride<P>(value_block);
+  static constexpr int key_ld = mma::k_major_stride<P>(D),
+                       value_ld = mma::k_major_stride<P>(value_block);
+  static constexpr auto copies = mma::CopyAddressing::strided;
+  // The tiles of the outputs (query staging, key and value tiles) and of the
+  // update (key and value tiles), one after the other in one region.
+  static constexpr int tile_operands = keys * (ld + ldv) > tokens*(key_ld + value_ld)
+                                           ? keys*(ld + ldv)
+                                           : tokens*(key_ld + value_ld);
+  static constexpr std::size_t shared_bytes =
+      (D * value_ld + tile_operands) * sizeof(E) + (D + tokens) * sizeof(float);
+
+  CudaTensor<P> q, k, v, o;
+  Vector<Kokkos::Cuda, storage_t<P>> decay_rate;
+  int L, H, C, chunks, dk, dv, mirror;
+  bool normalise;
+
+  KOKKOS_INLINE_FUNCTION void operator()(const CudaTeam& team) const {
+#if defined(ATTN_MMA_DEVICE_PASS)
+    E* const state = reinterpret_cast<E*>(mma::dynamic_shared());  // [D][value_ld]: S_n
+    E* const tiles = state + D * value_ld;
+    float* const z = reinterpret_cast<float*>(tiles + tile_operands);  // z_n, as S_n
+    float* const factor = z + D;  // lambda^((n+1)C - 1 - u) of an update tile's tokens
+    const int rank = team.league_rank(), tid = team.team_rank(), size = team.team_size();
+    const int first_value = rank % value_blocks * value_block, bh = rank / value_blocks;
+    const int b = bh / H, h = bh % H, warp = tid / 32, first_state_row = 16 * state_tiles * warp;
+    const float rate = base2_rate(decay_rate, h);
+    mma::Accumulator<value_block> S[state_tiles];  // the warp's rows of the state, [d_k][d_v]
+    for (auto& tile : S) mma::zero(tile);
+    float z_own = 0.f;  // entry tid of the normaliser (tid < D)
+    for (int n = 0; n < chunks; ++n) {
+      const int t0 = n * C, end = t0 + C < L ? t0 + C : L;
+      if (n > 0) {  // S_n as this chunk's operand; the barriers of the outputs publish it
+#pragma unroll
+        for (int m = 0; m < state_tiles; ++m)
+          mma::for_each_pair(S[m], [&](int r, int c, float& x0, float& x1) {
+            mma::store_operand_pair<P>(state + (first_state_row + 16 * m + r) * value_ld + c, x0,
+                                       x1);
+          });
+        if (tid < D) z[tid] = z_own;
+      }
+      for (int first = t0; first < end; first += rows) {
+        const int row0 = first + 16 * warp;
+        mma::RowTile<P, D> Q;
+        mma::load_row_tiles<tile_operands, copies>(team, Q, tiles, q, b, h, first, L, dk, mirror);
+        mma::Accumulator<value_block> O;
+        mma::zero(O);
+        float den[2] = {0.f, 0.f};
+        add_intra_chunk<P, D, keys, copies>(team, Q, O, den, tiles, tiles + keys * ld, k, v, b, h,
+                                            L, t0, first + rows < end ? first + rows : end, dk, dv,
+                                            first_value, mirror, row0, rate, normalise);
+        if (n > 0) {
+          decay_from_chunk_start(Q, rate, row0, t0);
+          mma::add_ab_slice<P, D / mma::k_step<P>>(O, Q, 0, state, value_ld);
+          if (normalise) mma::add_row_dots(Q, z, den);
+        }
+        store_output_rows<P>(o, O, den, normalise, b, h, row0, L, first_value, dv, mirror);
+      }
+      if (n + 1 == chunks) break;
+      // S_(n+1): chunk n is whole (every chunk but the last is).
+      const float chunk_decay = decay_power(rate, C);
+      for (auto& tile : S) mma::for_each_entry(tile, [&](int, int, float& x) { x *= chunk_decay; });
+      z_own *= chunk_decay;
+      E* const Ks = tiles;
+      E* const Vs = tiles + tokens * key_ld;
+      for (int i = t0; i < end; i += tokens) {
+        team.team_barrier();  // nobody reads the tiles (the outputs', or the last step's)
+        mma::start_tile_copy<P, copies>(Ks, key_ld, tokens, D, k, b, h, i, tokens, dk, tid, size,
+                                        mirror);
+        mma::start_tile_copy<P, copies>(Vs, value_ld, tokens, value_block, v, b, h, i, tokens,
+                                        dv - first_value, tid, size, mirror, first_value);
+        mma::finish_tile_copy<0, P>(Ks, key_ld, tokens, D, dk, tid, size);
+        mma::finish_tile_copy<0, P>(Vs, value_ld, tokens, value_block, dv - first_value, tid, size);
+        if (tid < tokens) factor[tid] = decay_power(rate, end - 1 - (i + tid));
+        team.team_barrier();
+        add_decayed_key_values<P, tokens>(S, Ks + first_state_row, key_ld, Vs, value_ld, factor,
+                                          rate != 0.f);
+        if (normalise && tid < D)
+          for (int u = 0; u < tokens; ++u)
+            z_own += factor[u] * mma::operand_to_float<P>(Ks[u * key_ld + tid]);
+      }
+      team.team_barrier();  // every warp is done with S_n's copy and the tiles
+    }
+#endif
+  }
+};
+
+// Whether the tensor-core chunk form takes WalkedChunkOutputs<P, D> over the
+// stored states for `teams` walks, as measured on an H100 (132 SMs; d = 128,
+// B = 2, 4 and 8 with H = 32, L = 1k / 4k / 16k, lightning/fwd and
+// linear/chunk, one binary with ATTN_STATE_PASSING;
+// results/logs/walked_outputs_h100.log): 128 teams (one an SM) took
+// 1.45-1.67x the time of the stored states in every precision; 256 (two an
+// SM) 0.96-0.98x in bf16, 0.95-1.07x in tf32 and 0.99-1.05x in float; 512
+// 0.87-0.95x in bf16, 0.91-1.02x in tf32 and 0.96-1.02x in float. So bf16
+// walks from 1.5 teams an SM (between the measured 1 and 2), tf32 from 3
+// (between 2 and 4), at d = 128 only (the one head size measured); float
+// keeps the stored states.
+template <class P, int D>
+inline bool walks_chosen(const Kokkos::Cuda& exec, int teams) {
+  const int sms = exec.concurrency() / 2048;  // Kokkos counts 2048 threads per SM
+  if constexpr (D != 128)
+    return false;
+  else if constexpr (std::is_same_v<P, bf16>)
+    return 2 * teams >= 3 * sms;
+  else if constexpr (std::is_same_v<P, tf32>)
+    return teams >= 3 * sms;
+  else
+    return false;
+}
 
 // The tensor-core chunk form; false, with nothing run, when it does not apply:
 // a head size above 128, or chunks that a 64-row tile would straddle (C not a
@@ -534,6 +745,19 @@ bool tensor_core_chunked(const Kokkos::Cuda& exec, const char* label, const Shap
   const int mirror = reverse ? L - 1 : -1, BH = s.batch * s.heads;
   auto run = [&](auto head) {
     constexpr int D = decltype(head)::value;
+    if constexpr (D >= 64) {
+      using Walked = WalkedChunkOutputs<P, D>;
+      const int teams = BH * Walked::value_blocks;
+      const StatePassing passing = chunk_state_passing();
+      if (chunks > 1 && (passing == StatePassing::walked ||
+                         (passing == StatePassing::chosen && walks_chosen<P, D>(exec, teams)))) {
+        launch_tiles<2>(
+            std::string(label) + " walked outputs", exec, teams,
+            Walked{q, k, v, o, decay_rate, L, s.heads, C, chunks, s.dk, s.dv, mirror, normalise},
+            mma::Start::after_previous, Walked::shared_bytes);
+        return;
+      }
+    }
     CudaTensor<P> states;
     Tensor3<Kokkos::Cuda, float> normalisers;
     int segment_chunks = chunks;  // one walk per sequence unless cut below

@@ -36,6 +36,7 @@
 #include "common/precision.hpp"
 #include "common/views.hpp"
 
+#include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <stdexcept>
@@ -138,15 +139,30 @@ inline bool device_overlaps_kernels() {
 }
 
 // Runs f(team) for `league` teams of Functor::warps warps on exec's stream.
-// MinBlocks > 0: compiled for at least that many teams resident per SM. A
-// launch that fails throws, naming `label`.
+// MinBlocks > 0: compiled for at least that many teams resident per SM.
+// dynamic_shared: bytes of shared memory per team beside what the functor
+// declares (mma::dynamic_shared), for a team that needs more than the 48 KB
+// a block may declare statically. A launch that fails throws, naming `label`.
 template <int MinBlocks = 0, class Functor>
 void launch_tiles(const std::string& label, const Kokkos::Cuda& exec, int league, const Functor& f,
-                  Start start = Start::after_previous) {
+                  Start start = Start::after_previous, std::size_t dynamic_shared = 0) {
   if (league <= 0) return;
+  void (*kernel)(const Functor);
+  if constexpr (MinBlocks > 0)
+    kernel = bounded_tile_kernel<Functor, MinBlocks>;
+  else
+    kernel = tile_kernel<Functor>;
+  cudaError_t status = cudaSuccess;
+  static std::size_t allowed_shared = 48 * 1024;  // this kernel's limit, raised once as needed
+  if (dynamic_shared > allowed_shared) {
+    status = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  int(dynamic_shared));
+    if (status == cudaSuccess) allowed_shared = dynamic_shared;
+  }
   cudaLaunchConfig_t config = {};
   config.gridDim = dim3(league);
   config.blockDim = dim3(32 * Functor::warps);
+  config.dynamicSmemBytes = dynamic_shared;
   config.stream = exec.cuda_stream();
   cudaLaunchAttribute overlap;
   overlap.id = cudaLaunchAttributeProgrammaticStreamSerialization;
@@ -155,11 +171,7 @@ void launch_tiles(const std::string& label, const Kokkos::Cuda& exec, int league
     config.attrs = &overlap;
     config.numAttrs = 1;
   }
-  cudaError_t status;
-  if constexpr (MinBlocks > 0)
-    status = cudaLaunchKernelEx(&config, bounded_tile_kernel<Functor, MinBlocks>, f);
-  else
-    status = cudaLaunchKernelEx(&config, tile_kernel<Functor>, f);
+  if (status == cudaSuccess) status = cudaLaunchKernelEx(&config, kernel, f);
   if (status == cudaSuccess) status = cudaGetLastError();
   if (status != cudaSuccess)
     throw std::runtime_error(label + ": kernel launch failed: " + cudaGetErrorString(status));
@@ -1107,6 +1119,12 @@ __device__ __forceinline__ void zero(Accumulator<N>& C) {
     for (int e = 0; e < 4; ++e) C.c[j][e] = 0.f;
 }
 
+// The team's dynamic shared memory (launch_tiles' dynamic_shared bytes).
+__device__ __forceinline__ unsigned char* dynamic_shared() {
+  extern __shared__ __align__(16) unsigned char team_memory[];
+  return team_memory;
+}
+
 // Row (0..15) and column (0..N-1) of entry e (0..3) of n-tile j of the
 // thread's C fragment: the C layout in the header, in one place. A thread
 // holds rows entry_row(0) and entry_row(2) (halves 0 and 1), shared with the
@@ -1154,6 +1172,17 @@ __device__ __forceinline__ void store_pair(storage_t<P>* at, float x0, float x1)
     *reinterpret_cast<std::uint32_t*>(at) = pack_bf16(x0, x1);
   else
     *reinterpret_cast<float2*>(at) = make_float2(x0, x1);
+}
+
+// The same into a shared tile of operands (TF32-rounded, bf16 bits).
+template <class P>
+__device__ __forceinline__ void store_operand_pair(operand_t<P>* at, float x0, float x1) {
+  if constexpr (std::is_same_v<P, bf16>) {
+    *reinterpret_cast<std::uint32_t*>(at) = pack_bf16(x0, x1);
+  } else {
+    at[0] = operand_from_float<P>(x0);
+    at[1] = operand_from_float<P>(x1);
+  }
 }
 
 // The pair (x0, x1) of for_each_pair stored at at[0], at[1]: in one store

@@ -49,24 +49,30 @@ TEMPLATE_LIST_TEST_CASE(
   const std::uint64_t seed = test_seed();
   int ran = 0;
   for_each_tile_path<Exec>([&](bool tensor_cores) {
-    // The tensor-core state walk: as the device's size chooses, one walk per
-    // sequence, and segments of two chunks or more joined after; the outputs
-    // in wide and in narrow value blocks, their state part by warpgroup and
-    // by warp products.
-    for_each_state_walk<Exec>(tensor_cores, {0, 1, 3}, [&](int segments) {
-      for_each_output_width<Exec>(tensor_cores, [&](int widths) {
-        for_each_product_path<Exec>(tensor_cores, [&](bool warpgroup) {
-          for_each_chunked_form(chunk_cases, [&](const char* name, const Form& form, const Shape& s,
-                                                 const FormParams& params) {
-            INFO(name << " on " << backend_name<Exec>() << " in " << precision_name<P>()
-                      << (tensor_cores ? "" : ", portable") << ", B=" << s.batch << " H=" << s.heads
-                      << " L=" << s.seq << " dk=" << s.dk << " dv=" << s.dv
-                      << " chunk=" << params.chunk << ", state segments " << segments
-                      << ", output blocks " << widths << " (1 wide, 2 narrow), "
-                      << (warpgroup ? "warpgroup" : "warp") << " products, seed " << seed);
-            const HostProblem p = random_problem(s, form, seed, params);
-            check_close<P>(run_form<Exec, P>(form, p, params), form.reference(p, params, {}));
-            ++ran;
+    // The tensor-core state passing: stored, the walk as the device's size
+    // chooses, one walk per sequence, and segments of two chunks or more
+    // joined after, the outputs in wide and in narrow value blocks, their
+    // state part by warpgroup and by warp products; and walked with the
+    // outputs (head sizes of 64 and more), which has none of these choices.
+    for_each_state_passing<Exec>(tensor_cores, [&](StatePassing passing) {
+      const bool stored = tensor_cores && passing != StatePassing::walked;
+      for_each_state_walk<Exec>(stored, {0, 1, 3}, [&](int segments) {
+        for_each_output_width<Exec>(stored, [&](int widths) {
+          for_each_product_path<Exec>(stored, [&](bool warpgroup) {
+            for_each_chunked_form(chunk_cases, [&](const char* name, const Form& form,
+                                                   const Shape& s, const FormParams& params) {
+              INFO(name << " on " << backend_name<Exec>() << " in " << precision_name<P>()
+                        << (tensor_cores ? "" : ", portable") << ", B=" << s.batch
+                        << " H=" << s.heads << " L=" << s.seq << " dk=" << s.dk << " dv=" << s.dv
+                        << " chunk=" << params.chunk << ", state "
+                        << (passing == StatePassing::walked ? "walked with the outputs" : "stored")
+                        << ", segments " << segments << ", output blocks " << widths
+                        << " (1 wide, 2 narrow), " << (warpgroup ? "warpgroup" : "warp")
+                        << " products, seed " << seed);
+              const HostProblem p = random_problem(s, form, seed, params);
+              check_close<P>(run_form<Exec, P>(form, p, params), form.reference(p, params, {}));
+              ++ran;
+            });
           });
         });
       });

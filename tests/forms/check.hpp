@@ -107,6 +107,23 @@ void for_each_state_walk(bool tensor_cores, const std::vector<int>& forced, F f)
   }
 }
 
+// f(passing) for each way the tensor-core chunk forms pass the state between
+// chunks (chunk_state_passing): on the tensor-core path of a GPU backend
+// stored, then walked with the outputs; elsewhere once, as chosen. Restored
+// afterwards, whatever f throws.
+template <class Exec, class F>
+void for_each_state_passing(bool tensor_cores, F f) {
+  struct Restore {
+    ~Restore() { chunk_state_passing() = StatePassing::chosen; }
+  } restore;
+  const bool both = tensor_cores && !is_host_space<Exec>();
+  for (const StatePassing passing : both ? std::vector{StatePassing::stored, StatePassing::walked}
+                                         : std::vector{StatePassing::chosen}) {
+    chunk_state_passing() = passing;
+    f(passing);
+  }
+}
+
 // f(blocks) for each value-block width the tensor-core chunk forms' output
 // kernel takes (chunk_output_blocks: 1 wide, 2 narrow; 0: as the number of
 // teams chooses): on the tensor-core path of a GPU backend both in turn;
