@@ -320,17 +320,8 @@ struct GatedChunkStates {
           });
       const E* const Ks = KeyGated ? gated : plain[buf];
       const E* const Vs = KeyGated ? plain[buf] : gated;
-#pragma unroll
-      for (int kk = 0; kk < tokens / mma::k_step<P>; ++kk) {
-        mma::AFragment<P> a[row_tiles];
-#pragma unroll
-        for (int t = 0; t < row_tiles; ++t) {
-          std::uint32_t raw[4];
-          mma::transposed_fragment_from_shared<P>(raw, Ks + first_row + 16 * t, ld, kk);
-          a[t] = mma::prepare_rounded<P>(raw);
-        }
-        mma::add_ab_step<P, row_tiles>(S, a, Vs + first_col, ld, kk);
-      }
+      // S += K^T V, the gate already in the gated side (no per-token factor).
+      add_decayed_key_values<P, tokens>(S, Ks + first_row, ld, Vs + first_col, ld, nullptr, false);
       team.team_barrier();  // the gated buffer and plain buffer buf are free again
     }
     if (end > begin) store(last);
