@@ -91,70 +91,56 @@ void for_each_tile_path(F f) {
   }
 }
 
-// f(segments) for each way a test cuts the tensor-core chunk forms' state
-// walk (chunk_state_segments; 0: as the device's size chooses): on the
-// tensor-core path of a GPU backend, each of `forced` in turn; elsewhere once,
-// with 0. The switch is restored to 0 afterwards, whatever f throws.
-template <class Exec, class F>
-void for_each_state_walk(bool tensor_cores, const std::vector<int>& forced, F f) {
+// f(value) for each value a test gives one of the tensor-core kernels'
+// switches (`setting`, a reference to it): on the tensor-core path of a GPU
+// backend each of `on_gpu` in turn; elsewhere once, `elsewhere`. The switch
+// gets back the value it had, whatever f throws.
+template <class Exec, class T, class F>
+void for_each_setting(T& setting, bool tensor_cores, const std::vector<T>& on_gpu,
+                      const T& elsewhere, F f) {
   struct Restore {
-    ~Restore() { chunk_state_segments() = 0; }
-  } restore;
-  const bool segmented = tensor_cores && !is_host_space<Exec>();
-  for (const int segments : segmented ? forced : std::vector<int>{0}) {
-    chunk_state_segments() = segments;
-    f(segments);
+    T& setting;
+    const T value;
+    ~Restore() { setting = value; }
+  } restore{setting, setting};
+  const bool gpu = tensor_cores && !is_host_space<Exec>();
+  for (const T value : gpu ? on_gpu : std::vector<T>{elsewhere}) {
+    setting = value;
+    f(value);
   }
 }
 
+// f(segments) for each way a test cuts the tensor-core chunk forms' state
+// walk (chunk_state_segments; 0: as the device's size chooses): each of
+// `forced` on a GPU, else 0.
+template <class Exec, class F>
+void for_each_state_walk(bool tensor_cores, const std::vector<int>& forced, F f) {
+  for_each_setting<Exec>(chunk_state_segments(), tensor_cores, forced, 0, f);
+}
+
 // f(passing) for each way the tensor-core chunk forms pass the state between
-// chunks (chunk_state_passing): on the tensor-core path of a GPU backend
-// stored, then walked with the outputs; elsewhere once, as chosen. Restored
-// afterwards, whatever f throws.
+// chunks (chunk_state_passing): stored, then walked with the outputs, on a
+// GPU; else as chosen.
 template <class Exec, class F>
 void for_each_state_passing(bool tensor_cores, F f) {
-  struct Restore {
-    ~Restore() { chunk_state_passing() = StatePassing::chosen; }
-  } restore;
-  const bool both = tensor_cores && !is_host_space<Exec>();
-  for (const StatePassing passing : both ? std::vector{StatePassing::stored, StatePassing::walked}
-                                         : std::vector{StatePassing::chosen}) {
-    chunk_state_passing() = passing;
-    f(passing);
-  }
+  for_each_setting<Exec>(chunk_state_passing(), tensor_cores,
+                         {StatePassing::stored, StatePassing::walked}, StatePassing::chosen, f);
 }
 
 // f(blocks) for each value-block width the tensor-core chunk forms' output
 // kernel takes (chunk_output_blocks: 1 wide, 2 narrow; 0: as the number of
-// teams chooses): on the tensor-core path of a GPU backend both in turn;
-// elsewhere once, with 0. Restored to 0 afterwards, whatever f throws.
+// teams chooses): both on a GPU, else 0.
 template <class Exec, class F>
 void for_each_output_width(bool tensor_cores, F f) {
-  struct Restore {
-    ~Restore() { chunk_output_blocks() = 0; }
-  } restore;
-  const bool both = tensor_cores && !is_host_space<Exec>();
-  for (const int blocks : both ? std::vector<int>{1, 2} : std::vector<int>{0}) {
-    chunk_output_blocks() = blocks;
-    f(blocks);
-  }
+  for_each_setting<Exec>(chunk_output_blocks(), tensor_cores, {1, 2}, 0, f);
 }
 
 // f(warpgroup) for each way the tensor-core kernels multiply where they have
 // both (warpgroup_products_enabled: wgmma, where compiled for sm_90a, or
-// mma.sync): on the tensor-core path of a GPU backend both in turn;
-// elsewhere once. Restored afterwards, whatever f throws.
+// mma.sync): both on a GPU, else warpgroup products.
 template <class Exec, class F>
 void for_each_product_path(bool tensor_cores, F f) {
-  struct Restore {
-    bool enabled = warpgroup_products_enabled();
-    ~Restore() { warpgroup_products_enabled() = enabled; }
-  } restore;
-  const bool both = tensor_cores && !is_host_space<Exec>();
-  for (const bool warpgroup : both ? std::vector<bool>{true, false} : std::vector<bool>{true}) {
-    warpgroup_products_enabled() = warpgroup;
-    f(warpgroup);
-  }
+  for_each_setting<Exec>(warpgroup_products_enabled(), tensor_cores, {true, false}, true, f);
 }
 
 // Runs form in precision P (a tag); the form must have a kernel in it.
