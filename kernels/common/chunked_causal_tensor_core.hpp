@@ -45,6 +45,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdlib>
+#include <stdexcept>
 #include <string>
 #include <type_traits>
 
@@ -70,15 +71,18 @@ inline int& chunk_state_segments() {
 // the outputs are computed in parallel after; `walked`: each team walks its
 // chunks and computes their outputs as it goes (WalkedChunkOutputs). The
 // tests run both; ATTN_STATE_PASSING=stored or walked sets it for a whole run
-// (to tune the choice by measurement).
+// (to tune the choice by measurement); any other word is an error, which
+// the first chunk form that runs on the GPU reports.
 enum class StatePassing { chosen, stored, walked };
 inline StatePassing& chunk_state_passing() {
   static StatePassing passing = [] {
     const char* text = std::getenv("ATTN_STATE_PASSING");
     const std::string word = text ? text : "";
-    return word == "stored"   ? StatePassing::stored
-           : word == "walked" ? StatePassing::walked
-                              : StatePassing::chosen;
+    if (word.empty()) return StatePassing::chosen;
+    if (word == "stored") return StatePassing::stored;
+    if (word == "walked") return StatePassing::walked;
+    throw std::invalid_argument("ATTN_STATE_PASSING is '" + word +
+                                "': expected stored or walked (or unset: chosen by the problem)");
   }();
   return passing;
 }
@@ -707,21 +711,44 @@ struct WalkedChunkOutputs {
   }
 };
 
+// The peak DRAM bandwidth of this process's device per SM, in bytes per
+// second: two transfers a memory clock over the whole bus (H100 SXM: 3.35
+// TB/s over 132 SMs, 25 GB/s; H200: 4.9 TB/s, 37 GB/s).
+inline double dram_bandwidth_per_sm() {
+  static const double per_sm = [] {
+    int device = 0, kilohertz = 0, bits = 0, sms = 0;
+    cudaGetDevice(&device);
+    cudaDeviceGetAttribute(&kilohertz, cudaDevAttrMemoryClockRate, device);
+    cudaDeviceGetAttribute(&bits, cudaDevAttrGlobalMemoryBusWidth, device);
+    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+    return sms > 0 ? 2.0 * kilohertz * 1e3 * bits / 8 / sms : 0.0;
+  }();
+  return per_sm;
+}
+
 // Whether the tensor-core chunk form takes WalkedChunkOutputs<P, D> over the
-// stored states for `teams` walks, as measured on an H100 (132 SMs; d = 128,
+// stored states for `teams` walks. Measured on an H100 (132 SMs; d = 128,
 // B = 2, 4 and 8 with H = 32, L = 1k / 4k / 16k, lightning/fwd and
 // linear/chunk, one binary with ATTN_STATE_PASSING;
 // results/logs/walked_outputs_h100.log): 128 teams (one an SM) took
 // 1.45-1.67x the time of the stored states in every precision; 256 (two an
 // SM) 0.96-0.98x in bf16, 0.95-1.07x in tf32 and 0.99-1.05x in float; 512
-// 0.87-0.95x in bf16, 0.91-1.02x in tf32 and 0.96-1.02x in float. So bf16
-// walks from 1.5 teams an SM (between the measured 1 and 2), tf32 from 3
-// (between 2 and 4), at d = 128 only (the one head size measured); float
-// keeps the stored states.
+// 0.87-0.95x in bf16, 0.91-1.02x in tf32 and 0.96-1.02x in float. So there
+// bf16 walks from 1.5 teams an SM (between the measured 1 and 2), tf32 from
+// 3 (between 2 and 4), at d = 128 only (the one head size measured); float
+// keeps the stored states. On an H200 (as many SMs, 1.47x the bandwidth)
+// the stored states' traffic costs less and the walk never won:
+// lightning/fwd at B = 4 took 1.04-1.09x their time in bf16, 1.06-1.09x in
+// tf32 and 1.08-1.12x in float, at B = 8 1.01-1.02x in bf16 and 1.08-1.10x
+// in tf32 (results/logs/chunk_forms_peers_s14_h200.log,
+// walked_stored_b8_h200.log). So it walks only where an SM has less than
+// 30 GB/s of DRAM bandwidth, between the two devices' 25 and 37.
 template <class P, int D>
 inline bool walks_chosen(const Kokkos::Cuda& exec, int teams) {
   const int sms = exec.concurrency() / 2048;  // Kokkos counts 2048 threads per SM
   if constexpr (D != 128)
+    return false;
+  else if (dram_bandwidth_per_sm() >= 30e9)
     return false;
   else if constexpr (std::is_same_v<P, bf16>)
     return 2 * teams >= 3 * sms;
