@@ -56,11 +56,20 @@ namespace attn {
 // device's size (see tensor_core_chunked); the tests force one walk per
 // sequence, and several segments of several chunks. The environment variable
 // ATTN_STATE_SEGMENTS sets it for a whole run (to tune the choice by
-// measurement; at most the number of stored states is used).
+// measurement; at most the number of stored states is used); anything but a
+// whole number there is an error, reported by the first chunk form that
+// runs on the GPU.
 inline int& chunk_state_segments() {
   static int segments = [] {
     const char* text = std::getenv("ATTN_STATE_SEGMENTS");
-    return text ? std::max(0, std::atoi(text)) : 0;
+    if (!text) return 0;
+    char* end = nullptr;
+    const long count = std::strtol(text, &end, 10);
+    if (end == text || *end != '\0' || count < 0 || count > 1 << 20)
+      throw std::invalid_argument(
+          std::string("ATTN_STATE_SEGMENTS is '") + text +
+          "': expected a whole number of segments (0: chosen by the device)");
+    return int(count);
   }();
   return segments;
 }

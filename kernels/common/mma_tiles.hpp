@@ -63,12 +63,17 @@ inline bool& tensor_cores_enabled() {
 // Whether tile products that have a warpgroup path (wgmma, compiled for
 // sm_90a) take it (the default) or their warp path (mma.sync, sm_80 on): the
 // tests check both on CUDA; ATTN_WARPGROUP_PRODUCTS=0 in the environment
-// sets the warp path for a whole run (to compare the two). Where the
-// warpgroup path is not compiled, the warp path runs either way.
+// sets the warp path for a whole run (to compare the two), =1 the default;
+// any other value is an error on first use. Where the warpgroup path is not
+// compiled, the warp path runs either way.
 inline bool& warpgroup_products_enabled() {
   static bool enabled = [] {
     const char* text = std::getenv("ATTN_WARPGROUP_PRODUCTS");
-    return !(text && std::string(text) == "0");
+    const std::string word = text ? text : "1";
+    if (word != "0" && word != "1")
+      throw std::invalid_argument("ATTN_WARPGROUP_PRODUCTS is '" + word +
+                                  "': expected 0 (warp products) or 1 (warpgroup products)");
+    return word == "1";
   }();
   return enabled;
 }
