@@ -85,13 +85,10 @@ inline int& chunk_state_segments() {
 enum class StatePassing { chosen, stored, walked };
 inline StatePassing& chunk_state_passing() {
   static StatePassing passing = [] {
-    const char* text = std::getenv("ATTN_STATE_PASSING");
-    const std::string word = text ? text : "";
-    if (word.empty()) return StatePassing::chosen;
-    if (word == "stored") return StatePassing::stored;
-    if (word == "walked") return StatePassing::walked;
-    throw std::invalid_argument("ATTN_STATE_PASSING is '" + word +
-                                "': expected stored or walked (or unset: chosen by the problem)");
+    const std::string word = tuning_word("ATTN_STATE_PASSING", {"stored", "walked"});
+    return word == "stored"   ? StatePassing::stored
+           : word == "walked" ? StatePassing::walked
+                              : StatePassing::chosen;
   }();
   return passing;
 }

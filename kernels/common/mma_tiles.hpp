@@ -42,6 +42,7 @@
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #if defined(KOKKOS_ENABLE_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
 #define ATTN_MMA_DEVICE_PASS 1
@@ -51,6 +52,19 @@
 #endif
 
 namespace attn {
+
+// The tuning variable `name` from the environment: "" when unset, else one of
+// `words`; any other value throws, naming the variable and its words.
+inline std::string tuning_word(const char* name, const std::vector<std::string>& words) {
+  const char* text = std::getenv(name);
+  if (!text) return "";
+  std::string expected;
+  for (const auto& word : words) {
+    if (word == text) return word;
+    expected += (expected.empty() ? "" : " or ") + word;
+  }
+  throw std::invalid_argument(std::string(name) + " is '" + text + "': expected " + expected);
+}
 
 // Whether kernels that have a tensor-core path take it (the default) or run
 // their portable path instead: the tests check both on CUDA, and
@@ -67,14 +81,7 @@ inline bool& tensor_cores_enabled() {
 // any other value is an error on first use. Where the warpgroup path is not
 // compiled, the warp path runs either way.
 inline bool& warpgroup_products_enabled() {
-  static bool enabled = [] {
-    const char* text = std::getenv("ATTN_WARPGROUP_PRODUCTS");
-    const std::string word = text ? text : "1";
-    if (word != "0" && word != "1")
-      throw std::invalid_argument("ATTN_WARPGROUP_PRODUCTS is '" + word +
-                                  "': expected 0 (warp products) or 1 (warpgroup products)");
-    return word == "1";
-  }();
+  static bool enabled = tuning_word("ATTN_WARPGROUP_PRODUCTS", {"0", "1"}) != "0";
   return enabled;
 }
 
