@@ -717,21 +717,6 @@ struct WalkedChunkOutputs {
   }
 };
 
-// The peak DRAM bandwidth of this process's device per SM, in bytes per
-// second: two transfers a memory clock over the whole bus (H100 SXM: 3.35
-// TB/s over 132 SMs, 25 GB/s; H200: 4.9 TB/s, 37 GB/s).
-inline double dram_bandwidth_per_sm() {
-  static const double per_sm = [] {
-    int device = 0, kilohertz = 0, bits = 0, sms = 0;
-    cudaGetDevice(&device);
-    cudaDeviceGetAttribute(&kilohertz, cudaDevAttrMemoryClockRate, device);
-    cudaDeviceGetAttribute(&bits, cudaDevAttrGlobalMemoryBusWidth, device);
-    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-    return sms > 0 ? 2.0 * kilohertz * 1e3 * bits / 8 / sms : 0.0;
-  }();
-  return per_sm;
-}
-
 // Whether the tensor-core chunk form takes WalkedChunkOutputs<P, D> over the
 // stored states for `teams` walks. Measured on an H100 (132 SMs; d = 128,
 // B = 2, 4 and 8 with H = 32, L = 1k / 4k / 16k, lightning/fwd and
@@ -754,7 +739,7 @@ inline bool walks_chosen(const Kokkos::Cuda& exec, int teams) {
   const int sms = exec.concurrency() / 2048;  // Kokkos counts 2048 threads per SM
   if constexpr (D != 128)
     return false;
-  else if (dram_bandwidth_per_sm() >= 30e9)
+  else if (mma::dram_bandwidth_per_sm() >= 30e9)
     return false;
   else if constexpr (std::is_same_v<P, bf16>)
     return 2 * teams >= 3 * sms;
@@ -817,12 +802,21 @@ bool tensor_core_chunked(const Kokkos::Cuda& exec, const char* label, const Shap
       // took 1.00-1.31x the time of one (results/logs/segments_b4h32_h100.log).
       // Joining every stored state took as long as the walk (0.17 ms at B=1
       // H=8 L=16k bf16); only the segments' first states are joined here, the
-      // others as the outputs read them.
+      // others as the outputs read them. Never more segments than one round
+      // of resident walk teams holds: those past it would wait for a second
+      // round. On an H200 float's walk holds 528 teams (4 an SM), and half
+      // the warp slots asked for 544 at B=1 H=8 L=16k (17 segments of 32
+      // walks) and 576 at B=1 H=16 4k and 16k (9 of 64): capped at 16 and
+      // 8, lightning/fwd and linear/chunk took 0.91-0.97x the time; tf32's
+      // and bf16's walks hold more, and nothing changed for them
+      // (results/logs/segments_b1h8_h200.log).
       const int walks = BH * States::blocks * States::blocks, warp_slots = exec.concurrency() / 32;
       const int pieces = walks * States::warps * States::row_tiles;
-      const int wanted = chunk_state_segments() > 0 ? chunk_state_segments()
-                         : 10 * pieces < warp_slots ? ceil_div(warp_slots / 2, pieces)
-                                                    : std::max(1, ceil_div(warp_slots / 5, pieces));
+      const int filling =
+          ceil_div(10 * pieces < warp_slots ? warp_slots / 2 : warp_slots / 5, pieces);
+      const int one_round = std::max(1, mma::resident_teams<0, States>() / walks);
+      const int wanted =
+          chunk_state_segments() > 0 ? chunk_state_segments() : std::min(filling, one_round);
       const int segments = std::min(chunks - 1, wanted);
       segment_chunks = ceil_div(chunks - 1, segments);
       launch_tiles(std::string(label) + " states", exec,

@@ -139,15 +139,56 @@ __global__ void __launch_bounds__(32 * Functor::warps, MinBlocks)
 // wait.
 enum class Start { after_previous, overlapping_previous };
 
-// Whether this process's device can overlap kernels (compute capability 9+).
+// What the launches ask of this process's device; each answer below is kept
+// from its first asking (a process runs on one device).
+inline int device_attribute(cudaDeviceAttr attribute) {
+  int device = 0, value = 0;
+  cudaGetDevice(&device);
+  cudaDeviceGetAttribute(&value, attribute, device);
+  return value;
+}
+
+// Whether it can overlap kernels (compute capability 9+).
 inline bool device_overlaps_kernels() {
-  static const bool overlaps = [] {
-    int device = 0, major = 0;
-    cudaGetDevice(&device);
-    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
-    return major >= 9;
-  }();
+  static const bool overlaps = device_attribute(cudaDevAttrComputeCapabilityMajor) >= 9;
   return overlaps;
+}
+
+// Its peak DRAM bandwidth per SM, in bytes per second: two transfers a memory
+// clock over the whole bus (H100 SXM: 3.35 TB/s over 132 SMs, 25 GB/s; H200:
+// 4.9 TB/s, 37 GB/s).
+inline double dram_bandwidth_per_sm() {
+  static const double per_sm = [] {
+    const double hertz = 1e3 * device_attribute(cudaDevAttrMemoryClockRate),
+                 bytes = device_attribute(cudaDevAttrGlobalMemoryBusWidth) / 8.0;
+    const int sms = device_attribute(cudaDevAttrMultiProcessorCount);
+    return sms > 0 ? 2.0 * hertz * bytes / sms : 0.0;
+  }();
+  return per_sm;
+}
+
+// The kernel launch_tiles<MinBlocks> runs a Functor's teams in.
+template <int MinBlocks, class Functor>
+auto tile_kernel_for() -> void (*)(const Functor) {
+  if constexpr (MinBlocks > 0)
+    return bounded_tile_kernel<Functor, MinBlocks>;
+  else
+    return tile_kernel<Functor>;
+}
+
+// How many teams of launch_tiles<MinBlocks>(..., Functor) (no dynamic shared
+// memory) the device holds at once: its SMs times the teams an SM's
+// registers, shared memory and warp slots allow. Teams past these wait for a
+// second round.
+template <int MinBlocks = 0, class Functor>
+int resident_teams() {
+  static const int teams = [] {
+    int per_sm = 0;
+    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, tile_kernel_for<MinBlocks, Functor>(),
+                                                  32 * Functor::warps, 0);
+    return per_sm * device_attribute(cudaDevAttrMultiProcessorCount);
+  }();
+  return teams;
 }
 
 // Runs f(team) for `league` teams of Functor::warps warps on exec's stream.
@@ -159,11 +200,7 @@ template <int MinBlocks = 0, class Functor>
 void launch_tiles(const std::string& label, const Kokkos::Cuda& exec, int league, const Functor& f,
                   Start start = Start::after_previous, std::size_t dynamic_shared = 0) {
   if (league <= 0) return;
-  void (*kernel)(const Functor);
-  if constexpr (MinBlocks > 0)
-    kernel = bounded_tile_kernel<Functor, MinBlocks>;
-  else
-    kernel = tile_kernel<Functor>;
+  void (*const kernel)(const Functor) = tile_kernel_for<MinBlocks, Functor>();
   cudaError_t status = cudaSuccess;
   static std::size_t allowed_shared = 48 * 1024;  // this kernel's limit, raised once as needed
   if (dynamic_shared > allowed_shared) {

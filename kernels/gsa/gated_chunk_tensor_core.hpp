@@ -865,13 +865,17 @@ TileSweep tensor_core_gated_chunk(const Kokkos::Cuda& exec, const std::string& n
       // sequence took 1.614 / 6.264 ms against 1.773 / 6.946 with the two
       // segments that filled a fifth (bf16, L = 4k / 16k; 4, 8 and 16 slower
       // still), while at B=1 H=8 d=128 m=64 (16 walks) the 7 that filled a
-      // tenth took 1.01-1.02x the time of the 14 that fill a fifth.
+      // tenth took 1.01-1.02x the time of the 14 that fill a fifth. Never
+      // more segments than one round of resident walk teams holds (as
+      // chunked_causal's walk).
       const int walks = blocks.count() * B * H * States::x_blocks * States::y_blocks,
                 warp_slots = exec.concurrency() / 32;
       const int pieces = walks * States::warps * States::row_tiles;
+      const int one_round = std::max(1, mma::resident_teams<0, States>() / walks);
       const int wanted = chunk_state_segments() > 0 ? chunk_state_segments()
-                         : 10 * pieces < warp_slots ? ceil_div(warp_slots / 5, pieces)
-                                                    : 1;
+                         : 10 * pieces < warp_slots
+                             ? std::min(ceil_div(warp_slots / 5, pieces), one_round)
+                             : 1;
       const int segment_chunks = ceil_div(chunks - 1, std::max(1, std::min(chunks - 1, wanted)));
       const States walk{key, value, sums, states, L, H, C, chunks, mirror, blocks, segment_chunks};
       mma::launch_tiles(name + ": chunk states", exec, walks * walk.segments(), walk);
