@@ -804,12 +804,12 @@ bool tensor_core_chunked(const Kokkos::Cuda& exec, const char* label, const Shap
       // H=8 L=16k bf16); only the segments' first states are joined here, the
       // others as the outputs read them. Never more segments than one round
       // of resident walk teams holds: those past it would wait for a second
-      // round. On an H200 float's walk holds 528 teams (4 an SM), and half
-      // the warp slots asked for 544 at B=1 H=8 L=16k (17 segments of 32
-      // walks) and 576 at B=1 H=16 4k and 16k (9 of 64): capped at 16 and
-      // 8, lightning/fwd and linear/chunk took 0.91-0.97x the time; tf32's
-      // and bf16's walks hold more, and nothing changed for them
-      // (results/logs/segments_b1h8_h200.log).
+      // round. On an H200 float's walk holds 528 teams (4 an SM at 101
+      // registers), and half the warp slots asked for 544 at B=1 H=8 L=16k
+      // (17 segments of 32 walks) and 576 at B=1 H=16 4k and 16k (9 of 64):
+      // capped at 16 and 8, lightning/fwd and linear/chunk took 0.91-0.97x
+      // the time; tf32's and bf16's walks hold more, and nothing changed for
+      // them (results/logs/segments_b1h8_h200.log).
       const int walks = BH * States::blocks * States::blocks, warp_slots = exec.concurrency() / 32;
       const int pieces = walks * States::warps * States::row_tiles;
       const int filling =
