@@ -94,9 +94,10 @@ inline StatePassing& chunk_state_passing() {
 }
 
 // Which value blocks the tensor-core chunk forms' output kernel takes where
-// it has two widths (bf16, d = 128): 0 (the default) chooses by the number of
-// teams (see tensor_core_chunked), 1 forces the wide blocks and 2 the narrow
-// ones (the tests run both).
+// it has two widths (d = 128: every column per team, or half): 0 (the
+// default) chooses by the number of teams and, in float and tf32, of chunks
+// (see tensor_core_chunked), 1 forces every column and 2 half (the tests run
+// both).
 inline int& chunk_output_blocks() {
   static int blocks = 0;
   return blocks;
@@ -426,7 +427,9 @@ __device__ __forceinline__ void store_output_rows(const CudaTensor<P>& o, mma::A
 // ValueBlock: value columns per team (flash-linear-attention's chunk_fwd_o
 // splits V so too). With many teams, the most the registers hold: every
 // column in bf16 measured faster than 64-column blocks (2.3 against 2.9 ms
-// at B=4 H=32 L=16k d=128). With few, half as many (narrow_value_block).
+// at B=4 H=32 L=16k d=128); float and tf32 at d = 128 hold 64 at three teams
+// an SM, or all 128 at two (see tensor_core_chunked for which). With few
+// teams, half as many.
 template <class P, int D, int ValueBlock = mma::register_value_block<P, D>>
 struct ChunkOutputs {
   static constexpr int warps = 4, rows = 16 * warps;
@@ -440,10 +443,17 @@ struct ChunkOutputs {
   // interleaved rounds, results/logs/narrow_outputs_four_teams_h100.log).
   // Float and tf32 at d = 128 at 4: 1.11-1.14x at B=1 H=8 1k, 1.01-1.03x at
   // B=4 H=32 16k (results/logs/float_outputs_four_teams_not_kept_h100.log).
-  static constexpr int min_blocks = std::is_same_v<P, bf16> && ValueBlock < D ? 4 : 3;
+  // Float's and tf32's 128-column blocks: 2 (220 and 247 registers, no
+  // spills).
+  static constexpr bool bf16_operands = std::is_same_v<P, bf16>;
+  static constexpr int min_blocks = !bf16_operands && ValueBlock > 64 ? 2
+                                    : bf16_operands&& ValueBlock < D  ? 4
+                                                                      : 3;
   static constexpr int keys = std::is_same_v<P, bf16> ? 64 : 32;  // streamed key and value tiles
   static constexpr int ld = mma::padded_stride<P>(D), ldv = mma::padded_stride<P>(value_block);
-  static constexpr int slice = 32;  // rows of S per step of the state part, two in flight
+  // Rows of S per step of the state part, two in flight (16 in float's and
+  // tf32's 128-column blocks, whose four fp32 slices then fit in the 48 KB).
+  static constexpr int slice = !bf16_operands && value_block > 64 ? 16 : 32;
   static constexpr int slice_ld = mma::k_major_stride<P>(value_block);
   // bf16's 128-column blocks are at the register cap already (spilling 68 /
   // 84 bytes; with strided copies 92 / 92).
@@ -841,12 +851,22 @@ bool tensor_core_chunked(const Kokkos::Cuda& exec, const char* label, const Shap
     // threads per SM. At B=1 H=8 (H100) bf16 went from 0.052 / 0.106 to 0.046
     // / 0.101 ms at L = 1k / 4k; float's 64-column blocks halved went from
     // 0.063 to 0.078 ms at 1k (its query-key products cost three).
-    using Wide = ChunkOutputs<P, D>;
-    const int tiles = ceil_div(L, Wide::rows);
-    const bool few =
-        chunk_output_blocks() == 0
-            ? BH * tiles * Wide::value_blocks < 2 * (exec.concurrency() / 2048) * Wide::min_blocks
-            : chunk_output_blocks() == 2;
+    // Float and tf32 take every column per team only where the sequence is
+    // one chunk (linear/parallel, L <= C): each row tile then attends over
+    // all the keys before it, and the query-key products that 64-column
+    // blocks repeat dominate. With more than one chunk the state part does,
+    // which needs three teams an SM to hide its latency. Every column (two
+    // teams an SM) against 64 (three) on an H200: linear/parallel 0.69-0.73x
+    // the time in float and 0.82-0.85x in tf32 at B=4 H=32 1k and 4k and
+    // B=2 H=16 4k; lightning/fwd, linear/chunk and lightning/fwd_bwd with
+    // chunks of 64 1.03-1.26x at B=4 H=32 4k and 16k and 1.07-1.36x at B=1
+    // H=8 16k, so they keep 64 (results/logs/whole_value_outputs_h200.log).
+    using Whole = ChunkOutputs<P, D, D>;
+    const int tiles = ceil_div(L, Whole::rows);
+    const bool few = BH * tiles < 2 * (exec.concurrency() / 2048) * Whole::min_blocks;
+    const bool whole = chunk_output_blocks() != 0 ? chunk_output_blocks() == 1
+                       : std::is_same_v<P, bf16>  ? !few
+                                                  : chunks == 1 && !few;
     auto launch_outputs = [&](auto value_block) {
       using Outputs = ChunkOutputs<P, D, decltype(value_block)::value>;
       launch_tiles<Outputs::min_blocks>(
@@ -855,10 +875,10 @@ bool tensor_core_chunked(const Kokkos::Cuda& exec, const char* label, const Shap
                   mirror, segment_chunks, normalise, warpgroup_products_enabled()},
           chunks > 1 ? mma::Start::overlapping_previous : mma::Start::after_previous);
     };
-    constexpr int narrow = Wide::value_block / 2;
-    if constexpr (narrow >= 64)
-      if (few) return launch_outputs(std::integral_constant<int, narrow>{});
-    launch_outputs(std::integral_constant<int, Wide::value_block>{});
+    constexpr int half = D / 2;
+    if constexpr (half >= 64)
+      if (!whole) return launch_outputs(std::integral_constant<int, half>{});
+    launch_outputs(std::integral_constant<int, D>{});
   };
   return mma::with_padded_head(s.dk, s.dv, run);
 }

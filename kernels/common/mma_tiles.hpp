@@ -905,6 +905,17 @@ ATTN_WARPGROUP_MMA_TF32(64,
                         "{%32,%33,%34,%35}", "%36", "%37", ATTN_WGMMA_TILE(0), ATTN_WGMMA_TILE(1),
                         ATTN_WGMMA_TILE(2), ATTN_WGMMA_TILE(3), ATTN_WGMMA_TILE(4),
                         ATTN_WGMMA_TILE(5), ATTN_WGMMA_TILE(6), ATTN_WGMMA_TILE(7))
+ATTN_WARPGROUP_MMA_TF32(128,
+                        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19"
+                        ",%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%"
+                        "37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54"
+                        ",%55,%56,%57,%58,%59,%60,%61,%62,%63}",
+                        "{%64,%65,%66,%67}", "%68", "%69", ATTN_WGMMA_TILE(0), ATTN_WGMMA_TILE(1),
+                        ATTN_WGMMA_TILE(2), ATTN_WGMMA_TILE(3), ATTN_WGMMA_TILE(4),
+                        ATTN_WGMMA_TILE(5), ATTN_WGMMA_TILE(6), ATTN_WGMMA_TILE(7),
+                        ATTN_WGMMA_TILE(8), ATTN_WGMMA_TILE(9), ATTN_WGMMA_TILE(10),
+                        ATTN_WGMMA_TILE(11), ATTN_WGMMA_TILE(12), ATTN_WGMMA_TILE(13),
+                        ATTN_WGMMA_TILE(14), ATTN_WGMMA_TILE(15))
 #undef ATTN_WARPGROUP_MMA_TF32
 #undef ATTN_WGMMA_TILE
 #endif
