@@ -446,10 +446,9 @@ struct ChunkOutputs {
   // Float's and tf32's 128-column blocks: 2 (220 and 247 registers, no
   // spills).
   static constexpr bool bf16_operands = std::is_same_v<P, bf16>;
-  static constexpr int min_blocks = !bf16_operands && ValueBlock > 64 ? 2
-                                    : bf16_operands&& ValueBlock < D  ? 4
-                                                                      : 3;
-  static constexpr int keys = std::is_same_v<P, bf16> ? 64 : 32;  // streamed key and value tiles
+  static constexpr int min_blocks =
+      bf16_operands ? (ValueBlock < D ? 4 : 3) : (ValueBlock > 64 ? 2 : 3);
+  static constexpr int keys = bf16_operands ? 64 : 32;  // streamed key and value tiles
   static constexpr int ld = mma::padded_stride<P>(D), ldv = mma::padded_stride<P>(value_block);
   // Rows of S per step of the state part, two in flight (16 in float's and
   // tf32's 128-column blocks, whose four fp32 slices then fit in the 48 KB).
@@ -845,7 +844,7 @@ bool tensor_core_chunked(const Kokkos::Cuda& exec, const char* label, const Shap
     }
     // Fewer teams than two rounds of the resident ones (few heads, short
     // sequences) leave most warp slots empty, and each team's chain of copies
-    // and products sets the time: then each team of bf16's 128-column blocks
+    // and products sets the time: then each team of the 128-column blocks
     // takes half the value columns, twice the teams with about half the
     // products each (the query-key products repeated). Kokkos counts 2048
     // threads per SM. At B=1 H=8 (H100) bf16 went from 0.052 / 0.106 to 0.046
