@@ -242,11 +242,14 @@ struct ChunkStates {
     constexpr bool transposed = states_transposed<P>;
     const int row_block = transposed ? vb : kb, col_block = transposed ? kb : vb;
     auto store = [&](int entering) {  // S is the state entering chunk `entering`
+      // The warp's piece from its first entry's address (the view's index
+      // arithmetic once, not per pair).
+      storage_t<P>* const piece = &states(bh, entering - 1, row_block * block + first_row,
+                                          col_block * block + first_col);
+      const auto row_stride = states.stride(2);
       for (int m = 0; m < row_tiles; ++m)
         mma::for_each_pair(S[m], [&](int r, int c, float& x0, float& x1) {
-          mma::store_pair<P>(&states(bh, entering - 1, row_block * block + first_row + 16 * m + r,
-                                     col_block * block + first_col + c),
-                             x0, x1);
+          mma::store_pair<P>(piece + (16 * m + r) * row_stride + c, x0, x1);
         });
       if (keeps_z) normalisers(bh, entering - 1, kb * block + tid) = z;
     };
@@ -261,13 +264,20 @@ struct ChunkStates {
     const int per_chunk = C / tokens, first = segment * segment_chunks;
     const int last = first + segment_chunks < chunks - 1 ? first + segment_chunks : chunks - 1;
     const int begin = first * per_chunk, end = last * per_chunk;
+    // With a decay the keys are rounded (tf32) as they are scaled, each
+    // fragment as it is read (add_decayed_key_values): their copies are left
+    // as read.
+    const bool keys_rounded = rate == 0.f;
     team.team_barrier();  // a block that runs several teams: the previous team's
                           // tiles are no longer read
     for (int i = begin; i < begin + stages - 1 && i < end; ++i) start(i);
-    for (int i = begin; i < end; ++i) {
-      const int n = i / per_chunk, buf = i % stages;
-      if (i > begin && i % per_chunk == 0) {  // chunk n - 1 is in: S is the state entering chunk n
-        store(n);
+    // Tile i is tile `in_chunk` of chunk n (counted, not divided: C is not
+    // a constant).
+    for (int i = begin, n = first, in_chunk = 0; i < end; ++i, ++in_chunk) {
+      const int buf = i % stages;
+      if (in_chunk == per_chunk) {  // chunk n is in: S is the state entering chunk n + 1
+        in_chunk = 0;
+        store(++n);
         const float chunk_decay = decay_power(rate, C);
         for (auto& tile : S)
           mma::for_each_entry(tile, [&](int, int, float& x) { x *= chunk_decay; });
@@ -278,11 +288,12 @@ struct ChunkStates {
       if (i + stages - 1 < end) {
         start(i + stages - 1);
         mma::finish_tile_copy<2 * (stages - 1), P>(Ks[buf], ld, tokens, block, dk - kb * block, tid,
-                                                   size);
+                                                   size, keys_rounded);
         mma::finish_tile_copy<2 * (stages - 1), P>(Vs[buf], ld, tokens, block, dv - vb * block, tid,
                                                    size);
       } else {
-        mma::finish_tile_copy<0, P>(Ks[buf], ld, tokens, block, dk - kb * block, tid, size);
+        mma::finish_tile_copy<0, P>(Ks[buf], ld, tokens, block, dk - kb * block, tid, size,
+                                    keys_rounded);
         mma::finish_tile_copy<0, P>(Vs[buf], ld, tokens, block, dv - vb * block, tid, size);
       }
       if (tid < tokens) factor[tid] = decay_power(rate, (n + 1) * C - 1 - (i * tokens + tid));
@@ -415,11 +426,18 @@ __device__ __forceinline__ void store_output_rows(const CudaTensor<P>& o, mma::A
                                                   int mirror) {
   const float total[2] = {mma::quad_sum(den[0]), mma::quad_sum(den[1])};
   const bool pairs = dv % 2 == 0;  // rows of even length: neighbouring entries stored together
+  // The thread's two rows (halves 0 and 1) from column first_value, or none
+  // past L: the view's index arithmetic once a row, not per pair.
+  storage_t<P>* row_at[2];
+  for (int half = 0; half < 2; ++half) {
+    const int row = row0 + mma::entry_row(2 * half);
+    row_at[half] = row < L ? &o(b, h, mma::stored_row(row, mirror), first_value) : nullptr;
+  }
   mma::for_each_pair(O, [&](int r, int c, float& x0, float& x1) {
-    if (row0 + r >= L || first_value + c >= dv) return;
+    storage_t<P>* const at = row_at[r >> 3];
+    if (!at || first_value + c >= dv) return;
     const float scale = normalise ? 1.f / total[r >> 3] : 1.f;
-    mma::store_entries<P>(&o(b, h, mma::stored_row(row0 + r, mirror), first_value + c), x0 * scale,
-                          x1 * scale, pairs, first_value + c + 1 < dv);
+    mma::store_entries<P>(at + c, x0 * scale, x1 * scale, pairs, first_value + c + 1 < dv);
   });
 }
 #endif

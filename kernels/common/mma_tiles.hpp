@@ -118,13 +118,25 @@ struct CudaTeam {
 // caps the registers: 3 teams of 128 threads, 168); the other as ptxas
 // chooses (declaring the block size alone raised some kernels' registers by
 // a quarter, e.g. ChunkStates<float, 128> 97 -> 126).
+// Both tell the compiler the block's size, 32 * Functor::warps (launch_tiles
+// launches no other), so that a team's loops over its pieces of a tile have
+// constant trip counts and unroll (see start_tile_copy).
+template <class Functor>
+__device__ __forceinline__ void assume_team_size() {
+#if defined(__CUDA_ARCH__)
+  __builtin_assume(blockDim.x == 32 * Functor::warps);
+  __builtin_assume(threadIdx.x < 32 * Functor::warps);
+#endif
+}
 template <class Functor>
 __global__ void tile_kernel(const Functor f) {
+  assume_team_size<Functor>();
   f(CudaTeam{});
 }
 template <class Functor, int MinBlocks>
 __global__ void __launch_bounds__(32 * Functor::warps, MinBlocks)
     bounded_tile_kernel(const Functor f) {
+  assume_team_size<Functor>();
   f(CudaTeam{});
 }
 
@@ -939,6 +951,7 @@ __device__ __forceinline__ void publish_to_warpgroup_products() {
 template <class F>
 __device__ __forceinline__ void split_own_pieces_3xtf32(float* big, float* small, int count,
                                                         int rank, int size, F value) {
+#pragma unroll
   for (int e = 4 * rank; e < count; e += 4 * size) {
     // A piece at a time (one 16-byte access each: element by element, the
     // threads' accesses 4 words apart took 4 passes of the banks).
@@ -1047,7 +1060,8 @@ __device__ __forceinline__ void copy_piece_async(std::uint32_t to, const void* f
 // chunks go by cp.async (sm_80: issued without waiting, one commit group per
 // tile, zero-filled outside); otherwise element by element, at once.
 // finish_tile_copy<Pending> waits until at most `Pending` later tiles are
-// still in flight, and rounds the thread's own chunks to TF32 (tf32): a team
+// still in flight, and rounds the thread's own chunks to TF32 (tf32, unless
+// told not to): a team
 // barrier after it makes the tile visible. `rank` of `size` threads; rows
 // are steps of a sweep, stored as stored_row(step, mirror) says; the tile's
 // column c is x's column first_col + c. Addressing: see CopyAddressing.
@@ -1070,15 +1084,21 @@ __device__ __forceinline__ void start_tile_copy(operand_t<P>* dst, Layout ld, in
       const int c = mine.col, step = size / chunks;
       const std::ptrdiff_t pitch =
           (mirror < 0 ? step : -step) * static_cast<std::ptrdiff_t>(x.stride(2));
-      int r = mine.row;
-      std::ptrdiff_t from =
-          r < count ? &x(b, h, stored_row(first + r, mirror), first_col + c) - x.data() : 0;
-      auto to = static_cast<std::uint32_t>(__cvta_generic_to_shared(dst + tile_offset(ld, r, c)));
+      const std::ptrdiff_t from =
+          mine.row < count ? &x(b, h, stored_row(first + mine.row, mirror), first_col + c) - x.data()
+                           : 0;
+      const auto to =
+          static_cast<std::uint32_t>(__cvta_generic_to_shared(dst + tile_offset(ld, mine.row, c)));
       const auto to_pitch =
           static_cast<std::uint32_t>(tile_offset(ld, step, 0) * sizeof(operand_t<P>));
-      for (; r < rows; r += step, from += pitch, to += to_pitch) {
+      // A constant trip count where the tile's rows and the team's size are
+      // (assume_team_size): unrolled, each address an offset from the first.
+#pragma unroll
+      for (int j = 0; j < ceil_div(rows, step); ++j) {
+        const int r = mine.row + j * step;
+        if (r >= rows) break;
         const bool inside = r < count && c < cols;
-        copy_piece_async(to, x.data() + (inside ? from : 0), inside);
+        copy_piece_async(to + j * to_pitch, x.data() + (inside ? from + j * pitch : 0), inside);
       }
       asm volatile("cp.async.commit_group;\n" ::: "memory");
       return;
@@ -1111,18 +1131,37 @@ __device__ __forceinline__ void start_tile_copy(operand_t<P>* dst, Layout ld, in
 
 template <int Pending, class P, class Layout>
 __device__ __forceinline__ void finish_tile_copy(operand_t<P>* dst, Layout ld, int rows, int width,
-                                                 int cols, int rank, int size) {
+                                                 int cols, int rank, int size,
+                                                 bool rounded = true) {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending) : "memory");
   if constexpr (std::is_same_v<P, tf32>) {
+    // rounded = false: the tile's fp32 values are left as read, for a reader
+    // that rounds them itself (after scaling them, say).
+    if (!rounded) return;
     // Copied element by element where cols is ragged, already rounded (a tile
     // copied so for its alignment alone is rounded again, each piece by the
     // thread that wrote it: TF32 rounding is idempotent).
     if (cols % 4 != 0) return;
     const int chunks = width / 4;
-    for (int i = rank; i < rows * chunks; i += size) {
-      const auto [r, c] = piece_at(ld, i, chunks, 4);
+    auto round_piece = [&](int r, int c) {
       float4& v = *reinterpret_cast<float4*>(dst + tile_offset(ld, r, c));
       v = make_float4(tf32_rounded(v.x), tf32_rounded(v.y), tf32_rounded(v.z), tf32_rounded(v.w));
+    };
+    if (has_row_pitch(ld, size, chunks)) {
+      // The pieces start_tile_copy's strided copies took: one column, rows
+      // `step` apart; unrolled as they are.
+      const Piece mine = piece_at(ld, rank, chunks, 4);
+      const int step = size / chunks;
+#pragma unroll
+      for (int j = 0; j < ceil_div(rows, step); ++j) {
+        if (mine.row + j * step >= rows) break;
+        round_piece(mine.row + j * step, mine.col);
+      }
+      return;
+    }
+    for (int i = rank; i < rows * chunks; i += size) {
+      const auto [r, c] = piece_at(ld, i, chunks, 4);
+      round_piece(r, c);
     }
   }
 }
