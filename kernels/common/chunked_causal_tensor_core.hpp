@@ -244,8 +244,8 @@ struct ChunkStates {
     auto store = [&](int entering) {  // S is the state entering chunk `entering`
       // The warp's piece from its first entry's address (the view's index
       // arithmetic once, not per pair).
-      storage_t<P>* const piece = &states(bh, entering - 1, row_block * block + first_row,
-                                          col_block * block + first_col);
+      storage_t<P>* const piece =
+          &states(bh, entering - 1, row_block * block + first_row, col_block * block + first_col);
       const auto row_stride = states.stride(2);
       for (int m = 0; m < row_tiles; ++m)
         mma::for_each_pair(S[m], [&](int r, int c, float& x0, float& x1) {

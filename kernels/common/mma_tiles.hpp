@@ -1085,8 +1085,9 @@ __device__ __forceinline__ void start_tile_copy(operand_t<P>* dst, Layout ld, in
       const std::ptrdiff_t pitch =
           (mirror < 0 ? step : -step) * static_cast<std::ptrdiff_t>(x.stride(2));
       const std::ptrdiff_t from =
-          mine.row < count ? &x(b, h, stored_row(first + mine.row, mirror), first_col + c) - x.data()
-                           : 0;
+          mine.row < count
+              ? &x(b, h, stored_row(first + mine.row, mirror), first_col + c) - x.data()
+              : 0;
       const auto to =
           static_cast<std::uint32_t>(__cvta_generic_to_shared(dst + tile_offset(ld, mine.row, c)));
       const auto to_pitch =
