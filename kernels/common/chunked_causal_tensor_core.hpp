@@ -189,7 +189,7 @@ struct ChunkStates {
   // meets two A fragments (keys) and each A fragment four n-tiles, 2 operand
   // registers loaded (and in float split) per product where 16 x 32 pieces
   // over 8 warps took 3 (measured 0.94-0.98x the time of lightning/fwd and
-  // linear/chunk, with the cvt.rna rounding of tf32 tiles).
+  // linear/chunk, with the conversion instruction's rounding of tf32 tiles).
   static constexpr int block = D < 64 ? D : 64, blocks = D / block,
                        columns = block == 64 ? 32 : block;
   using Pieces = StateBlockWarps<block, block == 64 ? 32 : 16, columns>;

@@ -351,16 +351,22 @@ __device__ __forceinline__ void wait_for_previous_kernel() {
 #endif
 }
 
-// TF32 bits of x: rounded to nearest, ties away, by the tensor cores' own
-// conversion (cvt.rna.tf32.f32; round_to_tf32 is the same rounding for the
-// portable kernels), or truncated. Both are valid TF32 patterns (the low 13
-// bits clear). One conversion issues where round_to_tf32's integer version
-// issues five, and these kernels are bound by issue, not by the conversion
-// unit's rate: every element of a tf32 tile is rounded once as it is copied.
+// TF32 bits of x: rounded to nearest, ties to even (round_to_tf32, the
+// portable kernels' rounding, is the same), or truncated. Both are valid
+// TF32 patterns (the low 13 bits clear). From sm_90 one conversion,
+// cvt.rn.tf32.f32 (F2FP.TF32); cvt.rna.tf32.f32 (ties away) compiles there
+// to three instructions, FSETP, IADD and LOP3 (cuobjdump, H200;
+// results/logs/tf32_conversion_s16_h200.log). These kernels are bound by
+// issue, not by the conversion unit's rate: every element of a tf32 tile is
+// rounded once as it is copied.
 __device__ __forceinline__ std::uint32_t tf32_bits(float x) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   std::uint32_t bits;
-  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(bits) : "f"(x));
+  asm("cvt.rn.tf32.f32 %0, %1;\n" : "=r"(bits) : "f"(x));
   return bits;
+#else
+  return __float_as_uint(round_to_tf32(x));
+#endif
 }
 __device__ __forceinline__ float tf32_rounded(float x) { return __uint_as_float(tf32_bits(x)); }
 
@@ -382,8 +388,9 @@ __device__ __forceinline__ std::uint32_t tf32_truncated_bits(float x) {
 // conversion per B element of every float product on the conversion unit,
 // a quarter of that rate on sm_80 and sm_90), small the
 // rest, exact in fp32, truncated (its error below 2^-21 |x|). For finite x
-// big is tf32_bits(x); for inf or NaN, small is NaN either way and carries
-// it into the product.
+// big is tf32_bits(x) but on a tie (ties away here, to even there: the
+// split is exact either way); for inf or NaN, small is NaN either way and
+// carries it into the product.
 struct Tf32Split {
   std::uint32_t big, small;
 };

@@ -43,12 +43,14 @@ struct bf16 {
 // Tag: fp32 storage, products with TF32 (10-bit mantissa) inputs.
 struct tf32 {};
 
-// x rounded to TF32 (10 mantissa bits), to nearest with ties away from zero,
-// as the tensor cores' conversion (cvt.rna.tf32.f32) rounds; inf and NaN kept.
+// x rounded to TF32 (10 mantissa bits), to nearest with ties to even, as the
+// tensor-core kernels' conversion (cvt.rn.tf32.f32) rounds; inf and NaN kept.
+// Half a TF32 ulp less one, plus the kept mantissa's lowest bit: a tie
+// carries into that bit only where it is odd.
 KOKKOS_INLINE_FUNCTION float round_to_tf32(float x) {
   std::uint32_t u;
   std::memcpy(&u, &x, sizeof u);
-  if ((u & 0x7f800000u) != 0x7f800000u) u = (u + 0x1000u) & 0xffffe000u;
+  if ((u & 0x7f800000u) != 0x7f800000u) u = (u + 0x0fffu + ((u >> 13) & 1u)) & 0xffffe000u;
   std::memcpy(&x, &u, sizeof x);
   return x;
 }

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -315,6 +316,52 @@ void check_warp_products(std::mt19937_64& rng, int a_rows, int k_cols, double to
 }
 
 }  // namespace
+
+namespace {
+
+// y = x rounded as the tensor-core kernels round TF32 operands.
+struct RoundTf32OnDevice {
+  Kokkos::View<float*, Kokkos::CudaSpace> x, y;
+  KOKKOS_INLINE_FUNCTION void operator()(int i) const {
+#if defined(ATTN_MMA_DEVICE_PASS)
+    y(i) = attn::mma::tf32_rounded(x(i));
+#endif
+  }
+};
+
+}  // namespace
+
+TEST_CASE("tile products: the device's TF32 rounding is round_to_tf32", "[tiles][cuda]") {
+  // Ties to either neighbour, just off them, both signs, subnormals, the
+  // largest finite value (to inf), inf and NaN; then random normal values.
+  std::vector<float> values = {1.0f + 0x1p-11f,
+                               1.0f + 3 * 0x1p-11f,
+                               -(1.0f + 3 * 0x1p-11f),
+                               1.0f + 0x1p-11f + 0x1p-23f,
+                               1.0f + 0x1p-11f - 0x1p-23f,
+                               1e-40f,
+                               -0.0f,
+                               std::numeric_limits<float>::max(),
+                               std::numeric_limits<float>::infinity(),
+                               std::numeric_limits<float>::quiet_NaN()};
+  std::mt19937_64 rng(seed_of("tf32 rounding"));
+  std::normal_distribution<float> normal;
+  for (int i = 0; i < 4096; ++i) values.push_back(normal(rng));
+  const int n = int(values.size());
+  Kokkos::View<float*, Kokkos::CudaSpace> x("x", n), y("y", n);
+  Kokkos::deep_copy(
+      x, Kokkos::View<const float*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
+             values.data(), n));
+  Kokkos::parallel_for("round to tf32", Kokkos::RangePolicy<Kokkos::Cuda>(0, n),
+                       RoundTf32OnDevice{x, y});
+  const auto rounded = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), y);
+  int differing = 0;
+  for (int i = 0; i < n; ++i) {
+    const float want = attn::round_to_tf32(values[i]);
+    if (std::isnan(want) ? !std::isnan(rounded(i)) : rounded(i) != want) ++differing;
+  }
+  CHECK(differing == 0);
+}
 
 TEST_CASE("tile products: warp tensor-core products match fp64 on the stored inputs",
           "[tiles][cuda]") {

@@ -115,6 +115,28 @@ TEST_CASE("bf16 rounds to nearest even and keeps what it can represent", "[harne
   CHECK(std::isnan(float(bf16(std::nan("")))));
 }
 
+TEST_CASE("TF32 rounding keeps 10 mantissa bits, to nearest even", "[harness][precision]") {
+  // Exactly representable values stay, both signs, subnormal too.
+  for (std::uint32_t u : {0x3f800000u, 0xbf802000u, 0x00012000u, 0x80000000u, 0x7f7fe000u})
+    CHECK(bits_of(round_to_tf32(float_of(u))) == u);
+  // 1 + 2^-11 lies halfway between 1 and 1 + 2^-10: to the even one, 1.
+  CHECK(round_to_tf32(1.0f + 0x1p-11f) == 1.0f);
+  // 1 + 3 * 2^-11 lies halfway between 1 + 2^-10 (odd) and 1 + 2^-9 (even).
+  CHECK(round_to_tf32(1.0f + 3 * 0x1p-11f) == 1.0f + 0x1p-9f);
+  CHECK(round_to_tf32(-(1.0f + 3 * 0x1p-11f)) == -(1.0f + 0x1p-9f));
+  // Just off halfway: to the nearer.
+  CHECK(round_to_tf32(1.0f + 0x1p-11f + 0x1p-23f) == 1.0f + 0x1p-10f);
+  CHECK(round_to_tf32(1.0f + 0x1p-11f - 0x1p-23f) == 1.0f);
+  // The largest float rounds up past TF32's largest finite value: inf.
+  CHECK(round_to_tf32(std::numeric_limits<float>::max()) == std::numeric_limits<float>::infinity());
+  // Infinities and NaN survive.
+  CHECK(round_to_tf32(-std::numeric_limits<float>::infinity()) ==
+        -std::numeric_limits<float>::infinity());
+  CHECK(std::isnan(round_to_tf32(std::numeric_limits<float>::quiet_NaN())));
+  CHECK(std::isnan(round_to_tf32(float_of(0x7f800001u))));
+  CHECK(std::isnan(round_to_tf32(float_of(0x7fffffffu))));
+}
+
 TEST_CASE("precision names, storage sizes and the registry's kernels per precision",
           "[harness][precision]") {
   CHECK(precision_names() == std::vector<std::string>{"float", "double", "tf32", "bf16"});
