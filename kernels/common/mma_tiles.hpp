@@ -1054,9 +1054,13 @@ __device__ __forceinline__ void add_ab(Accumulator<N>& C, const Accumulator<K>& 
 // One 16-byte piece from global memory to shared address `to` by cp.async,
 // without waiting; zeros where the piece is outside the problem (`inside`
 // false: nothing is read from `from`).
-__device__ __forceinline__ void copy_piece_async(std::uint32_t to, const void* from, bool inside) {
+__device__ __forceinline__ void copy_piece_async(std::uint32_t to, std::uint64_t from,
+                                                 bool inside) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(to), "l"(from),
                "r"(inside ? 16 : 0));
+}
+__device__ __forceinline__ void copy_piece_async(std::uint32_t to, const void* from, bool inside) {
+  copy_piece_async(to, reinterpret_cast<std::uint64_t>(from), inside);
 }
 
 // Team operation, in two halves so that a copy runs while the team computes:
@@ -1089,24 +1093,30 @@ __device__ __forceinline__ void start_tile_copy(operand_t<P>* dst, Layout ld, in
       // below, each address the last one's plus a fixed pitch.
       const Piece mine = piece_at(ld, rank, chunks, per_chunk);
       const int c = mine.col, step = size / chunks;
-      const std::ptrdiff_t pitch =
-          (mirror < 0 ? step : -step) * static_cast<std::ptrdiff_t>(x.stride(2));
-      const std::ptrdiff_t from =
-          mine.row < count
-              ? &x(b, h, stored_row(first + mine.row, mirror), first_col + c) - x.data()
-              : 0;
+      // Global addresses as integers, the next the last one's plus a pitch:
+      // a piece outside the problem is zero-filled and its source not read
+      // (source size 0), so its address may lie anywhere.
+      const std::int64_t pitch =
+          (mirror < 0 ? step : -step) * static_cast<std::int64_t>(x.stride(2) * sizeof(*x.data()));
+      std::uint64_t from =
+          reinterpret_cast<std::uint64_t>(x.data()) +
+          (mine.row < count
+               ? (&x(b, h, stored_row(first + mine.row, mirror), first_col + c) - x.data()) *
+                     sizeof(*x.data())
+               : 0);
       const auto to =
           static_cast<std::uint32_t>(__cvta_generic_to_shared(dst + tile_offset(ld, mine.row, c)));
       const auto to_pitch =
           static_cast<std::uint32_t>(tile_offset(ld, step, 0) * sizeof(operand_t<P>));
       // A constant trip count where the tile's rows and the team's size are
-      // (assume_team_size): unrolled, each address an offset from the first.
+      // (assume_team_size): unrolled, each shared address an offset from the
+      // first. Past the tile's rows only where they are not a multiple of
+      // the step.
 #pragma unroll
-      for (int j = 0; j < ceil_div(rows, step); ++j) {
+      for (int j = 0; j < ceil_div(rows, step); ++j, from += pitch) {
         const int r = mine.row + j * step;
-        if (r >= rows) break;
-        const bool inside = r < count && c < cols;
-        copy_piece_async(to + j * to_pitch, x.data() + (inside ? from + j * pitch : 0), inside);
+        if (rows % step != 0 && r >= rows) break;
+        copy_piece_async(to + j * to_pitch, from, r < count && c < cols);
       }
       asm volatile("cp.async.commit_group;\n" ::: "memory");
       return;
@@ -1162,7 +1172,7 @@ __device__ __forceinline__ void finish_tile_copy(operand_t<P>* dst, Layout ld, i
       const int step = size / chunks;
 #pragma unroll
       for (int j = 0; j < ceil_div(rows, step); ++j) {
-        if (mine.row + j * step >= rows) break;
+        if (rows % step != 0 && mine.row + j * step >= rows) break;
         round_piece(mine.row + j * step, mine.col);
       }
       return;
