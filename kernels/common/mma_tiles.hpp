@@ -382,20 +382,21 @@ __device__ __forceinline__ std::uint32_t tf32_truncated_bits(float x) {
   return __float_as_uint(x) & 0xffffe000u;
 }
 
-// The 3xTF32 split x = big + small: big is x rounded to TF32 by adding half
-// a TF32 ulp and truncating (CUTLASS's round_half_ulp_truncate: two integer
-// operations at the integer units' full rate, where tf32_bits would put a
-// conversion per B element of every float product on the conversion unit,
-// a quarter of that rate on sm_80 and sm_90), small the
-// rest, exact in fp32, truncated (its error below 2^-21 |x|). For finite x
-// big is tf32_bits(x) but on a tie (ties away here, to even there: the
-// split is exact either way); for inf or NaN, small is NaN either way and
-// carries it into the product.
+// The 3xTF32 split x = big + small: big is tf32_bits(x), small the rest,
+// exact in fp32, truncated (its error below 2^-21 |x|). From sm_90 big is
+// one conversion (F2FP); before, CUTLASS's round_half_ulp_truncate (add half
+// a TF32 ulp, truncate: two integer operations; ties away, where the
+// conversion takes the even neighbour: the split is exact either way). For
+// inf or NaN, small is NaN either way and carries it into the product.
 struct Tf32Split {
   std::uint32_t big, small;
 };
 __device__ __forceinline__ Tf32Split split_tf32(float x) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  const std::uint32_t big = tf32_bits(x);
+#else
   const std::uint32_t big = (__float_as_uint(x) + 0x1000u) & 0xffffe000u;
+#endif
   return {big, tf32_truncated_bits(x - __uint_as_float(big))};
 }
 
