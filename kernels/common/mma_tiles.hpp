@@ -113,14 +113,10 @@ struct CudaTeam {
 #endif
 };
 
-// A team per block. The bounded kernel is compiled for blocks of
-// Functor::warps warps, at least MinBlocks of them resident per SM (which
-// caps the registers: 3 teams of 128 threads, 168); the other as ptxas
-// chooses (declaring the block size alone raised some kernels' registers by
-// a quarter, e.g. ChunkStates<float, 128> 97 -> 126).
-// Both tell the compiler the block's size, 32 * Functor::warps (launch_tiles
-// launches no other), so that a team's loops over its pieces of a tile have
-// constant trip counts and unroll (see start_tile_copy).
+// Told to the compiler at the start of every tile kernel: the block's size,
+// 32 * Functor::warps (launch_tiles launches no other), so that a team's
+// loops over its pieces of a tile have constant trip counts and unroll (see
+// start_tile_copy).
 template <class Functor>
 __device__ __forceinline__ void assume_team_size() {
 #if defined(__CUDA_ARCH__)
@@ -128,6 +124,12 @@ __device__ __forceinline__ void assume_team_size() {
   __builtin_assume(threadIdx.x < 32 * Functor::warps);
 #endif
 }
+
+// A team per block. The bounded kernel is compiled for blocks of
+// Functor::warps warps, at least MinBlocks of them resident per SM (which
+// caps the registers: 3 teams of 128 threads, 168); the other as ptxas
+// chooses (declaring the block size alone raised some kernels' registers by
+// a quarter, e.g. ChunkStates<float, 128> 97 -> 126).
 template <class Functor>
 __global__ void tile_kernel(const Functor f) {
   assume_team_size<Functor>();
@@ -1073,10 +1075,10 @@ __device__ __forceinline__ void copy_piece_async(std::uint32_t to, const void* f
 // tile, zero-filled outside); otherwise element by element, at once.
 // finish_tile_copy<Pending> waits until at most `Pending` later tiles are
 // still in flight, and rounds the thread's own chunks to TF32 (tf32, unless
-// told not to): a team
-// barrier after it makes the tile visible. `rank` of `size` threads; rows
-// are steps of a sweep, stored as stored_row(step, mirror) says; the tile's
-// column c is x's column first_col + c. Addressing: see CopyAddressing.
+// told not to): a team barrier after it makes the tile visible. `rank` of
+// `size` threads; rows are steps of a sweep, stored as stored_row(step,
+// mirror) says; the tile's column c is x's column first_col + c.
+// Addressing: see CopyAddressing.
 template <class P, CopyAddressing Addressing = CopyAddressing::per_piece, class View, class Layout>
 __device__ __forceinline__ void start_tile_copy(operand_t<P>* dst, Layout ld, int rows, int width,
                                                 const View& x, int b, int h, int first, int count,

@@ -315,10 +315,6 @@ void check_warp_products(std::mt19937_64& rng, int a_rows, int k_cols, double to
   CHECK(worst_e <= tolerance * scale_e * std::sqrt(double(N)));
 }
 
-}  // namespace
-
-namespace {
-
 // y = x rounded as the tensor-core kernels round TF32 operands.
 struct RoundTf32OnDevice {
   Kokkos::View<float*, Kokkos::CudaSpace> x, y;
