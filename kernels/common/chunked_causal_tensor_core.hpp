@@ -93,6 +93,23 @@ inline StatePassing& chunk_state_passing() {
   return passing;
 }
 
+// How the output kernel of the stored states waits for them: `chunk` (the
+// default), each team for the state of its own chunk, which the walk flags
+// as it stores it (mma::publish_flag), where the sequence is walked in one
+// segment and the device overlaps kernels (mma::Start); `kernel`, every team
+// for the whole walk (and the join of its segments) to finish. So the
+// outputs of the first chunks are computed while the walk still runs.
+// ATTN_STATE_WAIT=chunk or kernel sets it for a whole run (to tune it by
+// measurement); any other word is an error, which the first chunk form that
+// runs on the GPU reports. With segments the outputs wait for the join.
+enum class StateWait { chunk, kernel };
+inline StateWait& chunk_state_wait() {
+  static StateWait wait = tuning_word("ATTN_STATE_WAIT", {"chunk", "kernel"}) == "kernel"
+                              ? StateWait::kernel
+                              : StateWait::chunk;
+  return wait;
+}
+
 // Which value blocks the tensor-core chunk forms' output kernel takes where
 // it has two widths (d = 128: every column per team, or half): 0 (the
 // default) chooses by the number of teams and, in float and tf32, of chunks
@@ -137,6 +154,26 @@ KOKKOS_INLINE_FUNCTION float decay_power(float rate2, int n) {
 #else
   return rate2 == 0.f ? 1.f : exp2f(-rate2 * float(n));
 #endif
+}
+
+// The flags of the stored states (chunk_state_wait): [B H][chunk - 1][block
+// of the state], set to the call's number once the walk has stored that
+// block. A number is never reused in a process, so a flag left by an earlier
+// call never passes for this one's; the buffer is zeroed when allocated.
+struct StateFlags {
+  Vector<Kokkos::Cuda, unsigned> values;  // empty: the outputs wait for the whole walk
+  unsigned call = 0;
+  int stored = 0, blocks = 0;  // states per (batch, head), blocks per state
+
+  KOKKOS_INLINE_FUNCTION bool used() const { return values.data() != nullptr; }
+  KOKKOS_INLINE_FUNCTION unsigned* at(int bh, int entering, int block) const {
+    return &values((std::size_t(bh) * stored + entering - 1) * blocks + block);
+  }
+};
+inline unsigned next_state_call() {
+  static unsigned call = 0;
+  if (++call == 0) call = 1;  // 0 is a new buffer's
+  return call;
 }
 
 // How the warps of a state walk (ChunkStates, GSA's GatedChunkStates) split
@@ -215,10 +252,13 @@ struct ChunkStates {
   int L, H, C, chunks, dk, dv, mirror;
   int segment_chunks;  // chunks per segment of the sequence; each segment is
                        // walked from a zero state
+  StateFlags flags;    // unused: none set
 
   KOKKOS_INLINE_FUNCTION void operator()(const CudaTeam& team) const {
 #if defined(ATTN_MMA_DEVICE_PASS)
-    mma::let_next_kernel_start();  // the join or the outputs (Start::overlapping_previous)
+    // The join or the outputs (Start::overlapping_previous), which start only
+    // once every team of this kernel has: the outputs may wait for a flag.
+    mma::let_next_kernel_start();
     using E = mma::operand_t<P>;
     __shared__ __align__(16) E Ks[stages][tokens * ld];
     __shared__ __align__(16) E Vs[stages][tokens * ld];
@@ -264,6 +304,12 @@ struct ChunkStates {
     const int per_chunk = C / tokens, first = segment * segment_chunks;
     const int last = first + segment_chunks < chunks - 1 ? first + segment_chunks : chunks - 1;
     const int begin = first * per_chunk, end = last * per_chunk;
+    // The flag of a stored state, set once a team barrier has passed since
+    // its stores (mma::publish_flag): a chunk later, when two have.
+    auto publish = [&](int entering) {
+      if (flags.used() && tid == 0 && entering > first)
+        mma::publish_flag(flags.at(bh, entering, kb * blocks + vb), flags.call);
+    };
     // With a decay the keys are rounded (tf32) as they are scaled, each
     // fragment as it is read (add_decayed_key_values): their copies are left
     // as read.
@@ -277,6 +323,7 @@ struct ChunkStates {
       const int buf = i % stages;
       if (in_chunk == per_chunk) {  // chunk n is in: S is the state entering chunk n + 1
         in_chunk = 0;
+        publish(n);
         store(++n);
         const float chunk_decay = decay_power(rate, C);
         for (auto& tile : S)
@@ -311,6 +358,11 @@ struct ChunkStates {
                             // tile i + 1
     }
     store(last);
+    if (flags.used()) {
+      team.team_barrier();
+      publish(last - 1);
+      publish(last);
+    }
 #endif
   }
 
@@ -424,7 +476,9 @@ __device__ __forceinline__ void store_output_rows(const CudaTensor<P>& o, mma::A
                                                   const float (&den)[2], bool normalise, int b,
                                                   int h, int row0, int L, int first_value, int dv,
                                                   int mirror) {
-  const float total[2] = {mma::quad_sum(den[0]), mma::quad_sum(den[1])};
+  float scale[2] = {1.f, 1.f};
+  if (normalise)
+    for (int half = 0; half < 2; ++half) scale[half] = 1.f / mma::quad_sum(den[half]);
   const bool pairs = dv % 2 == 0;  // rows of even length: neighbouring entries stored together
   // The thread's two rows (halves 0 and 1) from column first_value, or none
   // past L: the view's index arithmetic once a row, not per pair.
@@ -433,11 +487,19 @@ __device__ __forceinline__ void store_output_rows(const CudaTensor<P>& o, mma::A
     const int row = row0 + mma::entry_row(2 * half);
     row_at[half] = row < L ? &o(b, h, mma::stored_row(row, mirror), first_value) : nullptr;
   }
+  if (row_at[0] && row_at[1] && pairs && first_value + DV <= dv) {
+    // Both rows inside, every column: one store a pair, no checks (the
+    // checks below took about 13 instructions a pair).
+    mma::for_each_pair(O, [&](int r, int c, float& x0, float& x1) {
+      mma::store_pair<P>(row_at[r >> 3] + c, x0 * scale[r >> 3], x1 * scale[r >> 3]);
+    });
+    return;
+  }
   mma::for_each_pair(O, [&](int r, int c, float& x0, float& x1) {
     storage_t<P>* const at = row_at[r >> 3];
     if (!at || first_value + c >= dv) return;
-    const float scale = normalise ? 1.f / total[r >> 3] : 1.f;
-    mma::store_entries<P>(at + c, x0 * scale, x1 * scale, pairs, first_value + c + 1 < dv);
+    mma::store_entries<P>(at + c, x0 * scale[r >> 3], x1 * scale[r >> 3], pairs,
+                          first_value + c + 1 < dv);
   });
 }
 #endif
@@ -489,7 +551,8 @@ struct ChunkOutputs {
   int L, H, tiles, C, dk, dv, mirror;
   int segment_chunks;  // of the state walk (chunks - 1 or more: one walk)
   bool normalise;
-  bool warpgroup;  // float's state part by warpgroup products (sm_90a)
+  bool warpgroup;    // float's state part by warpgroup products (sm_90a)
+  StateFlags flags;  // unused: wait for the whole walk (and join)
 
   KOKKOS_INLINE_FUNCTION void operator()(const CudaTeam& team) const {
 #if defined(ATTN_MMA_DEVICE_PASS)
@@ -500,12 +563,20 @@ struct ChunkOutputs {
     E* const Ks = tile_memory;
     E* const Vs = tile_memory + keys * ld;
     // The value blocks of one row tile are neighbours in the league (their Q
-    // and K tiles are read twice, the second time mostly from L2). The last
-    // tiles of a chunk see the most keys (with one chunk, linear/parallel,
-    // all the keys before them): start them first.
-    const int rank = team.league_size() - 1 - team.league_rank();
-    const int vb = rank % value_blocks, first_value = vb * value_block;
-    const TeamTile tile = team_tile(rank / value_blocks, tiles, H, rows, L);
+    // and K tiles are read twice, the second time mostly from L2). Waiting
+    // for the states chunk by chunk, the row tiles go in order, each tile of
+    // every (batch, head) before the next: the walk stores the states in that
+    // order. Else the last tiles start first: they see the most keys (all
+    // before them with one chunk, linear/parallel), and waiting for a join,
+    // the first chunks, which need no state, are left for last (in chunk
+    // order bf16 took 1.01-1.04x the time at B=1 H=8, 1k and 4k, H200:
+    // results/logs/state_flags_s17_h200.log).
+    const int vb = team.league_rank() % value_blocks, first_value = vb * value_block;
+    const int item = team.league_rank() / value_blocks, items = team.league_size() / value_blocks;
+    const int sequences = items / tiles;  // B H
+    const TeamTile tile =
+        team_tile(flags.used() ? item % sequences * tiles + item / sequences : items - 1 - item,
+                  tiles, H, rows, L);
     const int b = tile.b, h = tile.h, bh = b * H + h, tid = team.team_rank(),
               size = team.team_size();
     const int row0 = tile.first + 16 * (tid / 32);  // the warp's first step
@@ -568,8 +639,12 @@ struct ChunkOutputs {
         if (corrected) finish_slice(pending, entering(i), i);
       };
       decay_from_chunk_start(Q, rate, row0, t0);
-      mma::wait_for_previous_kernel();
-      team.team_barrier();  // every warp is done with the key and value tiles
+      if (flags.used()) {
+        if (tid < flags.blocks * flags.blocks) mma::wait_for_flag(flags.at(bh, n, tid), flags.call);
+      } else {
+        mma::wait_for_previous_kernel();
+      }
+      team.team_barrier();  // S_n is in; every warp is done with the key and value tiles
       start(0);
 #pragma unroll  // Q's k-steps are indexed by i: registers only with constant
                 // indices
@@ -805,6 +880,7 @@ bool tensor_core_chunked(const Kokkos::Cuda& exec, const char* label, const Shap
     }
     CudaTensor<P> states;
     Tensor3<Kokkos::Cuda, float> normalisers;
+    StateFlags flags;
     int segment_chunks = chunks;  // one walk per sequence unless cut below
     if (chunks > 1) {
       using States = ChunkStates<P, D>;
@@ -846,10 +922,21 @@ bool tensor_core_chunked(const Kokkos::Cuda& exec, const char* label, const Shap
           chunk_state_segments() > 0 ? chunk_state_segments() : std::min(filling, one_round);
       const int segments = std::min(chunks - 1, wanted);
       segment_chunks = ceil_div(chunks - 1, segments);
+      if (segments == 1 && mma::device_overlaps_kernels() &&
+          chunk_state_wait() == StateWait::chunk) {
+        flags.stored = chunks - 1;
+        flags.blocks = States::blocks;
+        const std::size_t count = std::size_t(BH) * flags.stored * flags.blocks * flags.blocks;
+        flags.values = Vector<Kokkos::Cuda, unsigned>(
+            reinterpret_cast<unsigned*>(
+                workspace<Kokkos::CudaSpace>("chunk state flags", count * sizeof(unsigned), true)),
+            count);
+        flags.call = next_state_call();
+      }
       launch_tiles(std::string(label) + " states", exec,
                    walks * ceil_div(chunks - 1, segment_chunks),
                    States{k, v, decay_rate, states, normalisers, L, s.heads, C, chunks, s.dk, s.dv,
-                          mirror, segment_chunks});
+                          mirror, segment_chunks, flags});
       if (2 * segment_chunks <= chunks - 1) {  // a state at 2 Sc or later needs the second
                                                // segment's entering one
         using Join = JoinChunkSegments<P>;
@@ -889,7 +976,7 @@ bool tensor_core_chunked(const Kokkos::Cuda& exec, const char* label, const Shap
       launch_tiles<Outputs::min_blocks>(
           std::string(label) + " outputs", exec, BH * tiles * Outputs::value_blocks,
           Outputs{q, k, v, o, decay_rate, states, normalisers, L, s.heads, tiles, C, s.dk, s.dv,
-                  mirror, segment_chunks, normalise, warpgroup_products_enabled()},
+                  mirror, segment_chunks, normalise, warpgroup_products_enabled(), flags},
           chunks > 1 ? mma::Start::overlapping_previous : mma::Start::after_previous);
     };
     constexpr int half = D / 2;

@@ -353,6 +353,29 @@ __device__ __forceinline__ void wait_for_previous_kernel() {
 #endif
 }
 
+// Finer than the whole kernel before: one team of it publishes a piece of
+// its output by setting a flag in global memory, and a team of the next
+// kernel waits for that flag alone (CUTLASS's generic barrier does the
+// same). The publishing team's threads have written the piece and passed a
+// team barrier since; one thread then stores `value` with release semantics
+// at GPU scope, which makes every write ordered before it by that barrier
+// visible to whoever acquires the flag (PTX ISA, "Memory Consistency Model":
+// release is cumulative). The waiting team's thread acquires it, then a team
+// barrier orders the team's reads after. Never waited for in a kernel whose
+// publishers might not be running: the publishing kernel lets the next one
+// start only once all its blocks have started (let_next_kernel_start).
+__device__ __forceinline__ void publish_flag(unsigned* flag, unsigned value) {
+  asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(flag), "r"(value) : "memory");
+}
+__device__ __forceinline__ void wait_for_flag(const unsigned* flag, unsigned value) {
+  for (;;) {
+    unsigned seen;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(flag) : "memory");
+    if (seen == value) return;
+    __nanosleep(256);
+  }
+}
+
 // TF32 bits of x: rounded to nearest, ties to even (round_to_tf32, the
 // portable kernels' rounding, is the same), or truncated. Both are valid
 // TF32 patterns (the low 13 bits clear). From sm_90 one conversion,
@@ -991,13 +1014,19 @@ __device__ __forceinline__ void add_ab_core(Accumulator<N>& C, const RowTile<P, 
 #if defined(ATTN_WARPGROUP_MMA)
   if (warpgroup) {
     asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+    // Each k-step's B (pieces 2kk, 2kk + 1) starts 64 operands, 16 units of
+    // the descriptor's address, after the last: added to the first
+    // descriptors, which it cannot carry out of (shared addresses are below
+    // 2^18 bytes), instead of a descriptor built afresh (four instructions).
+    const std::uint64_t big_steps = core_matrix_descriptor(big, width),
+                        small_steps = core_matrix_descriptor(small, width);
 #pragma unroll
     for (int kk = 0; kk < Steps; ++kk) {
       const AFragment<P> a = row_tile_step(A, first + kk);
-      const std::uint64_t b = core_matrix_descriptor(big + 64 * kk, width);  // pieces 2kk, 2kk+1
+      const std::uint64_t b = big_steps + 16 * kk;
       // The small cross terms first, as mma does.
       warpgroup_mma_tf32(C, a.small, b);
-      warpgroup_mma_tf32(C, a.big, core_matrix_descriptor(small + 64 * kk, width));
+      warpgroup_mma_tf32(C, a.big, small_steps + 16 * kk);
       warpgroup_mma_tf32(C, a.big, b);
     }
     asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");

@@ -31,11 +31,12 @@ inline void release_workspaces() {
 }
 
 // The buffer `name` of `bytes` bytes in MemorySpace: the one kept from the last
-// call when it has that size, else a new one (uninitialised). Calls in order
-// on one execution space instance may share a name: the kernels of one call
-// run before those of the next.
+// call when it has that size, else a new one, uninitialised or, `zeroed`,
+// filled with zeros (a name is always asked for one way). Calls in order on
+// one execution space instance may share a name: the kernels of one call run
+// before those of the next.
 template <class MemorySpace>
-char* workspace(const std::string& name, std::size_t bytes) {
+char* workspace(const std::string& name, std::size_t bytes, bool zeroed = false) {
   using Buffer = Kokkos::View<char*, MemorySpace>;
   static std::map<std::string, Buffer> buffers;
   static const bool registered = [] {
@@ -47,7 +48,8 @@ char* workspace(const std::string& name, std::size_t bytes) {
   Buffer& buffer = buffers[name];
   if (buffer.extent(0) != bytes) {
     buffer = Buffer();  // free the old one first: the two never coexist
-    buffer = Buffer(Kokkos::view_alloc(Kokkos::WithoutInitializing, name), bytes);
+    buffer = zeroed ? Buffer(name, bytes)
+                    : Buffer(Kokkos::view_alloc(Kokkos::WithoutInitializing, name), bytes);
   }
   return buffer.data();
 }
