@@ -570,7 +570,7 @@ struct ChunkOutputs {
     // before them with one chunk, linear/parallel), and waiting for a join,
     // the first chunks, which need no state, are left for last (in chunk
     // order bf16 took 1.01-1.04x the time at B=1 H=8, 1k and 4k, H200:
-    // results/logs/state_flags_s17_h200.log).
+    // results/logs/chunk_forms_peers_s17_h200.log).
     const int vb = team.league_rank() % value_blocks, first_value = vb * value_block;
     const int item = team.league_rank() / value_blocks, items = team.league_size() / value_blocks;
     const int sequences = items / tiles;  // B H
