@@ -95,7 +95,7 @@ inline StatePassing& chunk_state_passing() {
 
 // How the output kernel of the stored states waits for them: `chunk` (the
 // default), each team for the state of its own chunk, which the walk flags
-// as it stores it (mma::publish_flag), where the sequence is walked in one
+// once it has stored it (mma::publish_flag), where the sequence is walked in one
 // segment and the device overlaps kernels (mma::Start); `kernel`, every team
 // for the whole walk (and the join of its segments) to finish. So the
 // outputs of the first chunks are computed while the walk still runs.
@@ -926,11 +926,9 @@ bool tensor_core_chunked(const Kokkos::Cuda& exec, const char* label, const Shap
           chunk_state_wait() == StateWait::chunk) {
         flags.stored = chunks - 1;
         flags.blocks = States::blocks;
-        const std::size_t count = std::size_t(BH) * flags.stored * flags.blocks * flags.blocks;
-        flags.values = Vector<Kokkos::Cuda, unsigned>(
-            reinterpret_cast<unsigned*>(
-                workspace<Kokkos::CudaSpace>("chunk state flags", count * sizeof(unsigned), true)),
-            count);
+        flags.values = workspace_view<Vector<Kokkos::Cuda, unsigned>>(
+            Fill::zeros, "chunk state flags",
+            std::size_t(BH) * flags.stored * flags.blocks * flags.blocks);
         flags.call = next_state_call();
       }
       launch_tiles(std::string(label) + " states", exec,

@@ -30,13 +30,16 @@ inline void release_workspaces() {
   for (const auto& release : detail::workspace_releases()) release();
 }
 
+// How a new workspace buffer starts: uninitialised, or filled with zeros (a
+// name is always asked for one way).
+enum class Fill { none, zeros };
+
 // The buffer `name` of `bytes` bytes in MemorySpace: the one kept from the last
-// call when it has that size, else a new one, uninitialised or, `zeroed`,
-// filled with zeros (a name is always asked for one way). Calls in order on
-// one execution space instance may share a name: the kernels of one call run
-// before those of the next.
+// call when it has that size, else a new one, started as `fill` says. Calls in
+// order on one execution space instance may share a name: the kernels of one
+// call run before those of the next.
 template <class MemorySpace>
-char* workspace(const std::string& name, std::size_t bytes, bool zeroed = false) {
+char* workspace(const std::string& name, std::size_t bytes, Fill fill = Fill::none) {
   using Buffer = Kokkos::View<char*, MemorySpace>;
   static std::map<std::string, Buffer> buffers;
   static const bool registered = [] {
@@ -48,20 +51,27 @@ char* workspace(const std::string& name, std::size_t bytes, bool zeroed = false)
   Buffer& buffer = buffers[name];
   if (buffer.extent(0) != bytes) {
     buffer = Buffer();  // free the old one first: the two never coexist
-    buffer = zeroed ? Buffer(name, bytes)
-                    : Buffer(Kokkos::view_alloc(Kokkos::WithoutInitializing, name), bytes);
+    buffer = fill == Fill::zeros
+                 ? Buffer(name, bytes)
+                 : Buffer(Kokkos::view_alloc(Kokkos::WithoutInitializing, name), bytes);
   }
   return buffer.data();
 }
 
 // A View of type V (unmanaged) over the workspace buffer `name`, with these
-// extents: an intermediate tensor kept from one call to the next.
+// extents: an intermediate tensor kept from one call to the next; a new
+// buffer started as `fill` says.
 template <class V, class... Extents>
-V workspace_view(const std::string& name, Extents... extents) {
+V workspace_view(Fill fill, const std::string& name, Extents... extents) {
   using T = typename V::value_type;
   const std::size_t elements = (std::size_t(1) * ... * std::size_t(extents));
-  return V(reinterpret_cast<T*>(workspace<typename V::memory_space>(name, elements * sizeof(T))),
-           extents...);
+  return V(
+      reinterpret_cast<T*>(workspace<typename V::memory_space>(name, elements * sizeof(T), fill)),
+      extents...);
+}
+template <class V, class... Extents>
+V workspace_view(const std::string& name, Extents... extents) {
+  return workspace_view<V>(Fill::none, name, extents...);
 }
 
 }  // namespace attn
