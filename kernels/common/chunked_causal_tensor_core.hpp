@@ -220,22 +220,26 @@ __device__ __forceinline__ void add_decayed_key_values(mma::Accumulator<N> (&S)[
 }
 #endif
 
-template <class P, int D>
+template <class P, int D, int Block = (D < 64 ? D : 64)>
 struct ChunkStates {
-  // A 64 x 64 block goes to 4 warps of 32 x 32: each B fragment (values) then
+  // A team walks a Block x Block block of the D x D state: 64 x 64, or the
+  // whole state (Block = D), which reads each key and value once where 64 x
+  // 64 blocks read them twice at d = 128 (a third of the walk's bytes; see
+  // tensor_core_chunked for which). Its warps take 32 x 32 pieces (4 warps,
+  // or 16 for the whole state at d = 128): each B fragment (values) then
   // meets two A fragments (keys) and each A fragment four n-tiles, 2 operand
   // registers loaded (and in float split) per product where 16 x 32 pieces
   // over 8 warps took 3 (measured 0.94-0.98x the time of lightning/fwd and
   // linear/chunk, with the conversion instruction's rounding of tf32 tiles).
-  static constexpr int block = D < 64 ? D : 64, blocks = D / block,
-                       columns = block == 64 ? 32 : block;
-  using Pieces = StateBlockWarps<block, block == 64 ? 32 : 16, columns>;
+  static constexpr int block = Block, blocks = D / block, columns = block >= 64 ? 32 : block;
+  using Pieces = StateBlockWarps<block, block >= 64 ? 32 : 16, columns>;
   static constexpr int warps = Pieces::warps, row_tiles = Pieces::row_tiles;
   // Key and value tiles of `tokens` steps (C is a multiple) in a ring of
-  // `stages` buffers, stages - 1 of them in flight while one is multiplied
-  // (as many as 48 KB of static shared memory hold).
+  // `stages` buffers, stages - 1 of them in flight while one is multiplied,
+  // in dynamic shared memory (35 KB a 64 x 64 block, 70 KB a 128 x 128 one).
   static constexpr int tokens = 32, stages = std::is_same_v<P, bf16> ? 4 : 2;
   static constexpr int ld = mma::k_major_stride<P>(block);
+  static constexpr std::size_t shared_bytes = 2 * stages * tokens * ld * sizeof(mma::operand_t<P>);
   // A thread copies 2 (bf16) or 4 pieces of a tile. With strided copies in
   // bf16 too, lightning/fwd bf16 took 1.02-1.03x the time at B=4 H=32, 1k
   // and 4k; per piece there, 1.00-1.01x.
@@ -260,8 +264,10 @@ struct ChunkStates {
     // once every team of this kernel has: the outputs may wait for a flag.
     mma::let_next_kernel_start();
     using E = mma::operand_t<P>;
-    __shared__ __align__(16) E Ks[stages][tokens * ld];
-    __shared__ __align__(16) E Vs[stages][tokens * ld];
+    E* const keys = reinterpret_cast<E*>(mma::dynamic_shared());  // [stages][tokens][ld]
+    E* const values = keys + stages * tokens * ld;
+    auto Ks = [&](int stage) { return keys + stage * tokens * ld; };
+    auto Vs = [&](int stage) { return values + stage * tokens * ld; };
     __shared__ float factor[tokens];  // lambda^(end of chunk - 1 - u) of the
                                       // tile's tokens (1 without a decay)
     const int rank = team.league_rank(), tid = team.team_rank(), size = team.team_size();
@@ -294,9 +300,9 @@ struct ChunkStates {
       if (keeps_z) normalisers(bh, entering - 1, kb * block + tid) = z;
     };
     auto start = [&](int i) {  // copy tile i (tokens i*tokens ..) into buffer i % stages
-      mma::start_tile_copy<P, copies>(Ks[i % stages], ld, tokens, block, k, b, h, i * tokens,
+      mma::start_tile_copy<P, copies>(Ks(i % stages), ld, tokens, block, k, b, h, i * tokens,
                                       tokens, dk - kb * block, tid, size, mirror, kb * block);
-      mma::start_tile_copy<P, copies>(Vs[i % stages], ld, tokens, block, v, b, h, i * tokens,
+      mma::start_tile_copy<P, copies>(Vs(i % stages), ld, tokens, block, v, b, h, i * tokens,
                                       tokens, dv - vb * block, tid, size, mirror, vb * block);
     };
     // The segment's chunks first .. last - 1 (the last chunk's keys are never
@@ -334,26 +340,26 @@ struct ChunkStates {
       // in flight are pending.
       if (i + stages - 1 < end) {
         start(i + stages - 1);
-        mma::finish_tile_copy<2 * (stages - 1), P>(Ks[buf], ld, tokens, block, dk - kb * block, tid,
+        mma::finish_tile_copy<2 * (stages - 1), P>(Ks(buf), ld, tokens, block, dk - kb * block, tid,
                                                    size, keys_rounded);
-        mma::finish_tile_copy<2 * (stages - 1), P>(Vs[buf], ld, tokens, block, dv - vb * block, tid,
+        mma::finish_tile_copy<2 * (stages - 1), P>(Vs(buf), ld, tokens, block, dv - vb * block, tid,
                                                    size);
       } else {
-        mma::finish_tile_copy<0, P>(Ks[buf], ld, tokens, block, dk - kb * block, tid, size,
+        mma::finish_tile_copy<0, P>(Ks(buf), ld, tokens, block, dk - kb * block, tid, size,
                                     keys_rounded);
-        mma::finish_tile_copy<0, P>(Vs[buf], ld, tokens, block, dv - vb * block, tid, size);
+        mma::finish_tile_copy<0, P>(Vs(buf), ld, tokens, block, dv - vb * block, tid, size);
       }
       if (tid < tokens) factor[tid] = decay_power(rate, (n + 1) * C - 1 - (i * tokens + tid));
       team.team_barrier();
       // S += (Lambda K)^T V: the keys, decayed to the end of their chunk, as a
       // transposed A operand (transposed states: S^T += (Lambda V)^T K).
-      const E* const rows_tile = transposed ? Vs[buf] : Ks[buf];
-      const E* const cols_tile = transposed ? Ks[buf] : Vs[buf];
+      const E* const rows_tile = transposed ? Vs(buf) : Ks(buf);
+      const E* const cols_tile = transposed ? Ks(buf) : Vs(buf);
       add_decayed_key_values<P, tokens>(S, rows_tile + first_row, ld, cols_tile + first_col, ld,
                                         factor, rate != 0.f);
       if (keeps_z)
         for (int u = 0; u < tokens; ++u)
-          z += factor[u] * mma::operand_to_float<P>(Ks[buf][u * ld + tid]);
+          z += factor[u] * mma::operand_to_float<P>(Ks(buf)[u * ld + tid]);
       team.team_barrier();  // buffer buf is free for tile i + stages, factor for
                             // tile i + 1
     }
@@ -917,24 +923,41 @@ bool tensor_core_chunked(const Kokkos::Cuda& exec, const char* label, const Shap
       const int pieces = walks * States::warps * States::row_tiles;
       const int filling =
           ceil_div(10 * pieces < warp_slots ? warp_slots / 2 : warp_slots / 5, pieces);
-      const int one_round = std::max(1, mma::resident_teams<0, States>() / walks);
+      const int one_round =
+          std::max(1, mma::resident_teams<0, States>(States::shared_bytes) / walks);
       const int wanted =
           chunk_state_segments() > 0 ? chunk_state_segments() : std::min(filling, one_round);
       const int segments = std::min(chunks - 1, wanted);
       segment_chunks = ceil_div(chunks - 1, segments);
-      if (segments == 1 && mma::device_overlaps_kernels() &&
-          chunk_state_wait() == StateWait::chunk) {
-        flags.stored = chunks - 1;
-        flags.blocks = States::blocks;
-        flags.values = workspace_view<Vector<Kokkos::Cuda, unsigned>>(
-            Fill::zeros, "chunk state flags",
-            std::size_t(BH) * flags.stored * flags.blocks * flags.blocks);
-        flags.call = next_state_call();
-      }
-      launch_tiles(std::string(label) + " states", exec,
-                   walks * ceil_div(chunks - 1, segment_chunks),
-                   States{k, v, decay_rate, states, normalisers, L, s.heads, C, chunks, s.dk, s.dv,
-                          mirror, segment_chunks, flags});
+      // One walk per sequence in float and tf32 at d = 128: each team walks
+      // the whole state (16 warps, one team an SM), reading each key and value
+      // once. Against 64 x 64 blocks at B=4 H=32 (H200, two rounds):
+      // lightning/fwd and linear/chunk 0.91-0.96x the time at 4k and 16k in
+      // tf32, 0.95-1.00x in float; bf16 took 1.06-1.08x and the segments'
+      // walks at B=1 H=8 up to 1.12x, so they keep the blocks
+      // (results/logs/whole_state_walk_s18_h200.log).
+      const bool whole_state = !std::is_same_v<P, bf16> && D == 128 && segments == 1;
+      auto walk = [&](auto block) {
+        using Walk = ChunkStates<P, D, decltype(block)::value>;
+        if (segments == 1 && mma::device_overlaps_kernels() &&
+            chunk_state_wait() == StateWait::chunk) {
+          flags.stored = chunks - 1;
+          flags.blocks = Walk::blocks;
+          flags.values = workspace_view<Vector<Kokkos::Cuda, unsigned>>(
+              Fill::zeros, "chunk state flags",
+              std::size_t(BH) * flags.stored * flags.blocks * flags.blocks);
+          flags.call = next_state_call();
+        }
+        launch_tiles(std::string(label) + " states", exec,
+                     BH * Walk::blocks * Walk::blocks * ceil_div(chunks - 1, segment_chunks),
+                     Walk{k, v, decay_rate, states, normalisers, L, s.heads, C, chunks, s.dk, s.dv,
+                          mirror, segment_chunks, flags},
+                     mma::Start::after_previous, Walk::shared_bytes);
+      };
+      if (whole_state)
+        walk(std::integral_constant<int, D>{});
+      else
+        walk(std::integral_constant<int, States::block>{});
       if (2 * segment_chunks <= chunks - 1) {  // a state at 2 Sc or later needs the second
                                                // segment's entering one
         using Join = JoinChunkSegments<P>;

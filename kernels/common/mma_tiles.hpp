@@ -190,16 +190,20 @@ auto tile_kernel_for() -> void (*)(const Functor) {
     return tile_kernel<Functor>;
 }
 
-// How many teams of launch_tiles<MinBlocks>(..., Functor) (no dynamic shared
-// memory) the device holds at once: its SMs times the teams an SM's
-// registers, shared memory and warp slots allow. Teams past these wait for a
-// second round.
+// How many teams of launch_tiles<MinBlocks>(..., Functor) with
+// dynamic_shared bytes of dynamic shared memory (the same at every call) the
+// device holds at once: its SMs times the teams an SM's registers, shared
+// memory and warp slots allow. Teams past these wait for a second round.
 template <int MinBlocks = 0, class Functor>
-int resident_teams() {
-  static const int teams = [] {
+int resident_teams(std::size_t dynamic_shared = 0) {
+  static const int teams = [&] {
+    void (*const kernel)(const Functor) = tile_kernel_for<MinBlocks, Functor>();
+    if (dynamic_shared > 48 * 1024)
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           int(dynamic_shared));
     int per_sm = 0;
-    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, tile_kernel_for<MinBlocks, Functor>(),
-                                                  32 * Functor::warps, 0);
+    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, 32 * Functor::warps,
+                                                  dynamic_shared);
     return per_sm * device_attribute(cudaDevAttrMultiProcessorCount);
   }();
   return teams;
