@@ -4,7 +4,8 @@
 // chunk_fwd_h then chunk_fwd_o). With lambda = exp(-s) per head, chunk n of
 // C tokens starting at t0 = nC (docs/lightning.md §4.3, Alg 5):
 //   1. ChunkStates: one team per (batch, head, 64 x 64 block of the d_k x d_v
-//      state) walks the chunks in order, its state block in fp32 registers,
+//      state, or the whole state: see tensor_core_chunked) walks the chunks
+//      in order, its state block in fp32 registers,
 //      and stores the state entering every chunk n >= 1,
 //        S_n = lambda^C S_{n-1} + sum_{u in chunk n-1} lambda^(nC-1-u) k_u
 //        v_u^T,
