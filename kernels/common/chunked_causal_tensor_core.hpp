@@ -936,7 +936,8 @@ bool tensor_core_chunked(const Kokkos::Cuda& exec, const char* label, const Shap
       // lightning/fwd and linear/chunk 0.91-0.96x the time at 4k and 16k in
       // tf32, 0.95-1.00x in float; bf16 took 1.06-1.08x and the segments'
       // walks at B=1 H=8 up to 1.12x, so they keep the blocks
-      // (results/logs/whole_state_walk_s18_h200.log).
+      // (results/logs/whole_state_walk_s18_h200.log). The segments above are
+      // counted for the 64 x 64 walks either way.
       const bool whole_state = !std::is_same_v<P, bf16> && D == 128 && segments == 1;
       auto walk = [&](auto block) {
         using Walk = ChunkStates<P, D, decltype(block)::value>;
