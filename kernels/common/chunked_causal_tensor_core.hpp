@@ -237,7 +237,7 @@ struct ChunkStates {
   static constexpr int warps = Pieces::warps, row_tiles = Pieces::row_tiles;
   // Key and value tiles of `tokens` steps (C is a multiple) in a ring of
   // `stages` buffers, stages - 1 of them in flight while one is multiplied,
-  // in dynamic shared memory (35 KB a 64 x 64 block, 70 KB a 128 x 128 one).
+  // in dynamic shared memory (36 KB a 64 x 64 block, 68 KB a 128 x 128 one).
   static constexpr int tokens = 32, stages = std::is_same_v<P, bf16> ? 4 : 2;
   static constexpr int ld = mma::k_major_stride<P>(block);
   static constexpr std::size_t shared_bytes = 2 * stages * tokens * ld * sizeof(mma::operand_t<P>);
