@@ -446,15 +446,17 @@ struct JoinChunkSegments {
 // Intra-chunk: O += sum_{t0<=u<=t} lambda^(t-u) (q_t.k_u) v_u over the keys
 // t0 .. end - 1 (key tiles past the warp's last row skipped), the masked
 // pairs zero, never decayed; den (the thread's shares of its two rows'
-// normalisers) gains the same sum with v = 1 when normalising.
-template <class P, int D, int Keys, mma::CopyAddressing Copies, int DV>
+// normalisers) gains the same sum with v = 1 when normalising. first: see
+// mma::attend_streamed.
+template <class P, int D, int Keys, mma::CopyAddressing Copies, int DV,
+          class First = mma::NothingFirst>
 __device__ __forceinline__ void add_intra_chunk(const CudaTeam& team, const mma::RowTile<P, D>& Q,
                                                 mma::Accumulator<DV>& O, float (&den)[2],
                                                 mma::operand_t<P>* Ks, mma::operand_t<P>* Vs,
                                                 const CudaTensor<P>& k, const CudaTensor<P>& v,
                                                 int b, int h, int L, int t0, int end, int dk,
                                                 int dv, int first_value, int mirror, int row0,
-                                                float rate, bool normalise) {
+                                                float rate, bool normalise, First first = {}) {
   mma::attend_streamed<P, D, Keys, false, mma::Bf16Rounding::conversion_unit, Copies>(
       team, Q, O, Ks, Vs, k, v, b, h, L, t0, end, dk, dv, first_value, mirror,
       [&](int k0) { return k0 <= row0 + 15; },
@@ -464,7 +466,8 @@ __device__ __forceinline__ void add_intra_chunk(const CudaTeam& team, const mma:
           s = c < nk && distance >= 0 ? s * decay_power(rate, distance) : 0.f;
         });
         if (normalise) mma::add_row_sums(S, den);
-      });
+      },
+      first);
 }
 
 // The query rows scaled for the state part, lambda^(t - t0 + 1) q_t, in registers.
@@ -546,10 +549,15 @@ struct ChunkOutputs {
   static constexpr auto copies = std::is_same_v<P, bf16> && value_block > 64
                                      ? mma::CopyAddressing::per_piece
                                      : mma::CopyAddressing::strided;
-  // Two slices in flight, each with the slice of the segment's entering state
-  // it is corrected by (see JoinChunkSegments), or the key and value tiles.
-  static constexpr int shared = keys * (ld + ldv) > 4 * slice* slice_ld ? keys*(ld + ldv)
-                                                                        : 4 * slice* slice_ld;
+  // The key and value tiles and the query rows' staging tile, apart so that
+  // the copies of all three are in flight at once; then, over them, two
+  // slices of the state in flight, each with the slice of the segment's
+  // entering state it is corrected by (see JoinChunkSegments). In dynamic
+  // shared memory: 51 KB in bf16 (128 columns), 58 KB in float and tf32 (64).
+  static constexpr int tiles_operands = keys * (ld + ldv) + rows * ld,
+                       shared = tiles_operands > 4 * slice * slice_ld ? tiles_operands
+                                                                      : 4 * slice * slice_ld;
+  static constexpr std::size_t shared_bytes = shared * sizeof(mma::operand_t<P>);
 
   CudaTensor<P> q, k, v, o;
   Vector<Kokkos::Cuda, storage_t<P>> decay_rate;
@@ -564,11 +572,11 @@ struct ChunkOutputs {
   KOKKOS_INLINE_FUNCTION void operator()(const CudaTeam& team) const {
 #if defined(ATTN_MMA_DEVICE_PASS)
     using E = mma::operand_t<P>;
-    __shared__ __align__(16)
-        E tile_memory[shared];  // the state slices, then the key and value tiles
+    E* const tile_memory = reinterpret_cast<E*>(mma::dynamic_shared());
     __shared__ float z[D];
     E* const Ks = tile_memory;
-    E* const Vs = tile_memory + keys * ld;
+    E* const Vs = Ks + keys * ld;
+    E* const Qs = Vs + keys * ldv;
     // The value blocks of one row tile are neighbours in the league (their Q
     // and K tiles are read twice, the second time mostly from L2). Waiting
     // for the states chunk by chunk, the row tiles go in order, each tile of
@@ -591,8 +599,10 @@ struct ChunkOutputs {
               t0 = n * C;  // the chunk of every row of the tile
     const float rate = base2_rate(decay_rate, h);
 
+    // The query rows' copy, then the first key and value tiles', before Q is
+    // waited for.
     mma::RowTile<P, D> Q;
-    mma::load_row_tiles<shared, copies>(team, Q, tile_memory, q, b, h, tile.first, L, dk, mirror);
+    mma::start_row_tiles<P, D, copies>(team, Qs, q, b, h, tile.first, L, dk, mirror);
     mma::Accumulator<value_block> O;
     mma::zero(O);
     float den[2] = {0.f, 0.f};  // the thread's share of its two rows' normalisers
@@ -601,7 +611,8 @@ struct ChunkOutputs {
     // (Start::overlapping_previous).
     add_intra_chunk<P, D, keys, copies>(team, Q, O, den, Ks, Vs, k, v, b, h, L, t0,
                                         tile.first + tile.count, dk, dv, first_value, mirror, row0,
-                                        rate, normalise);
+                                        rate, normalise,
+                                        [&] { mma::finish_row_tiles<2>(team, Q, Qs, dk); });
     if (n > 0) {
       // Inter-chunk: (lambda^(t - t0 + 1) q_t)^T S_n (the team's value block
       // of it): the query rows scaled in registers, then S_n streamed in
@@ -1000,7 +1011,8 @@ bool tensor_core_chunked(const Kokkos::Cuda& exec, const char* label, const Shap
           std::string(label) + " outputs", exec, BH * tiles * Outputs::value_blocks,
           Outputs{q, k, v, o, decay_rate, states, normalisers, L, s.heads, tiles, C, s.dk, s.dv,
                   mirror, segment_chunks, normalise, warpgroup_products_enabled(), flags},
-          chunks > 1 ? mma::Start::overlapping_previous : mma::Start::after_previous);
+          chunks > 1 ? mma::Start::overlapping_previous : mma::Start::after_previous,
+          Outputs::shared_bytes);
     };
     constexpr int half = D / 2;
     if constexpr (half >= 64)

@@ -1099,6 +1099,12 @@ __device__ __forceinline__ void copy_piece_async(std::uint32_t to, const void* f
   copy_piece_async(to, reinterpret_cast<std::uint64_t>(from), inside);
 }
 
+// Closes the thread's cp.async copies issued since the last one into a group
+// that cp.async.wait_group counts (a group may be empty).
+__device__ __forceinline__ void commit_copy_group() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+
 // Team operation, in two halves so that a copy runs while the team computes:
 // start_tile_copy issues the copy of rows first .. first + count - 1, columns
 // 0 .. cols - 1 of x(b, h, ., .) into a shared tile of `rows` x `width`
@@ -1154,7 +1160,7 @@ __device__ __forceinline__ void start_tile_copy(operand_t<P>* dst, Layout ld, in
         if (rows % step != 0 && r >= rows) break;
         copy_piece_async(to + j * to_pitch, from, r < count && c < cols);
       }
-      asm volatile("cp.async.commit_group;\n" ::: "memory");
+      commit_copy_group();
       return;
     }
     for (int i = rank; i < rows * chunks; i += size) {
@@ -1180,7 +1186,7 @@ __device__ __forceinline__ void start_tile_copy(operand_t<P>* dst, Layout ld, in
             element<P>(x, b, h, first + r, first + count, first_col + c, first_col + cols, mirror);
     }
   }
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
+  commit_copy_group();
 }
 
 template <int Pending, class P, class Layout>
@@ -1229,6 +1235,17 @@ __device__ __forceinline__ void load_tile(operand_t<P>* dst, int ld, int rows, i
   finish_tile_copy<0, P>(dst, ld, rows, width, cols, rank, size);
 }
 
+// A warp's A from rows 16 * tile .. + 15 of a shared tile of stride
+// padded_stride<P>(K).
+template <class P, int K>
+__device__ __forceinline__ void row_tile_from_shared(RowTile<P, K>& A, const operand_t<P>* tile,
+                                                     int tile_index) {
+  constexpr int ld = padded_stride<P>(K);
+#pragma unroll
+  for (int kk = 0; kk < K / k_step<P>; ++kk)
+    fragment_from_shared<P>(A.a[kk], tile + 16 * tile_index * ld, ld, kk);
+}
+
 // Team operation: each warp's A = rows first_row + 16 * warp .. + 15 of
 // x(b, h, ., .) (steps of a sweep, stored as stored_row says; rows >= rows
 // and columns >= cols zero), copied through `staging`, a shared tile of
@@ -1255,13 +1272,35 @@ __device__ __forceinline__ void load_row_tiles(const CudaTeam& team, RowTile<P, 
                                    size, mirror, first_col);
     finish_tile_copy<0, P>(staging, ld, pass_rows, K, cols, tid, size);
     team.team_barrier();
-    if (warp >= w0 && warp < w0 + warps_per_pass) {
-#pragma unroll
-      for (int kk = 0; kk < K / k_step<P>; ++kk)
-        fragment_from_shared<P>(A.a[kk], staging + 16 * (warp - w0) * ld, ld, kk);
-    }
+    if (warp >= w0 && warp < w0 + warps_per_pass) row_tile_from_shared(A, staging, warp - w0);
   }
   team.team_barrier();
+}
+
+// load_row_tiles in two halves, for a staging tile of every warp's rows
+// (16 * warps rows of stride padded_stride<P>(K)), so that the copies the
+// team starts between them are in flight beside this one:
+// start_row_tiles issues its copy (one commit group), and
+// finish_row_tiles<Pending> waits until at most Pending groups started after
+// it are in flight, then fills each warp's A. The staging tile is read until
+// the team's next barrier after it.
+template <class P, int K, CopyAddressing Addressing = CopyAddressing::per_piece, class View>
+__device__ __forceinline__ void start_row_tiles(const CudaTeam& team, operand_t<P>* staging,
+                                                const View& x, int b, int h, int first_row,
+                                                int rows, int cols, int mirror = -1) {
+  const int tile_rows = 16 * (team.team_size() / 32);
+  const int count = rows - first_row < 0 ? 0 : (rows - first_row < tile_rows ? rows - first_row
+                                                                             : tile_rows);
+  start_tile_copy<P, Addressing>(staging, padded_stride<P>(K), tile_rows, K, x, b, h, first_row,
+                                 count, cols, team.team_rank(), team.team_size(), mirror);
+}
+template <int Pending, class P, int K>
+__device__ __forceinline__ void finish_row_tiles(const CudaTeam& team, RowTile<P, K>& A,
+                                                 operand_t<P>* staging, int cols) {
+  finish_tile_copy<Pending, P>(staging, padded_stride<P>(K), 16 * (team.team_size() / 32), K,
+                               cols, team.team_rank(), team.team_size());
+  team.team_barrier();
+  row_tile_from_shared(A, staging, team.team_rank() / 32);
 }
 
 template <int N>
@@ -1427,17 +1466,23 @@ __device__ __forceinline__ void add_row_dots(const RowTile<P, K>& A, const float
 // within 1e-6 of 1 over 16K tokens was 1e-4 off in float, against 2e-5 for
 // the portable tiles. It costs DV / 2 registers per thread. Rounding: how the
 // weights become bf16 operands (see Bf16Rounding); Addressing: how the tiles
-// are copied (see CopyAddressing).
+// are copied (see CopyAddressing). first(): called once the first key and
+// value tiles' copies are issued (two commit groups), before anything reads
+// Q: a caller whose Q copy was issued before them finishes it there
+// (finish_row_tiles<2>), the three copies in flight together.
+struct NothingFirst {
+  __device__ void operator()() const {}
+};
 template <class P, int D, int Keys, bool ExactSums = false,
           Bf16Rounding Rounding = Bf16Rounding::conversion_unit,
           CopyAddressing Addressing = CopyAddressing::per_piece, int DV, class Member, class View,
-          class Seen, class Weigh>
+          class Seen, class Weigh, class First = NothingFirst>
 __device__ __forceinline__ void attend_streamed(const Member& team, const RowTile<P, D>& Q,
                                                 Accumulator<DV>& O, operand_t<P>* Ks,
                                                 operand_t<P>* Vs, const View& k, const View& v,
                                                 int b, int h, int L, int begin, int end, int dk,
                                                 int dv, int first_value, int mirror, Seen seen,
-                                                Weigh weigh) {
+                                                Weigh weigh, First first = {}) {
   constexpr int ld = padded_stride<P>(D), ldv = padded_stride<P>(DV);
   const int tid = team.team_rank(), size = team.team_size(), value_cols = dv - first_value;
   auto rows_from = [&](int k0) { return L - k0 < Keys ? L - k0 : Keys; };
@@ -1450,9 +1495,15 @@ __device__ __forceinline__ void attend_streamed(const Member& team, const RowTil
                                    size, mirror, first_value);
   };
   team.team_barrier();  // nobody still reads the shared tiles (a team before, or the caller)
-  if (begin >= end) return;
+  if (begin >= end) {
+    commit_copy_group();  // empty: the two groups first() expects
+    commit_copy_group();
+    first();
+    return;
+  }
   start_keys(begin);
   start_values(begin);
+  first();
   for (int k0 = begin; k0 < end; k0 += Keys) {
     const int nk = rows_from(k0);
     const bool next = k0 + Keys < end, visible = seen(k0);
