@@ -555,8 +555,8 @@ struct ChunkOutputs {
   // entering state it is corrected by (see JoinChunkSegments). In dynamic
   // shared memory: 51 KB in bf16 (128 columns), 58 KB in float and tf32 (64).
   static constexpr int tiles_operands = keys * (ld + ldv) + rows * ld,
-                       shared = tiles_operands > 4 * slice * slice_ld ? tiles_operands
-                                                                      : 4 * slice * slice_ld;
+                       shared = tiles_operands > 4 * slice *slice_ld ? tiles_operands
+                                                                     : 4 * slice *slice_ld;
   static constexpr std::size_t shared_bytes = shared * sizeof(mma::operand_t<P>);
 
   CudaTensor<P> q, k, v, o;
@@ -600,7 +600,11 @@ struct ChunkOutputs {
     const float rate = base2_rate(decay_rate, h);
 
     // The query rows' copy, then the first key and value tiles', before Q is
-    // waited for.
+    // waited for: the three in flight together, where the query rows went
+    // first alone (through the key tile) and the key and value tiles after;
+    // so lightning/fwd and linear/chunk took 0.96-0.99x the time at B=4
+    // H=32, 1k-16k, every precision (H200, two interleaved rounds;
+    // B=1 H=8 within their spread: results/logs/query_key_value_copies_s19_h200.log).
     mma::RowTile<P, D> Q;
     mma::start_row_tiles<P, D, copies>(team, Qs, q, b, h, tile.first, L, dk, mirror);
     mma::Accumulator<value_block> O;
@@ -609,10 +613,9 @@ struct ChunkOutputs {
     // Intra-chunk first: it reads only q, k and v, so that it runs while the
     // kernels before, which write the states, still run
     // (Start::overlapping_previous).
-    add_intra_chunk<P, D, keys, copies>(team, Q, O, den, Ks, Vs, k, v, b, h, L, t0,
-                                        tile.first + tile.count, dk, dv, first_value, mirror, row0,
-                                        rate, normalise,
-                                        [&] { mma::finish_row_tiles<2>(team, Q, Qs, dk); });
+    add_intra_chunk<P, D, keys, copies>(
+        team, Q, O, den, Ks, Vs, k, v, b, h, L, t0, tile.first + tile.count, dk, dv, first_value,
+        mirror, row0, rate, normalise, [&] { mma::finish_row_tiles<2>(team, Q, Qs, dk); });
     if (n > 0) {
       // Inter-chunk: (lambda^(t - t0 + 1) q_t)^T S_n (the team's value block
       // of it): the query rows scaled in registers, then S_n streamed in

@@ -1289,16 +1289,16 @@ __device__ __forceinline__ void start_row_tiles(const CudaTeam& team, operand_t<
                                                 const View& x, int b, int h, int first_row,
                                                 int rows, int cols, int mirror = -1) {
   const int tile_rows = 16 * (team.team_size() / 32);
-  const int count = rows - first_row < 0 ? 0 : (rows - first_row < tile_rows ? rows - first_row
-                                                                             : tile_rows);
+  const int count =
+      rows - first_row < 0 ? 0 : (rows - first_row < tile_rows ? rows - first_row : tile_rows);
   start_tile_copy<P, Addressing>(staging, padded_stride<P>(K), tile_rows, K, x, b, h, first_row,
                                  count, cols, team.team_rank(), team.team_size(), mirror);
 }
 template <int Pending, class P, int K>
 __device__ __forceinline__ void finish_row_tiles(const CudaTeam& team, RowTile<P, K>& A,
                                                  operand_t<P>* staging, int cols) {
-  finish_tile_copy<Pending, P>(staging, padded_stride<P>(K), 16 * (team.team_size() / 32), K,
-                               cols, team.team_rank(), team.team_size());
+  finish_tile_copy<Pending, P>(staging, padded_stride<P>(K), 16 * (team.team_size() / 32), K, cols,
+                               team.team_rank(), team.team_size());
   team.team_barrier();
   row_tile_from_shared(A, staging, team.team_rank() / 32);
 }
