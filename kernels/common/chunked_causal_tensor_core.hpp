@@ -541,7 +541,9 @@ struct ChunkOutputs {
   static constexpr int keys = bf16_operands ? 64 : 32;  // streamed key and value tiles
   static constexpr int ld = mma::padded_stride<P>(D), ldv = mma::padded_stride<P>(value_block);
   // Rows of S per step of the state part, two in flight (16 in float's and
-  // tf32's 128-column blocks, whose four fp32 slices then fit in the 48 KB).
+  // tf32's 128-column blocks, so that their four fp32 slices fitted in the
+  // 48 KB of static shared memory these tiles had; 32 not measured since
+  // they moved to dynamic shared memory).
   static constexpr int slice = !bf16_operands && value_block > 64 ? 16 : 32;
   static constexpr int slice_ld = mma::k_major_stride<P>(value_block);
   // bf16's 128-column blocks are at the register cap already (spilling 68 /
