@@ -29,8 +29,8 @@
 // intra-chunk part, which needs no state, while the walk and the join still
 // run, and waits for them only before it reads S_n. Where the chain of these
 // kernels sets the time (few heads), that took 0.85-1.00x the time of the
-// kernels one after the other (H100, B=1 H=8, d=128, L = 1k..16k; README
-// "Kernels started overlapping").
+// kernels one after the other (H100, B=1 H=8, d=128, L = 1k..16k;
+// kernels/README.md, "Kernels started overlapping").
 // Every power is exp(-s k) with k >= 0. The states are stored as the inputs
 // are (fp32, or bf16 for bf16 inputs: the operand of the q^T S product); they
 // are accumulated in fp32. Stored states: (L/C - 1) d^2 per (batch, head),

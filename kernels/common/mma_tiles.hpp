@@ -99,7 +99,7 @@ using CudaTensor = Tensor4<Kokkos::Cuda, storage_t<P>>;
 // kernels are CUDA's alone (inline PTX), and launch_tiles launches them as
 // plain CUDA kernels rather than through a Kokkos TeamPolicy: the same
 // functors took 0.92x the time (geometric mean over the tensor-core forms,
-// H100; README "Launched as plain CUDA kernels"). They no longer build a
+// H100; kernels/README.md, "Launched as plain CUDA kernels"). They no longer build a
 // Kokkos team member, their lane index is one instruction (Kokkos lays a
 // team out as a 1 x n block), and ptxas allocates their registers afresh;
 // which of these the time owes to was not measured.
@@ -324,7 +324,7 @@ inline constexpr int register_value_block = D > 64 && !std::is_same_v<P, bf16> ?
 // LION 0.95-0.96x, float softmax 0.93x; but kernels at their register cap
 // (FlashForward<bf16, 128> at 168, the bf16 chunk outputs of 128 columns,
 // GSA's outputs) lost a team per SM or spilled, 1.02-1.11x. Each kernel
-// picks (its `copies`); README "Tile copies" has the table.
+// picks (its `copies`); kernels/README.md, "Tile copies", has the table.
 enum class CopyAddressing { per_piece, strided };
 
 // A RowTile<tf32> holds values already rounded to TF32 (load_row_tiles and
