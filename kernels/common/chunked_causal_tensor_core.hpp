@@ -917,7 +917,7 @@ bool tensor_core_chunked(const Kokkos::Cuda& exec, const char* label, const Shap
       // the walks' 16-row pieces fill less than a fifth of the device's warp
       // slots, the sequence is cut into segments walked in parallel and
       // joined after (a two-level scan), as many as fill about a fifth of
-      // them, or, with fewer pieces than a tenth, about half. Measured on an
+      // them, or, with fewer pieces than a tenth, at most half. Measured on an
       // H100 with ATTN_STATE_SEGMENTS: at B=1 H=8 (256 pieces) lightning/fwd
       // took 16-32 segments fastest (swept 1..64), 16 against the 7 that
       // filled a fifth 0.489 / 0.148 / 0.069 ms against 0.551 / 0.159 /
@@ -934,12 +934,16 @@ bool tensor_core_chunked(const Kokkos::Cuda& exec, const char* label, const Shap
       // registers), and half the warp slots asked for 544 at B=1 H=8 L=16k
       // (17 segments of 32 walks) and 576 at B=1 H=16 4k and 16k (9 of 64):
       // capped at 16 and 8, lightning/fwd and linear/chunk took 0.91-0.97x
-      // the time; tf32's and bf16's walks hold more, and nothing changed for
-      // them (results/logs/segments_b1h8_h200.log).
+      // the time (results/logs/segments_b1h8_h200.log). tf32's and bf16's
+      // walks hold more, but past half the warp slots (four 64 x 64 walks an
+      // SM) some SMs take a fifth and set the walk's time: at B=1 H=8 L=16k
+      // 16 segments against 17 took 0.94-0.96x the time in tf32 and 0.95x in
+      // bf16 (three interleaved rounds, H200;
+      // results/logs/segments_half_s20_h200.log), so half is a ceiling.
       const int walks = BH * States::blocks * States::blocks, warp_slots = exec.concurrency() / 32;
       const int pieces = walks * States::warps * States::row_tiles;
-      const int filling =
-          ceil_div(10 * pieces < warp_slots ? warp_slots / 2 : warp_slots / 5, pieces);
+      const int filling = 10 * pieces < warp_slots ? std::max(1, warp_slots / 2 / pieces)
+                                                   : ceil_div(warp_slots / 5, pieces);
       const int one_round =
           std::max(1, mma::resident_teams<0, States>(States::shared_bytes) / walks);
       const int wanted =
