@@ -539,7 +539,6 @@ struct ChunkOutputs {
   static constexpr int min_blocks =
       bf16_operands ? (ValueBlock < D ? 4 : 3) : (ValueBlock > 64 ? 2 : 3);
   static constexpr int keys = bf16_operands ? 64 : 32;  // streamed key and value tiles
-  static constexpr int ld = mma::padded_stride<P>(D), ldv = mma::padded_stride<P>(value_block);
   // Rows of S per step of the state part, two in flight (16 in float's and
   // tf32's 128-column blocks, so that their four fp32 slices fitted in the
   // 48 KB of static shared memory these tiles had; 32 not measured since
@@ -556,10 +555,9 @@ struct ChunkOutputs {
   // slices of the state in flight, each with the slice of the segment's
   // entering state it is corrected by (see JoinChunkSegments). In dynamic
   // shared memory: 51 KB in bf16 (128 columns), 58 KB in float and tf32 (64).
-  static constexpr int tiles_operands = keys * (ld + ldv) + rows * ld,
-                       shared = tiles_operands > 4 * slice *slice_ld ? tiles_operands
-                                                                     : 4 * slice *slice_ld;
-  static constexpr std::size_t shared_bytes = shared * sizeof(mma::operand_t<P>);
+  using SharedTiles = mma::StreamedTiles<P, D, value_block, keys, rows>;
+  static constexpr std::size_t shared_bytes =
+      std::max<std::size_t>(SharedTiles::bytes, 4 * slice * slice_ld * sizeof(mma::operand_t<P>));
 
   CudaTensor<P> q, k, v, o;
   Vector<Kokkos::Cuda, storage_t<P>> decay_rate;
@@ -576,9 +574,7 @@ struct ChunkOutputs {
     using E = mma::operand_t<P>;
     E* const tile_memory = reinterpret_cast<E*>(mma::dynamic_shared());
     __shared__ float z[D];
-    E* const Ks = tile_memory;
-    E* const Vs = Ks + keys * ld;
-    E* const Qs = Vs + keys * ldv;
+    const SharedTiles shared(tile_memory);
     // The value blocks of one row tile are neighbours in the league (their Q
     // and K tiles are read twice, the second time mostly from L2). Waiting
     // for the states chunk by chunk, the row tiles go in order, each tile of
@@ -608,7 +604,7 @@ struct ChunkOutputs {
     // H=32, 1k-16k, every precision (H200, two interleaved rounds;
     // B=1 H=8 within their spread: results/logs/query_key_value_copies_s19_h200.log).
     mma::RowTile<P, D> Q;
-    mma::start_row_tiles<P, D, copies>(team, Qs, q, b, h, tile.first, L, dk, mirror);
+    mma::start_row_tiles<P, D, copies>(team, shared.queries, q, b, h, tile.first, L, dk, mirror);
     mma::Accumulator<value_block> O;
     mma::zero(O);
     float den[2] = {0.f, 0.f};  // the thread's share of its two rows' normalisers
@@ -616,8 +612,9 @@ struct ChunkOutputs {
     // kernels before, which write the states, still run
     // (Start::overlapping_previous).
     add_intra_chunk<P, D, keys, copies>(
-        team, Q, O, den, Ks, Vs, k, v, b, h, L, t0, tile.first + tile.count, dk, dv, first_value,
-        mirror, row0, rate, normalise, [&] { mma::finish_row_tiles<2>(team, Q, Qs, dk); });
+        team, Q, O, den, shared.keys, shared.values, k, v, b, h, L, t0, tile.first + tile.count, dk,
+        dv, first_value, mirror, row0, rate, normalise,
+        [&] { mma::finish_row_tiles<2>(team, Q, shared.queries, dk); });
     if (n > 0) {
       // Inter-chunk: (lambda^(t - t0 + 1) q_t)^T S_n (the team's value block
       // of it): the query rows scaled in registers, then S_n streamed in

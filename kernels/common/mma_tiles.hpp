@@ -300,6 +300,27 @@ KOKKOS_INLINE_FUNCTION constexpr int k_major_stride(int cols) {
   return cols + 8;
 }
 
+// The shared tiles of a team that streams Keys-row key and value tiles past
+// Rows query rows of its own (attend_streamed, with the query rows' copy
+// started by start_row_tiles and finished in its `first`, so that the three
+// copies are in flight at once): keys [Keys][padded_stride(D)], values
+// [Keys][padded_stride(DV)] and the query rows' staging tile
+// [Rows][padded_stride(D)], one after the other from `memory` (the team's
+// dynamic shared memory, `bytes` of it).
+template <class P, int D, int DV, int Keys, int Rows>
+struct StreamedTiles {
+  static constexpr int operands =
+      Keys * (padded_stride<P>(D) + padded_stride<P>(DV)) + Rows * padded_stride<P>(D);
+  static constexpr std::size_t bytes = operands * sizeof(operand_t<P>);
+  operand_t<P>* keys;
+  operand_t<P>* values;
+  operand_t<P>* queries;
+  KOKKOS_INLINE_FUNCTION explicit StreamedTiles(operand_t<P>* memory)
+      : keys(memory),
+        values(memory + Keys * padded_stride<P>(D)),
+        queries(values + Keys * padded_stride<P>(DV)) {}
+};
+
 template <int N>
 struct Accumulator {
   static_assert(N % 8 == 0, "an accumulator is a whole number of 8-column MMA tiles");

@@ -22,7 +22,6 @@
 #include "common/mma_tiles.hpp"
 #include "lion/mask.hpp"
 
-#include <cstddef>
 #include <type_traits>
 
 namespace attn::detail {
@@ -35,13 +34,10 @@ struct LionTensorCoreTiles {
   static constexpr int value_block = mma::register_value_block<P, D>,
                        value_blocks = D / value_block;
   static constexpr int keys = std::is_same_v<P, bf16> ? 64 : 32;  // streamed key and value tiles
-  static constexpr int ld = mma::padded_stride<P>(D), ldv = mma::padded_stride<P>(value_block);
   static constexpr auto copies = mma::CopyAddressing::strided;
-  // The key and value tiles and the query rows' staging tile, apart so that
-  // the three copies are in flight at once: in dynamic shared memory, 52 KB
-  // in bf16 and 59 KB in float and tf32 at d = 128.
-  static constexpr std::size_t shared_bytes =
-      (keys * (ld + ldv) + rows * ld) * sizeof(mma::operand_t<P>);
+  // The key and value tiles and the query rows' staging tile, in dynamic
+  // shared memory: 52 KB in bf16 and 59 KB in float and tf32 at d = 128.
+  using SharedTiles = mma::StreamedTiles<P, D, value_block, keys, rows>;
 
   mma::CudaTensor<P> q, k, v, o;
   LionLogMask<Kokkos::Cuda, storage_t<P>> mask;
@@ -51,10 +47,7 @@ struct LionTensorCoreTiles {
 
   KOKKOS_INLINE_FUNCTION void operator()(const mma::CudaTeam& team) const {
 #if defined(ATTN_MMA_DEVICE_PASS)
-    using E = mma::operand_t<P>;
-    E* const Ks = reinterpret_cast<E*>(mma::dynamic_shared());
-    E* const Vs = Ks + keys * ld;
-    E* const Qs = Vs + keys * ldv;
+    const SharedTiles shared(reinterpret_cast<mma::operand_t<P>*>(mma::dynamic_shared()));
     const int vb = team.league_rank() % value_blocks, first_value = vb * value_block;
     const TeamTile tile = team_tile(team.league_rank() / value_blocks, tiles, H, rows, L);
     const int b = tile.b, h = tile.h, row0 = tile.first + 16 * (team.team_rank() / 32);
@@ -62,7 +55,7 @@ struct LionTensorCoreTiles {
     // The query rows' copy, then the first key and value tiles', before Q is
     // waited for (attend_streamed's `first`).
     mma::RowTile<P, D> Q;
-    mma::start_row_tiles<P, D, copies>(team, Qs, q, b, h, tile.first, L, dk);
+    mma::start_row_tiles<P, D, copies>(team, shared.queries, q, b, h, tile.first, L, dk);
     mma::Accumulator<value_block> O;
     mma::zero(O);
     float den[2] = {0.f, 0.f};  // the thread's share of its two rows' sums of weights
@@ -88,7 +81,8 @@ struct LionTensorCoreTiles {
                                 expf(float(last_backward - backward_row[1]))};
     // Every key of the sequence adds into O: exact sums (see attend_streamed).
     mma::attend_streamed<P, D, keys, true, mma::Bf16Rounding::conversion_unit, copies>(
-        team, Q, O, Ks, Vs, k, v, b, h, L, 0, L, dk, dv, first_value, -1, [](int) { return true; },
+        team, Q, O, shared.keys, shared.values, k, v, b, h, L, 0, L, dk, dv, first_value, -1,
+        [](int) { return true; },
         [&](mma::Accumulator<keys>& S, int k0, int nk) {
           // A key tile lies wholly before, inside or after the team's chunk (chunks are whole
           // tiles).
@@ -121,7 +115,7 @@ struct LionTensorCoreTiles {
           }
           if (scaled) mma::add_row_sums(S, den);
         },
-        [&] { mma::finish_row_tiles<2>(team, Q, Qs, dk); });
+        [&] { mma::finish_row_tiles<2>(team, Q, shared.queries, dk); });
     const float total[2] = {mma::quad_sum(den[0]), mma::quad_sum(den[1])};
     mma::for_each_entry(O, [&](int r, int c, float& x) {
       if (row0 + r < L && first_value + c < dv)
@@ -151,7 +145,7 @@ bool lion_tensor_core_tiles(const Kokkos::Cuda& exec, const char* label, const S
         label, exec, s.batch * s.heads * tiles * Tiles::value_blocks,
         Tiles{q, k, v, o, mask, s.seq, s.heads, tiles, s.dk, s.dv, chunk < s.seq ? chunk : 0,
               options.variant != LionVariant::lit, options.scaled},
-        mma::Start::after_previous, Tiles::shared_bytes);
+        mma::Start::after_previous, Tiles::SharedTiles::bytes);
   };
   return mma::with_padded_head(s.dk, s.dv, run);
 }

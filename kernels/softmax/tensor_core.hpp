@@ -14,7 +14,6 @@
 
 #include <cfloat>
 #include <cmath>
-#include <cstddef>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -108,11 +107,9 @@ struct FlashForward {
   static constexpr int warps = 4, rows = 16 * warps;
   static constexpr int keys =
       std::is_same_v<P, bf16> ? 64 : 32;  // streamed tile: 2 x keys x D operands
-  static constexpr int ld = mma::padded_stride<P>(D);
-  // The key and value tiles and the query rows' staging tile, apart so that
-  // the three copies are in flight at once: in dynamic shared memory, 52 KB
-  // in bf16 and 68 KB in float and tf32 at d = 128.
-  static constexpr std::size_t shared_bytes = (2 * keys + rows) * ld * sizeof(mma::operand_t<P>);
+  // The key and value tiles and the query rows' staging tile, in dynamic
+  // shared memory: 52 KB in bf16 and 68 KB in float and tf32 at d = 128.
+  using SharedTiles = mma::StreamedTiles<P, D, D, keys, rows>;
   // bf16 at d = 128 is at 168 registers, three teams per SM: strided copies
   // took it to 173, two teams, 1.11x the time.
   static constexpr auto copies =
@@ -126,10 +123,7 @@ struct FlashForward {
 
   KOKKOS_INLINE_FUNCTION void operator()(const CudaTeam& team) const {
 #if defined(ATTN_MMA_DEVICE_PASS)
-    using E = mma::operand_t<P>;
-    E* const Ks = reinterpret_cast<E*>(mma::dynamic_shared());
-    E* const Vs = Ks + keys * ld;
-    E* const Qs = Vs + keys * ld;
+    const SharedTiles shared(reinterpret_cast<mma::operand_t<P>*>(mma::dynamic_shared()));
     // Causal: the last query tiles see the most keys; start them first.
     const int rank = causal ? team.league_size() - 1 - team.league_rank() : team.league_rank();
     const TeamTile tile = team_tile(rank, tiles, H, rows, L);
@@ -139,7 +133,7 @@ struct FlashForward {
     // The query rows' copy, then the first key and value tiles', before Q is
     // waited for (attend_streamed's `first`), as ChunkOutputs does.
     mma::RowTile<P, D> Q;
-    mma::start_row_tiles<P, D, copies>(team, Qs, q, b, h, tile.first, L, dk);
+    mma::start_row_tiles<P, D, copies>(team, shared.queries, q, b, h, tile.first, L, dk);
     mma::Accumulator<D> O;
     mma::zero(O);
     OnlineSoftmax softmax;
@@ -147,14 +141,14 @@ struct FlashForward {
     // Online softmax over the key tiles; past the diagonal they are skipped.
     const int end = causal ? (tile.first + tile.count < L ? tile.first + tile.count : L) : L;
     mma::attend_streamed<P, D, keys, false, weight_rounding, copies>(
-        team, Q, O, Ks, Vs, k, v, b, h, L, 0, end, dk, dv, 0, -1,
+        team, Q, O, shared.keys, shared.values, k, v, b, h, L, 0, end, dk, dv, 0, -1,
         [&](int k0) {
           return !causal || k0 <= row0 + 15;
         },  // some query of the warp sees these keys
         [&](mma::Accumulator<keys>& S, int k0, int nk) {
           softmax.template weigh<P>(S, O, k0, nk, row0, causal, scale_log2);
         },
-        [&] { mma::finish_row_tiles<2>(team, Q, Qs, dk); });
+        [&] { mma::finish_row_tiles<2>(team, Q, shared.queries, dk); });
     softmax.store<P>(O, o, logsumexp, b, h, row0, L, 0, dv);
 #endif
   }
@@ -356,7 +350,7 @@ bool tensor_core_forward(const Kokkos::Cuda& exec, const char* label, const Cuda
     const int tiles = ceil_div(s.seq, F::rows);
     launch_tiles(label, exec, s.batch * s.heads * tiles,
                  F{q, k, v, o, logsumexp, s.seq, s.heads, tiles, s.dk, s.dv, scale_log2, causal},
-                 mma::Start::after_previous, F::shared_bytes);
+                 mma::Start::after_previous, F::SharedTiles::bytes);
   };
   if (mma::with_padded_head(s.dk, s.dv, run)) return true;
   using W = WideFlashForward<P>;
