@@ -8,8 +8,12 @@
 #include <boost/program_options.hpp>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <csignal>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -92,17 +96,21 @@ running ("skipped: ... calls predicted to take ...").
 )";
 
 // A form's declared option as bench sweep and bench run take it: a switch as
-// a flag, a number or a choice as a value with its default.
+// a flag that also takes an explicit true or false (`--unscaled false`, as
+// --list-points writes options and a runner passes them back, is off: a flag
+// alone would read it as on and the `false` as a stray word), a number or a
+// choice as a value with its default.
 template <class T>
 const po::value_semantic* with_default(const OptionValue& value) {
   return po::value<T>()->default_value(std::get<T>(value));
 }
 void add_declared_option(po::options_description& o, const OptionSpec& option) {
   using Kind = OptionSpec::Kind;
-  const po::value_semantic* value = option.kind == Kind::switch_ ? po::bool_switch()
-                                    : option.kind == Kind::number
-                                        ? with_default<double>(option.default_value)
-                                        : with_default<std::string>(option.default_value);
+  const po::value_semantic* value =
+      option.kind == Kind::switch_
+          ? po::value<bool>()->default_value(false, "false")->implicit_value(true, "true")
+      : option.kind == Kind::number ? with_default<double>(option.default_value)
+                                    : with_default<std::string>(option.default_value);
   o.add_options()(option.name.c_str(), value, option.help.c_str());
 }
 
@@ -127,6 +135,30 @@ void add_shape_options(po::options_description& o, bool lists) {
                     po::value<std::string>()->default_value(param.default_values),
                     param.help.c_str());
   for (const OptionSpec& option : declared_options()) add_declared_option(o, option);
+}
+
+// A command's options, with a word that is none of them refused (`problem ...
+// stray`, `list extra`) rather than ignored; not yet notified.
+po::variables_map parse_command_options(const std::vector<std::string>& args,
+                                        const po::options_description& options,
+                                        const std::string& command) {
+  const auto parsed = po::command_line_parser(args).options(options).allow_unregistered().run();
+  for (const auto& word : po::collect_unrecognized(parsed.options, po::include_positional))
+    throw std::invalid_argument(fmt::format(
+        "{} '{}' (see bench {} --help)",
+        word.rfind('-', 0) == 0 ? "unrecognised option" : "unexpected argument", word, command));
+  po::variables_map vm;
+  po::store(parsed, vm);
+  return vm;
+}
+
+// Whether two paths name one file: the same path once absolute and normal
+// (links followed as far as they exist), or one existing file by two names.
+bool same_file(const std::string& a, const std::string& b) {
+  namespace fs = std::filesystem;
+  std::error_code ec_a, ec_b, ec;
+  if (fs::weakly_canonical(a, ec_a) == fs::weakly_canonical(b, ec_b) && !ec_a && !ec_b) return true;
+  return fs::equivalent(a, b, ec);
 }
 
 po::options_description sweep_options() {
@@ -334,6 +366,13 @@ std::string store_experiment_file(const std::string& path, const po::options_des
     if (!options.find_nothrow(name, false) || name == "help")
       throw std::invalid_argument(
           fmt::format("{}: unknown option '{}' (see bench --help)", where, name));
+    // An experiment describes what to measure; replacing a file (a result file
+    // started over, a JSON report written over whatever it names) needs the
+    // person's own command line, not a file someone else wrote.
+    if (name == "fresh" || name == "json")
+      throw std::invalid_argument(
+          fmt::format("{}: '{}' replaces a file and is taken from the command line only (--{})",
+                      where, name, name));
     if (!seen.insert(name).second)
       throw std::invalid_argument(fmt::format("{}: '{}' is given twice", where, name));
     po::parsed_options parsed(&options);
@@ -388,6 +427,14 @@ Sweep sweep_from(const po::variables_map& vm, const std::string& command_line) {
   sweep.measure.warmup = vm["warmup"].as<int>();
   sweep.measure.check_flops = number_option(vm, "check-flops", 0, false, " (0: no error check)");
   if (sweep.measure.reps < 1) throw std::invalid_argument("--reps must be at least 1");
+  // Each repetition is a Google Benchmark run whose sample is kept, and each
+  // costs its own set-up even past --point-timeout: a bound, not hours and GBs.
+  constexpr int most_reps = 100000;
+  for (const char* option : {"reps", "max-reps"})
+    if (vm[option].as<int>() > most_reps)
+      throw std::invalid_argument(
+          fmt::format("--{} {}: at most {} (each repetition's sample is kept)", option,
+                      vm[option].as<int>(), most_reps));
   if (sweep.measure.warmup < 0) throw std::invalid_argument("--warmup must not be negative");
   sweep.measure.min_time_s =
       number_option(vm, "min-time", 0, false, " (seconds; 0: one call per repetition)");
@@ -395,6 +442,10 @@ Sweep sweep_from(const po::variables_map& vm, const std::string& command_line) {
       number_option(vm, "max-noise", 0, false, " (0.02: 2%; 0: no noise target)");
   sweep.measure.max_reps = vm["max-reps"].as<int>();
   if (sweep.measure.max_reps < 1) throw std::invalid_argument("--max-reps must be at least 1");
+  if (!vm["max-reps"].defaulted() && sweep.measure.max_reps < sweep.measure.reps)
+    throw std::invalid_argument(
+        fmt::format("--max-reps {} is below --reps {}: a point takes --reps repetitions at least",
+                    sweep.measure.max_reps, sweep.measure.reps));
   sweep.measure.max_time_s = number_option(vm, "max-time", 0, true, " (seconds)");
   sweep.measure.flush_cache = vm["flush-cache"].as<bool>();
   if (vm.count("point-timeout"))
@@ -403,6 +454,16 @@ Sweep sweep_from(const po::variables_map& vm, const std::string& command_line) {
   sweep.fresh = vm["fresh"].as<bool>();
   sweep.dry_run = vm["dry-run"].as<bool>();
   if (vm.count("json")) sweep.json = vm["json"].as<std::string>();
+  // A name with a control byte (an escape sequence) would be echoed raw to the
+  // terminal in every progress line: refused.
+  for (const auto& [option, name] : {std::pair{"out", sweep.out}, std::pair{"json", sweep.json}})
+    if (std::any_of(name.begin(), name.end(),
+                    [](unsigned char c) { return c < 0x20 || c == 0x7f; }))
+      throw std::invalid_argument(
+          fmt::format("--{} '{}': a control character in a file name", option, name));
+  if (!sweep.json.empty() && same_file(sweep.json, sweep.out))
+    throw std::invalid_argument("--json '" + sweep.json +
+                                "' is the result file (--out): give it a name of its own");
 #ifdef KOKKOS_ENABLE_CUDA
   sweep.backend = vm.count("backend") ? vm["backend"].as<std::string>() : "cuda";
 #else
@@ -461,8 +522,7 @@ int list_command(const std::vector<std::string>& args) {
   po::options_description options("list options");
   options.add_options()("help,h", "this help")(
       "format", po::value<std::string>()->default_value("text"), "text (a table) or json");
-  po::variables_map vm;
-  po::store(po::command_line_parser(args).options(options).run(), vm);
+  po::variables_map vm = parse_command_options(args, options, "list");
   po::notify(vm);
   if (vm.count("help")) {
     fmt::print(
@@ -585,6 +645,11 @@ int export_command(const std::vector<std::string>& args) {
     return 0;
   }
   const std::string out = vm["out"].as<std::string>();
+  if (same_file(out, files[0]))
+    throw std::invalid_argument("export: --out '" + out + "' is the result file it reads");
+  if (is_hdf5_file(out))
+    throw std::invalid_argument("export: --out '" + out +
+                                "' is an HDF5 file; not replaced by text");
   std::ofstream file(out, std::ios::binary);
   file << text;
   file.close();
@@ -627,8 +692,7 @@ brings its rows back with bench import (README.md, "Peers as rows").
 
 int problem_command(const std::vector<std::string>& args) {
   const po::options_description options = problem_options();
-  po::variables_map vm;
-  po::store(po::command_line_parser(args).options(options).run(), vm);
+  po::variables_map vm = parse_command_options(args, options, "problem");
   po::notify(vm);
   if (vm.count("help")) {
     fmt::print("{}\n",
@@ -731,7 +795,7 @@ int import_command(const std::vector<std::string>& args, const std::string& comm
 
 }  // namespace
 
-int main(int argc, char* argv[]) {
+int run_command(int argc, char* argv[]) {
   std::string command_line;
   for (int i = 0; i < argc; ++i) command_line += (i ? " " : "") + std::string(argv[i]);
   const std::string command = argc > 1 ? argv[1] : "";
@@ -799,15 +863,9 @@ int main(int argc, char* argv[]) {
       config_file = argv[2];
       first = 3;
     }
-    std::vector<std::string> args(argv + first, argv + argc);
-    po::variables_map vm;
     // A stray word (`sweep garbage`, `--decay-floor 0`) is an error, not ignored.
-    const auto parsed = po::command_line_parser(args).options(options).allow_unregistered().run();
-    for (const auto& word : po::collect_unrecognized(parsed.options, po::include_positional))
-      throw std::invalid_argument(fmt::format(
-          "{} '{}' (see bench {} --help)",
-          word.rfind('-', 0) == 0 ? "unrecognised option" : "unexpected argument", word, command));
-    po::store(parsed, vm);
+    po::variables_map vm = parse_command_options(
+        std::vector<std::string>(argv + first, argv + argc), options, command);
     if (vm.count("help")) {  // after other words: bench run FILE.cfg --help
       fmt::print("{}\n", command_help(usage, options, sweep_notes));
       return 0;
@@ -849,4 +907,19 @@ int main(int argc, char* argv[]) {
     fmt::print(stderr, "bench: error: {}\n", printable(e.what()));
     return 1;
   }
+}
+
+// A failed write to standard output (a full disk, /dev/full) is an error: fmt
+// throws only when stdio's buffer fills, so a short output fails at the flush.
+int main(int argc, char* argv[]) {
+  // Past a file size limit (ulimit -f) a write then fails with EFBIG, which the
+  // result file reports in one line with every finished row kept, instead of
+  // SIGXFSZ ending bench with no word.
+  std::signal(SIGXFSZ, SIG_IGN);
+  const int status = run_command(argc, argv);
+  if ((std::fflush(stdout) != 0 || std::ferror(stdout)) && status == 0) {
+    fmt::print(stderr, "bench: writing to standard output failed: {}\n", std::strerror(errno));
+    return 1;
+  }
+  return status;
 }

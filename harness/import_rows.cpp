@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <memory>
@@ -188,10 +189,38 @@ void add_cost(ResultRow& row) {
   }
 }
 
+// How deeply LINE nests arrays and objects (brackets inside strings aside): the
+// JSON parser recurses once a level, so a line nested thousands deep would
+// exhaust the stack before it could be refused.
+int nesting_depth(const std::string& line) {
+  int depth = 0, deepest = 0;
+  bool in_string = false, escaped = false;
+  for (const char c : line) {
+    if (in_string) {
+      if (escaped)
+        escaped = false;
+      else if (c == '\\')
+        escaped = true;
+      else if (c == '"')
+        in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return deepest;
+}
+constexpr int deepest_row_line = 16;  // a row, an object holding its axes object, is 2 deep
+
 }  // namespace
 
 std::vector<ResultRow> read_row_lines(const std::string& path,
                                       const std::vector<std::string>& axes) {
+  if (std::filesystem::exists(path) && !std::filesystem::is_regular_file(path))
+    throw std::invalid_argument("the rows file '" + path + "' is not a regular file");
   std::ifstream in(path);
   if (!in) throw std::invalid_argument("cannot read the rows file '" + path + "'");
   std::vector<ResultRow> rows;
@@ -200,6 +229,8 @@ std::vector<ResultRow> read_row_lines(const std::string& path,
     ++number;
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     const LineReader reader(fmt::format("{}:{}", path, number));
+    if (nesting_depth(line) > deepest_row_line)
+      reader.fail(fmt::format("not a row: nested more than {} deep", deepest_row_line));
     pt::ptree tree;
     try {
       std::istringstream text(line);

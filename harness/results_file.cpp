@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <set>
@@ -202,6 +203,29 @@ ResultRow from_record(const unsigned char* bytes, const std::vector<std::string>
 
 void quiet_hdf5() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
 
+}  // namespace
+
+bool is_hdf5_file(const std::string& path) {
+  quiet_hdf5();
+  return std::filesystem::is_regular_file(path) && H5Fis_hdf5(path.c_str()) > 0;
+}
+
+namespace {
+
+// A file a sweep was creating when it was killed before HDF5 wrote more than
+// its first block: empty, or an HDF5 superblock too short to be a whole file,
+// which does not open. It holds no row, so resuming it starts it as new (any
+// file that opens is judged as a result file, and refused if it is not one).
+bool holds_nothing(const std::string& path) {
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(path, ec);
+  if (ec) return false;
+  if (size == 0) return true;
+  if (size >= 512 || !is_hdf5_file(path)) return false;
+  const Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+  return !file.valid();
+}
+
 std::map<std::string, std::string> read_string_attributes(hid_t file) {
   std::map<std::string, std::string> out;
   const Handle root(H5Gopen2(file, "/", H5P_DEFAULT), H5Gclose);
@@ -270,6 +294,18 @@ std::string damage_of(const ResultRow& r) {
 // /points, at the same index.
 Handle samples_type() { return Handle(H5Tvlen_create(H5T_NATIVE_DOUBLE), H5Tclose); }
 
+// The length of a one-dimensional table (/points, /samples); a table of
+// another rank (a hand-made file) is refused before its extent is read into
+// one number.
+hsize_t table_length(hid_t space, const char* table, const std::string& path) {
+  if (H5Sget_simple_extent_ndims(space) != 1)
+    throw IncompatibleResultFile(
+        fmt::format("the {} table of '{}' is not one-dimensional", table, path));
+  hsize_t n = 0;
+  H5Sget_simple_extent_dims(space, &n, nullptr);
+  return n;
+}
+
 // Reads /samples (absent before v5: every row's samples stay empty). A row's
 // samples are written before the row: samples beyond the last row are those
 // of a row whose write was cut off (a killed sweep), and are left out.
@@ -277,8 +313,7 @@ void read_samples(hid_t file, std::vector<ResultRow>& rows, const std::string& p
   if (H5Lexists(file, "samples", H5P_DEFAULT) <= 0) return;
   const Handle dataset(H5Dopen2(file, "samples", H5P_DEFAULT), H5Dclose);
   const Handle space(H5Dget_space(dataset), H5Sclose);
-  hsize_t n = 0;
-  H5Sget_simple_extent_dims(space, &n, nullptr);
+  const hsize_t n = table_length(space, "samples", path);
   if (n < rows.size())
     throw IncompatibleResultFile(
         fmt::format("'{}' holds samples of {} rows for {} rows", path, n, rows.size()));
@@ -302,8 +337,7 @@ template <class R>
 std::vector<ResultRow> read_records(hid_t dataset, const std::vector<std::string>& axes,
                                     const std::string& path) {
   const Handle space(H5Dget_space(dataset), H5Sclose);
-  hsize_t n = 0;
-  H5Sget_simple_extent_dims(space, &n, nullptr);
+  const hsize_t n = table_length(space, "points", path);
   const std::size_t stride = R::bytes(axes.size());
   std::vector<unsigned char> records(n * stride);  // zeros: 0, null strings
   const Handle type(record_type<R>(axes), H5Tclose);
@@ -433,8 +467,11 @@ ResultFile::ResultFile(const std::string& path,
   type_ = record_type<Record>(axis_columns());
   samples_type_ = H5Tvlen_create(H5T_NATIVE_DOUBLE);
   std::error_code ec;
+  // A FIFO, a device or a directory would block or be clobbered: refused.
+  if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec))
+    throw std::runtime_error("'" + path + "' exists and is not a regular file");
   try {
-    if (mode == Mode::resume && std::filesystem::exists(path, ec))
+    if (mode == Mode::resume && std::filesystem::exists(path, ec) && !holds_nothing(path))
       open_for_append(path);
     else
       create(path, attributes);
@@ -518,6 +555,14 @@ void ResultFile::create(const std::string& path,
   H5Fflush(file_, H5F_SCOPE_GLOBAL);
 }
 
+namespace {
+// N of "attn-harness points vN"; 0 for any other text.
+int points_format_version(const std::string& format) {
+  const std::string prefix = "attn-harness points v";
+  return format.rfind(prefix, 0) == 0 ? std::atoi(format.c_str() + prefix.size()) : 0;
+}
+}  // namespace
+
 // Appends only to a table this build would have written itself: the format
 // attribute is result_format and the table's columns are exactly the record's.
 void ResultFile::open_for_append(const std::string& path) {
@@ -533,8 +578,12 @@ void ResultFile::open_for_append(const std::string& path) {
     throw IncompatibleResultFile("'" + path +
                                  "' is not a bench result file (it has no format attribute)");
   if (format->second != result_format)
-    throw IncompatibleResultFile("'" + path + "' is an older result file (" + format->second +
-                                 "); rows are appended only to " + result_format + " files");
+    throw IncompatibleResultFile(
+        "'" + path + "' is " +
+        (points_format_version(format->second) < points_format_version(result_format)
+             ? "an older result file ("
+             : "a result file of another format (") +
+        format->second + "); rows are appended only to " + result_format + " files");
   dataset_ = H5Dopen2(file_, "points", H5P_DEFAULT);
   if (dataset_ < 0) throw IncompatibleResultFile("'" + path + "' has no points table");
   const Handle file_type(H5Dget_type(dataset_), H5Tclose);
@@ -646,6 +695,8 @@ namespace {
 Handle open_result_file(const std::string& path) {
   quiet_hdf5();
   if (!std::filesystem::exists(path)) throw std::runtime_error("no such file: '" + path + "'");
+  if (!std::filesystem::is_regular_file(path))
+    throw std::runtime_error("'" + path + "' is not a regular file");
   if (H5Fis_hdf5(path.c_str()) <= 0) throw std::runtime_error("'" + path + "' is not an HDF5 file");
   Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
   if (!file.valid()) throw std::runtime_error("cannot open result file '" + path + "'");

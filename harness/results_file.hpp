@@ -85,6 +85,9 @@ struct IncompatibleResultFile : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Whether PATH exists and is an HDF5 file (of any kind: a result or a problem file).
+bool is_hdf5_file(const std::string& path);
+
 class ResultFile {
  public:
   enum class Mode {

@@ -208,7 +208,7 @@ int print_dry_run(const Sweep& sweep, const std::vector<Point>& points) {
 class JsonReport {
  public:
   JsonReport(const std::string& path, const std::map<std::string, std::string>& attributes)
-      : out_(path) {
+      : path_(path), out_(path) {
     if (!out_) throw std::invalid_argument("--json: cannot write '" + path + "'");
     for (const char* name : {"git_revision", "backend", "device", "date"})
       benchmark::AddCustomContext(std::string("attn_") + name, attributes.at(name));
@@ -216,16 +216,33 @@ class JsonReport {
     reporter_.SetErrorStream(&out_);
     reporter_.ReportContext(benchmark::BenchmarkReporter::Context());
   }
-  ~JsonReport() {
+  // Refuses a PATH that cannot be written, leaving what is there untouched: the
+  // report is opened (and truncated) only once the sweep has been accepted.
+  static void refuse_unwritable(const std::string& path) {
+    const bool existed = std::filesystem::exists(path);
+    if (!std::ofstream(path, std::ios::app))
+      throw std::invalid_argument("--json: cannot write '" + path + "'");
+    if (!existed) std::filesystem::remove(path);
+  }
+  // Closes the list and the object, and reports a failed write (a full disk).
+  void finish() {
+    finished_ = true;
     reporter_.Finalize();
-  }  // closes the list and the object: the file is valid JSON however the sweep ends
+    out_.close();
+    if (!out_) throw std::runtime_error("--json: writing '" + path_ + "' failed");
+  }
+  ~JsonReport() {
+    if (!finished_) reporter_.Finalize();
+  }  // the file is valid JSON however the sweep ends
   JsonReport(const JsonReport&) = delete;
   JsonReport& operator=(const JsonReport&) = delete;
   benchmark::BenchmarkReporter* reporter() { return &reporter_; }
 
  private:
+  std::string path_;
   std::ofstream out_;
   benchmark::JSONReporter reporter_;
+  bool finished_ = false;
 };
 
 // A new file on the host backend: the roofline's ceilings, measured on this
@@ -454,16 +471,18 @@ int measure_sweep(const Sweep& sweep, MeasureOptions& options) {
 #ifdef ATTN_MPI
   if (distributed::active()) return measure_over_ranks(sweep, points, backend, options, attributes);
 #endif
-  std::optional<JsonReport>
-      json;  // before the result file: an unwritable --json is refused before it is touched
-  if (!sweep.json.empty()) {
-    json.emplace(sweep.json, attributes);
-    options.json = json->reporter();
-  }
+  // An unwritable --json is refused before the result file is touched, and an
+  // existing one is replaced only once the result file has been accepted.
+  std::optional<JsonReport> json;
+  if (!sweep.json.empty()) JsonReport::refuse_unwritable(sweep.json);
   const interruption::Guard
       guard;  // before the file: the file closes before the handlers are restored
   const std::unique_ptr<ResultFile> opened = open_result_file(sweep, attributes);
   ResultFile& file = *opened;
+  if (!sweep.json.empty()) {
+    json.emplace(sweep.json, attributes);
+    options.json = json->reporter();
+  }
   record_host_ceilings(file, backend);
   const Todo todo = points_to_measure(points, file);
   const std::size_t kept = points.size() - todo.points.size();
@@ -481,6 +500,7 @@ int measure_sweep(const Sweep& sweep, MeasureOptions& options) {
   Measurement measurement(todo.points, file.rows(), backend.measure, options, &writer);
   const std::size_t done = measurement.run(console);
   print_summary(rows_of_points(points, file));
+  if (json) json->finish();
 
   if (done < todo.points.size()) {
     fmt::print(

@@ -6,7 +6,8 @@ bench=$1
 source "$(dirname "$0")/checks.sh"
 # Result files that an earlier run of this script left here would be resumed
 # (their rows kept, or refused when of an older format): start without them.
-rm -f advice.h5 bom.h5 mixed.h5 none.h5 tiny.h5 x.h5 tiny.csv tiny.json tiny.md dry.h5 cold.h5 warm.h5 tiny_gb.json
+rm -f advice.h5 bom.h5 mixed.h5 none.h5 tiny.h5 x.h5 tiny.csv tiny.json tiny.md dry.h5 cold.h5 warm.h5 tiny_gb.json \
+  kept.json full.h5
 expect_error "unknown form 'nope'" sweep --forms nope --out x.h5
 expect_error "--seq '': empty" sweep --seq "" --out x.h5
 expect_error "not a positive whole number" sweep --seq 1k.. --out x.h5
@@ -26,11 +27,16 @@ expect_error "--reps must be at least 1" sweep --reps 0 --out x.h5
 expect_error "--min-time must be a finite number >= 0" sweep --min-time -1 --out x.h5
 expect_error "--max-noise must be a finite number >= 0" sweep --max-noise nan --out x.h5
 expect_error "--max-reps must be at least 1" sweep --max-reps 0 --out x.h5
+expect_error "--max-reps 3 is below --reps 10" sweep --reps 10 --max-reps 3 --out x.h5
+expect_error "--reps 10000000: at most 100000" sweep --reps 10000000 --point-timeout 1 --out x.h5
+expect_error "--max-reps 2000000: at most 100000" sweep --max-reps 2000000 --out x.h5
+expect_error "--out 'a.x1b.31m.h5': a control character in a file name" sweep --out $'a\x1b[31m.h5'
 expect_error "--max-time must be a finite number > 0" sweep --max-time 0 --out x.h5
 expect_error "unknown command" frobnicate
 # Defects found under hostile input: each was accepted before.
 expect_error "unexpected argument 'garbage'" sweep garbage --out x.h5
-expect_error "unexpected argument '0'" sweep --decay-floor 0 --out x.h5
+# A switch takes an optional true or false (on, off, 1, 0), never another value.
+expect_error "the argument ('1e-7') for option '--decay-floor' is invalid" sweep --decay-floor 1e-7 --out x.h5
 expect_error "--seed '-1': not a whole number" sweep --seed -1 --out x.h5
 expect_error "--check-flops must be a finite number" sweep --check-flops nan --out x.h5
 # Options are checked before Kokkos starts, and bench sets OpenMP placement when
@@ -74,6 +80,11 @@ printf 'reps = many\n' >bad_value.cfg
 expect_error "bad_value.cfg:1: .*'many'.*reps" run bad_value.cfg --out x.h5
 printf 'seq = 64\nseq = 128\n' >twice.cfg
 expect_error "twice.cfg:2: 'seq' is given twice" run twice.cfg --out x.h5
+# A config describes an experiment: what replaces a file comes from the command line only.
+printf 'forms = softmax/full\nfresh = true\n' >fresh.cfg
+expect_error "fresh.cfg:2: 'fresh' replaces a file and is taken from the command line only" run fresh.cfg --out x.h5
+printf 'json = victim.txt\n' >json.cfg
+expect_error "json.cfg:1: 'json' replaces a file and is taken from the command line only" run json.cfg --out x.h5
 expect_error "--point-timeout must be a finite number > 0 (seconds)" sweep --point-timeout 0 --out x.h5
 expect_error "--point-timeout must be a finite number > 0 (seconds)" sweep --point-timeout inf --out x.h5
 expect_error "--gate-temperature must be a finite number > 0" sweep --gate-temperature inf --out x.h5
@@ -189,6 +200,22 @@ else echo "ok: --json: Google Benchmark's report: $json_check, medians as in tin
 fi
 expect_error "--json: cannot write '/proc/attn.json'" sweep --forms softmax/full --seq 8 --heads 1 --dk 8 --reps 1 \
   --backend host --out x.h5 --fresh --json /proc/attn.json
+# --json never replaces the result file, nor, when the sweep is refused, a JSON file
+# already there; a report that cannot be written in full is an error.
+tiny_sweep=(sweep --forms softmax/full --seq 8 --heads 1 --dk 8 --backend host)
+expect_error "--json 'tiny.h5' is the result file (--out)" "${tiny_sweep[@]}" --reps 1 --out tiny.h5 --json tiny.h5
+expect_error "--json './tiny.h5' is the result file (--out)" "${tiny_sweep[@]}" --reps 1 --out tiny.h5 --json ./tiny.h5
+echo '{"kept": true}' >kept.json
+expect_error "cannot resume: 'tiny.h5'" "${tiny_sweep[@]}" --reps 5 --out tiny.h5 --json kept.json
+if [ "$(cat kept.json)" != '{"kept": true}' ]; then fail "a refused sweep replaced its --json file: $(head -c 80 kept.json)"
+else pass "a refused sweep leaves its --json file as it was"
+fi
+rm -f full.h5
+err=$("$bench" "${tiny_sweep[@]}" --reps 1 --out full.h5 --json /dev/full 2>&1 >/dev/null); rc=$?
+if [ "$rc" != 1 ] || ! grep -q "^bench: error: --json: writing '/dev/full' failed" <<<"$err"; then
+  fail "--json /dev/full -> exit $rc: $err"
+else pass "--json /dev/full -> exit 1: $(grep -- --json <<<"$err")"
+fi
 # --flush-cache and --max-noise: a point measured cold, repetitions added in batches of --reps
 # until the noise target (unreachable: 0.0001%) gives up at --max-reps.
 rm -f cold.h5
@@ -260,6 +287,7 @@ print(" ".join(sorted({o["name"] for f in json.load(sys.stdin) for o in f["optio
 done
 expect_error "--format 'yaml': expected text or json" list --format yaml
 expect_error "unrecognised option '--bogus'" list --bogus
+expect_error "unexpected argument 'extra'" list extra
 # bench export: tiny.h5's rows, every column of its table with a header, read back by Python's parsers.
 # Its columns: 23 of identity and measurement, and one per axis: the 5 sizes
 # and every swept parameter the forms declare (bench list's params that are
@@ -296,6 +324,77 @@ expect_error "--format is required: csv, json or markdown" export tiny.h5
 expect_error "--format 'xml': expected csv, json or markdown" export tiny.h5 --format xml
 expect_error "export: no such file: 'missing.h5'" export missing.h5 --format csv
 expect_error "export: cannot write '/proc/attn.csv'" export tiny.h5 --format csv --out /proc/attn.csv
+# export writes text: never over the file it reads, nor over another HDF5 file.
+expect_error "export: --out 'tiny.h5' is the result file it reads" export tiny.h5 --format csv --out tiny.h5
+expect_error "export: --out 'full.h5' is an HDF5 file; not replaced by text" export tiny.h5 --format csv --out full.h5
+# What is not a regular file (a FIFO with no writer, a directory) is refused at once, not
+# waited on, and the result file beside it is left as it was.
+rm -rf fifo.h5 rows_dir && mkfifo fifo.h5 && mkdir rows_dir
+tiny_sum=$(md5sum <tiny.h5)
+for command in "sweep --forms softmax/full --seq 8 --heads 1 --dk 8 --reps 1 --backend host --out fifo.h5" \
+               "sweep --forms softmax/full --seq 8 --heads 1 --dk 8 --reps 1 --backend host --out fifo.h5 --fresh" \
+               "export fifo.h5 --format csv" "compare fifo.h5 tiny.h5" "import tiny.h5 fifo.h5" \
+               "import tiny.h5 rows_dir"; do
+  # shellcheck disable=SC2086  # the words of $command are its arguments
+  err=$(timeout 30 "$bench" $command 2>&1 >/dev/null); rc=$?
+  if [ "$rc" != 2 ] || ! grep -q "not a regular file" <<<"$err"; then fail "bench $command -> exit $rc: $err"
+  else pass "bench $command -> exit 2: $(grep "not a regular file" <<<"$err")"
+  fi
+done
+[ "$(md5sum <tiny.h5)" = "$tiny_sum" ] || fail "a refused import changed tiny.h5"
+rm -rf fifo.h5 rows_dir
+# A points table that is not one-dimensional (a hand-made file) was read past its bounds.
+rm -f twod.h5 && cp tiny.h5 twod.h5
+/usr/bin/python3 -c 'import h5py, sys
+f = h5py.File(sys.argv[1], "a"); rows = f["points"][:4]; del f["points"]
+f.create_dataset("points", data=rows.reshape(2, 2))' twod.h5
+expect_error "the points table of 'twod.h5' is not one-dimensional" export twod.h5 --format csv
+expect_error "the points table of 'twod.h5' is not one-dimensional" compare twod.h5 tiny.h5
+expect_error "the points table of 'twod.h5' is not one-dimensional" \
+  sweep --forms softmax/full --seq 8 --heads 1 --dk 8 --reps 2 --backend host --out twod.h5
+rm -f twod.h5
+# A newer format than this build's is not called older.
+rm -f v99.h5 && cp tiny.h5 v99.h5
+/usr/bin/python3 -c 'import h5py, sys; h5py.File(sys.argv[1], "a").attrs["format"] = "attn-harness points v99"' v99.h5
+expect_error "'v99.h5' is a result file of another format (attn-harness points v99)" \
+  sweep --forms softmax/full --seq 8 --heads 1 --dk 8 --reps 2 --backend host --out v99.h5
+rm -f v99.h5
+# Past a file size limit: one line and exit 1 (it was SIGXFSZ, silent), and the same command
+# without the limit resumes the file.
+limited=(sweep --forms softmax/full --seq 1..400:1 --heads 1 --dk 8 --reps 1 --warmup 0 --backend host --out limited.h5)
+for limit_kib in 64 400; do  # below a new file's reservation (bad --out: exit 2), then mid-sweep (exit 1)
+  rm -f limited.h5
+  err=$( (ulimit -f "$limit_kib"; "$bench" "${limited[@]}") 2>&1 >/dev/null); rc=$?
+  want=$([ "$limit_kib" = 64 ] && echo 2 || echo 1)
+  if [ "$rc" != "$want" ] || ! grep -q "file size limit" <<<"$err"; then
+    fail "a sweep past ulimit -f $limit_kib -> exit $rc (want $want): $err"
+  elif ! out=$("$bench" "${limited[@]}" 2>&1); then fail "resuming after ulimit -f $limit_kib: $(tail -1 <<<"$out")"
+  else pass "past ulimit -f $limit_kib: exit $rc, one line; the same command then completes $(rows_of limited.h5) rows"
+  fi
+done
+rm -f limited.h5
+# A file a sweep was creating when it was killed (empty, or the first 96 bytes of an HDF5 file)
+# holds no row: the same command starts it as new rather than refusing it.
+rm -f killed_empty.h5 killed_bare.h5
+: >killed_empty.h5
+/usr/bin/python3 -c 'import h5py, os, sys
+h5py.File(sys.argv[1], "w").close(); os.truncate(sys.argv[1], 96)' killed_bare.h5
+for file in killed_empty.h5 killed_bare.h5; do
+  if ! out=$("$bench" sweep --forms softmax/full --seq 8 --heads 1 --dk 8 --reps 1 --backend host --out "$file" 2>&1) ||
+     [ "$(rows_of "$file")" -lt 1 ]; then fail "a sweep into the killed sweep's $file: $(tail -1 <<<"$out")"
+  else pass "a sweep into the killed sweep's $file starts it as new: $(rows_of "$file") rows"
+  fi
+done
+rm -f killed_empty.h5 killed_bare.h5
+# Output that cannot be written (a full disk) is an error, however short.
+for command in "export tiny.h5 --format csv" "compare tiny.h5 tiny.h5" "sweep --seq 8 --out x.h5 --list-points"; do
+  # shellcheck disable=SC2086  # the words of $command are its arguments
+  err=$("$bench" $command 2>&1 >/dev/full); rc=$?
+  if [ "$rc" != 1 ] || ! grep -q '^bench: .*writ.*\(standard output\|file\)' <<<"$err"; then
+    fail "bench $command >/dev/full -> exit $rc: $err"
+  else pass "bench $command >/dev/full -> exit 1"
+  fi
+done
 # The host ceilings: two positive rates, and the command takes no arguments.
 ceiling=$("$bench" ceiling 2>/dev/null)
 if ! grep -Eq '^fp32 FMA [0-9]*[1-9][0-9]*\.[0-9] GFLOP/s, copy [0-9]*[1-9][0-9]*\.[0-9] GB/s' <<<"$ceiling"; then

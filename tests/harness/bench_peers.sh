@@ -22,6 +22,21 @@ expect_error "above --max-reference-flops 1e+06" problem --form softmax/full --s
 expect_error "cannot create '/proc/attn/p.h5'" problem --form softmax/full --seq 8 --out /proc/attn/p.h5
 expect_error "neither alibi nor paper" problem --form lightning/fwd --decay-schedule foo --out peers_x.h5
 expect_error "--seed '-1'" problem --form softmax/full --seed -1 --out peers_x.h5
+expect_error "unexpected argument 'stray'" problem --form softmax/full --seq 8 stray --out peers_x.h5
+# A switch given `false` as a word of its own was read as on (the unscaled problem): it is
+# off, as in one word (how a runner passes --list-points's options back); alone it is on.
+for flag in --unscaled=false "--unscaled false" "--unscaled 0" --unscaled=true "--unscaled true" --unscaled; do
+  rm -f peers_switch.h5
+  # shellcheck disable=SC2086  # the option and its value
+  "$bench" problem --form lion-d/chunk --seq 8 --heads 1 --dk 8 $flag --out peers_switch.h5 >/dev/null 2>&1
+  variant=$("$python" -c 'import h5py, sys; print(h5py.File(sys.argv[1], "r").attrs["variant"])' peers_switch.h5 2>&1)
+  case "$flag" in *false|*0) want=scaled ;; *) want=unscaled ;; esac
+  if [ "$want" = unscaled ] && ! grep -q unscaled <<<"$variant"; then fail "problem $flag: variant '$variant'"
+  elif [ "$want" = scaled ] && grep -q unscaled <<<"$variant"; then fail "problem $flag: variant '$variant'"
+  else pass "problem $flag: variant '$variant'"
+  fi
+done
+rm -f peers_switch.h5
 [ -e peers_x.h5 ] && fail "a refused problem wrote peers_x.h5"
 
 # Every tensor the form declares (bench list --format json), in its shape:
@@ -139,6 +154,7 @@ bad_line "precision 'fp16' is not one of" "$(row '"precision": "float"' '"precis
 bad_line "'reps' must be a whole number" "$(row '"reps": 3' '"reps": 2.5')"
 bad_line "unknown field 'flops'" "$(row '"reps": 3' '"flops": 3')"
 bad_line "'status' is required" "$(row '"status": "ok", ' '')"
+bad_line "not a row: nested more than 16 deep" "$(printf '[%.0s' $(seq 50000))"  # was a stack overflow
 expect_error "cannot read the rows file" import peers_results.h5 peers_none.jsonl
 expect_error "import needs a result file and a rows file" import peers_results.h5
 expect_error "is not an HDF5 file" import peers_rows.jsonl peers_rows.jsonl

@@ -184,6 +184,14 @@ expect_exit_2 "no row of the file" "$repo/tests/data/fixtures/all_forms.h5" --wh
 # Found under hostile input: a 5000-character title ended in a traceback, a negative memory line was drawn.
 expect_exit_2 "at most 200" "$repo/tests/data/fixtures/lion_fig3.h5" --title "$(printf 'x%.0s' $(seq 1 5000))" --out "$tmp"
 expect_exit_2 "not a finite number >= 0" "$repo/tests/data/fixtures/lion_fig3.h5" --device-memory-gib -3 --out "$tmp"
+# A negative or NaN ceiling was taken, or ended in a traceback after two figures were written:
+# refused before anything is drawn.
+for ceiling in "--peak-gbps -1" "--peak-gflops -5" "--peak-gbps nan" "--peak-gflops inf"; do
+  # shellcheck disable=SC2086  # option and value
+  expect_exit_2 "${ceiling% *}: .* is not a finite number > 0" "$repo/tests/data/fixtures/lion_fig3.h5" $ceiling \
+    --out "$tmp/ceiling"
+  [ -e "$tmp/ceiling" ] && fail "render $ceiling wrote $(ls "$tmp/ceiling")"
+done
 # A `$` in a title or a legend entry was parsed as mathtext: '$x^{$' ended in a traceback when saving.
 if ! "$render" "$repo/tests/data/fixtures/lion_fig3.h5" --title '$x^{$ \foo' --out "$tmp/dollar" >"$tmp/out.txt" 2>&1 ||
    [ ! -s "$tmp/dollar/lion_fig3-time.png" ]; then
