@@ -23,6 +23,7 @@
 #include "ceiling.hpp"
 #include "common/mma_tiles.hpp"
 #include "compare.hpp"
+#include "error_check.hpp"
 #include "export.hpp"
 #include "import_rows.hpp"
 #include "inputs.hpp"
@@ -81,7 +82,7 @@ Resuming: re-running a sweep with the same --out keeps the rows already there an
 measures only the points missing (rows with status ok, oom or timeout are final;
 error rows are measured again); other measurement settings (--seed, --warmup,
 --reps, --min-time, --max-noise, --max-reps, --max-time, --flush-cache,
---check-flops) than the file's are refused. --fresh starts the file over.
+--check-flops, --check-rows) than the file's are refused. --fresh starts the file over.
 Ctrl-C finishes the current point, closes the file and exits 130 (Ctrl-C
 twice: abandon the point).
 
@@ -208,7 +209,12 @@ po::options_description sweep_options() {
       "before each timed call, overwrite a buffer of 4x the last-level cache "
       "(the CPU's; the GPU's L2) in the backend's memory: cold-cache timings")(
       "check-flops", po::value<double>()->default_value(2e10),
-      "largest fp64 reference cost (FLOPs) spent on the error check of a point")(
+      "largest fp64 reference cost (FLOPs) spent on the error check of a point: whole "
+      "(batch, head) pairs where one fits, else --check-rows sampled rows (0: no error check)")(
+      "check-rows", po::value<int>()->default_value(16),
+      "rows of the first and last (batch, head) pair checked where a whole pair's reference "
+      "exceeds --check-flops: the first and last rows, each side of the first and last chunk "
+      "(or 64-row tile) boundaries, and random rows; 0: such points are not checked")(
       "point-timeout", po::value<double>(),
       "seconds a point's warm-up and timed calls may take (default: no limit); "
       "read after each call, as a running kernel cannot be stopped, so a point "
@@ -426,6 +432,10 @@ Sweep sweep_from(const po::variables_map& vm, const std::string& command_line) {
   sweep.measure.reps = vm["reps"].as<int>();
   sweep.measure.warmup = vm["warmup"].as<int>();
   sweep.measure.check_flops = number_option(vm, "check-flops", 0, false, " (0: no error check)");
+  sweep.measure.check_rows = vm["check-rows"].as<int>();
+  if (sweep.measure.check_rows < 0 || sweep.measure.check_rows > 4096)
+    throw std::invalid_argument(
+        fmt::format("--check-rows {}: from 0 to 4096", sweep.measure.check_rows));
   if (sweep.measure.reps < 1) throw std::invalid_argument("--reps must be at least 1");
   // Each repetition is a Google Benchmark run whose sample is kept, and each
   // costs its own set-up even past --point-timeout: a bound, not hours and GBs.
@@ -668,6 +678,10 @@ po::options_description problem_options() {
       "reference", po::bool_switch(),
       "also write the fp64 reference's results on the inputs (/reference/<name>), computed on "
       "the host: what a sweep's error check compares against")(
+      "reference-rows", po::value<int>()->default_value(0),
+      "with --reference: the results at this many sampled rows of each (batch, head) pair "
+      "only, the rows a sweep's check samples with --check-rows N at this point "
+      "(/reference_rows); 0: every row")(
       "max-bytes", po::value<double>()->default_value(4294967296.0, "4294967296 (4 GiB)"),
       "refuse a problem whose float64 inputs (and reference results) take more host bytes")(
       "max-reference-flops", po::value<double>()->default_value(1e12),
@@ -683,7 +697,10 @@ the harness draws for it, as float64 datasets /inputs/<name> of shape
 [B, H, L, d] (every input the form declares: q, k, v, and log_decay, log_gate,
 d_o, ... where it has them; a [B, H, L] input as [B, H, L, 1], per-head decay
 rates as [H]), and with --reference the fp64 reference's results
-/reference/<name> (o; o, dq, dk, dv, ... for a forward+backward form). Root
+/reference/<name> (o; o, dq, dk, dv, ... for a forward+backward form). With
+--reference-rows N they are [B, H, N, d], at the rows listed in
+/reference_rows (ascending), and the gradients a row sample does not determine
+(softmax's and GSA's dk and dv, GSA's dlog_gate) are not written. Root
 attributes: format, form, family, variant, seed, git_revision, and each axis
 (batch, heads, dk, dv, seq, and the parameters: 0 where the form does not take
 one). A runner outside the harness times its implementation on these inputs and
@@ -728,8 +745,19 @@ int problem_command(const std::vector<std::string>& args) {
     throw std::invalid_argument(
         fmt::format("{}: the inputs{} take {:.0f} bytes of float64, above --max-bytes {:.0f}",
                     form->name, reference ? " and reference results" : "", bytes, max_bytes));
+  const int reference_rows = vm["reference-rows"].as<int>();
+  if (reference_rows < 0 || reference_rows > 4096)
+    throw std::invalid_argument(fmt::format("--reference-rows {}: from 0 to 4096", reference_rows));
+  if (reference_rows > 0 && !reference)
+    throw std::invalid_argument("--reference-rows: rows of the reference, with --reference only");
+  const ref::RowList rows = reference_rows > 0
+                                ? sample_rows(point.shape.seq, reference_rows,
+                                              row_boundary(point.params), seed_option(vm))
+                                : ref::RowList{};
+  // A sampled row costs at most twice a pair's mean row (error_check.hpp).
+  const double head_flops = form->cost(point.shape, point.params, sizeof(double)).reference_flops;
   const double reference_flops =
-      form->cost(point.shape, point.params, sizeof(double)).reference_flops *
+      (rows.empty() ? head_flops : 2 * head_flops / point.shape.seq * double(rows.size())) *
       double(point.shape.batch) * point.shape.heads;
   const double max_flops = number_option(vm, "max-reference-flops", 0, true);
   if (reference && reference_flops > max_flops)
@@ -739,7 +767,7 @@ int problem_command(const std::vector<std::string>& args) {
   const std::string out = vm["out"].as<std::string>();
   default_openmp_placement();
   Kokkos::ScopeGuard kokkos;
-  write_problem_file(out, *form, point.shape, point.params, seed_option(vm), reference,
+  write_problem_file(out, *form, point.shape, point.params, seed_option(vm), reference, rows,
                      point.planned.axes);
   std::vector<std::string> sizes;  // the point's axes, those the form takes
   for (const auto& [axis, value] : point.planned.axes)

@@ -117,7 +117,7 @@ void each_member(Stream& s, Row& r) {
        {&r.form, &r.family, &r.backend, &r.precision, &r.status, &r.note, &r.variant, &r.revision})
     s.put_or_get(*text);
   s.put_or_get(r.axes);
-  for (auto* number : {&r.reps, &r.err_heads, &r.iterations}) s.put_or_get(*number);
+  for (auto* number : {&r.reps, &r.err_heads, &r.err_rows, &r.iterations}) s.put_or_get(*number);
   for (auto* number :
        {&r.time_median_s, &r.time_min_s, &r.time_max_s, &r.time_mean_s, &r.flops, &r.bytes,
         &r.gflops, &r.gbps, &r.max_abs_err, &r.rel_l2_err, &r.time_stddev_s})

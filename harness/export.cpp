@@ -45,7 +45,8 @@ std::vector<Column> columns_of(const std::vector<std::string>& axes) {
        {ATTN_INT(reps), ATTN_REAL(time_median_s), ATTN_REAL(time_min_s), ATTN_REAL(time_max_s),
         ATTN_REAL(time_mean_s), ATTN_INT(peak_bytes), ATTN_REAL(flops), ATTN_REAL(bytes),
         ATTN_REAL(gflops), ATTN_REAL(gbps), ATTN_INT(err_heads), ATTN_REAL(max_abs_err),
-        ATTN_REAL(rel_l2_err), ATTN_TEXT(revision), ATTN_REAL(time_stddev_s), ATTN_INT(iterations)})
+        ATTN_REAL(rel_l2_err), ATTN_TEXT(revision), ATTN_REAL(time_stddev_s), ATTN_INT(iterations),
+        ATTN_INT(err_rows)})
     all.push_back(column);
 #undef ATTN_TEXT
 #undef ATTN_INT

@@ -47,7 +47,8 @@ const std::pair<const char*, double ResultRow::*> real_fields[] = {
 const std::pair<const char*, int ResultRow::*> int_fields[] = {
     {"reps", &ResultRow::reps},
     {"iterations", &ResultRow::iterations},
-    {"err_heads", &ResultRow::err_heads}};
+    {"err_heads", &ResultRow::err_heads},
+    {"err_rows", &ResultRow::err_rows}};
 constexpr const char* required_fields[] = {"form", "backend", "precision", "status"};
 constexpr const char* statuses[] = {"ok", "oom", "timeout", "error"};
 
@@ -164,6 +165,7 @@ ResultRow row_of_line(const LineReader& in, const pt::ptree& line,
       in.fail(fmt::format("axes.{} must be given, at least 1", axis.name));
   if (row.err_heads > std::int64_t(row.axis("batch")) * row.axis("heads"))
     in.fail("'err_heads' is above batch x heads");
+  if (row.err_rows > row.axis("seq")) in.fail("'err_rows' is above seq");
   return row;
 }
 

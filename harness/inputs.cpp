@@ -60,14 +60,18 @@ const ref::Tensor& problem_tensor(const HostProblem& p, const std::string& name)
   return member ? p.*member : p.extra(name);
 }
 
+namespace {
+// The results ref::Outputs holds, by their declared names.
+constexpr std::pair<ref::Tensor ref::Outputs::*, const char*> results[] = {
+    {&ref::Outputs::o, "o"},
+    {&ref::Outputs::dq, "dq"},
+    {&ref::Outputs::dk, "dk"},
+    {&ref::Outputs::dv, "dv"},
+    {&ref::Outputs::dg, "dlog_gate"}};
+}  // namespace
+
 ref::Tensor ref::Outputs::*outputs_member(const std::string& name) {
-  const std::pair<const char*, ref::Tensor ref::Outputs::*> members[] = {
-      {"o", &ref::Outputs::o},
-      {"dq", &ref::Outputs::dq},
-      {"dk", &ref::Outputs::dk},
-      {"dv", &ref::Outputs::dv},
-      {"dlog_gate", &ref::Outputs::dg}};
-  for (const auto& [member_name, member] : members)
+  for (const auto& [member, member_name] : results)
     if (name == member_name) return member;
   throw std::logic_error("a form declares a result '" + name + "' that ref::Outputs does not hold");
 }
@@ -110,46 +114,78 @@ bool all_finite(const ref::Tensor& x) {
   return true;
 }
 
-ErrorStats compare(const ref::Tensor& got, const ref::Tensor& want, const ref::HeadList& heads) {
+HostProblem heads_of(const HostProblem& p, const HeadList& heads) {
+  auto slice = [&](const ref::Tensor& t) {
+    if (t.data.empty()) return ref::Tensor();
+    ref::Tensor part(1, int(heads.size()), t.seq, t.dim);
+    const std::size_t size = std::size_t(t.seq) * t.dim;
+    for (std::size_t i = 0; i < heads.size(); ++i) {
+      const auto [b, h] = heads[i];
+      const auto from = t.data.begin() + std::ptrdiff_t((std::size_t(b) * t.heads + h) * size);
+      std::copy(from, from + std::ptrdiff_t(size), part.data.begin() + std::ptrdiff_t(i * size));
+    }
+    return part;
+  };
+  HostProblem part;
+  part.q = slice(p.q);
+  part.k = slice(p.k);
+  part.v = slice(p.v);
+  part.log_decay = slice(p.log_decay);
+  part.log_gate = slice(p.log_gate);
+  part.d_o = slice(p.d_o);
+  for (const auto& [name, t] : p.extras) part.extras[name] = slice(t);
+  if (!p.decay_rate.empty())
+    for (const auto& pair : heads) part.decay_rate.push_back(p.decay_rate[pair.second]);
+  return part;
+}
+
+ErrorStats compare(const ref::Tensor& got, const ref::Tensor& want, const ref::RowList& rows) {
   if (got.data.size() != want.data.size())
     throw std::logic_error("compare: tensors of different shapes");
   ErrorStats e;
   double diff2 = 0, norm2 = 0;
-  auto visit = [&](int b, int h) {
-    for (int l = 0; l < want.seq; ++l)
-      for (int d = 0; d < want.dim; ++d) {
-        const double g = got(b, h, l, d), w = want(b, h, l, d);
-        if (!std::isfinite(g)) e.finite = false;
-        e.max_abs = std::max(e.max_abs, std::abs(g - w));
-        diff2 += (g - w) * (g - w);
-        norm2 += w * w;
-      }
+  auto visit = [&](int b, int h, int l) {
+    for (int d = 0; d < want.dim; ++d) {
+      const double g = got(b, h, l, d), w = want(b, h, l, d);
+      if (!std::isfinite(g)) e.finite = false;
+      e.max_abs = std::max(e.max_abs, std::abs(g - w));
+      diff2 += (g - w) * (g - w);
+      norm2 += w * w;
+    }
   };
-  if (heads.empty()) {
-    for (int b = 0; b < want.batch; ++b)
-      for (int h = 0; h < want.heads; ++h) visit(b, h);
-  } else {
-    for (auto [b, h] : heads) visit(b, h);
-  }
+  for (int b = 0; b < want.batch; ++b)
+    for (int h = 0; h < want.heads; ++h) {
+      if (rows.empty())
+        for (int l = 0; l < want.seq; ++l) visit(b, h, l);
+      for (int l : rows) visit(b, h, l);
+    }
   e.rel_l2 = norm2 > 0 ? std::sqrt(diff2 / norm2) : std::sqrt(diff2);
   if (!e.finite) e.max_abs = e.rel_l2 = std::nan("");
   return e;
 }
 
-ErrorStats compare(const ref::Outputs& got, const ref::Outputs& want, const ref::HeadList& heads) {
+ErrorStats compare(const ref::Outputs& got, const ref::Outputs& want, const ref::RowList& rows) {
   ErrorStats worst;
-  for (auto member : {&ref::Outputs::o, &ref::Outputs::dq, &ref::Outputs::dk, &ref::Outputs::dv,
-                      &ref::Outputs::dg}) {
+  for (const auto& [member, name] : results) {
     if ((want.*member).data.empty()) continue;
     if ((got.*member).data.size() != (want.*member).data.size())
-      throw std::logic_error("compare: an output is missing or has the wrong shape");
-    const ErrorStats e = compare(got.*member, want.*member, heads);
+      throw std::logic_error(std::string("compare: ") + name +
+                             " is missing or has the wrong shape");
+    const ErrorStats e = compare(got.*member, want.*member, rows);
     worst.finite = worst.finite && e.finite;
     worst.max_abs = std::max(worst.max_abs, e.max_abs);
     worst.rel_l2 = std::max(worst.rel_l2, e.rel_l2);
   }
   if (!worst.finite) worst.max_abs = worst.rel_l2 = std::nan("");
   return worst;
+}
+
+std::string unchecked_results(const ref::Outputs& got, const ref::Outputs& want) {
+  std::string names;
+  for (const auto& [member, name] : results)
+    if (!(got.*member).data.empty() && (want.*member).data.empty())
+      names += (names.empty() ? "" : ", ") + std::string(name);
+  return names;
 }
 
 }  // namespace attn

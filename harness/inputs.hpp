@@ -12,6 +12,9 @@ namespace attn {
 
 using HostProblem = ref::Problem;
 
+// (batch, head) pairs of a problem: those an error check compares.
+using HeadList = std::vector<std::pair<int, int>>;
+
 // Reproducible from the seed (counter-based, filled in parallel): every input
 // the form declares (Form::tensors), each from its own stream and drawn as it
 // declares (Draw), with the options of `params`. Gated forms draw params.slots
@@ -134,6 +137,23 @@ Inputs<Exec, T> upload(const HostProblem& p) {
   return x;
 }
 
+// The listed (batch, head) pairs of a [B, H, L, d] view as a [1, n, L, d]
+// tensor, pair i as head i: what the error check compares, without the
+// float64 copy of every head.
+template <class View>
+ref::Tensor heads_to_host(const View& view, const HeadList& heads) {
+  using T = typename View::non_const_value_type;
+  ref::Tensor x(1, int(heads.size()), int(view.extent(2)), int(view.extent(3)));
+  for (std::size_t i = 0; i < heads.size(); ++i) {
+    const auto head =
+        Kokkos::subview(view, heads[i].first, heads[i].second, Kokkos::ALL, Kokkos::ALL);
+    const auto mirror = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), head);
+    for (int l = 0; l < x.seq; ++l)
+      for (int d = 0; d < x.dim; ++d) x(0, int(i), l, d) = double(arithmetic_t<T>(mirror(l, d)));
+  }
+  return x;
+}
+
 // The results on the host: o, and dq, dk, dv (and dg) for backward forms.
 template <class Exec, class T>
 ref::Outputs download(const Inputs<Exec, T>& x) {
@@ -146,6 +166,22 @@ ref::Outputs download(const Inputs<Exec, T>& x) {
   if (x.dlog_gate.data()) out.dg = to_host(x.dlog_gate);
   return out;
 }
+// The same, of the listed pairs only, pair i as head i of batch 0 (heads_to_host).
+template <class Exec, class T>
+ref::Outputs download(const Inputs<Exec, T>& x, const HeadList& heads) {
+  ref::Outputs out{heads_to_host(x.o, heads), {}, {}, {}, {}};
+  if (x.dq.data()) {
+    out.dq = heads_to_host(x.dq, heads);
+    out.dk = heads_to_host(x.dk, heads);
+    out.dv = heads_to_host(x.dv, heads);
+  }
+  if (x.dlog_gate.data()) out.dg = heads_to_host(x.dlog_gate, heads);
+  return out;
+}
+
+// The inputs of the listed pairs, pair i as head i of batch 0 (a per-head
+// decay rate goes with its head): the problem a reference of those pairs reads.
+HostProblem heads_of(const HostProblem& p, const HeadList& heads);
 
 // Whether every output (o, and the gradients of backward forms) is finite,
 // checked where it lives (bf16 as float). x - x is 0 for finite x and NaN for inf and NaN.
@@ -169,16 +205,18 @@ bool all_finite(const Exec& exec, const Inputs<Exec, T>& x) {
 }
 
 // Max abs and relative L2 error of `got` against `want`, over the listed
-// (batch, head) pairs (all when empty).
+// rows of every head (all rows when empty).
 struct ErrorStats {
   double max_abs = 0, rel_l2 = 0;
   bool finite = true;
 };
 bool all_finite(const ref::Tensor& x);
-ErrorStats compare(const ref::Tensor& got, const ref::Tensor& want,
-                   const ref::HeadList& heads = {});
+ErrorStats compare(const ref::Tensor& got, const ref::Tensor& want, const ref::RowList& rows = {});
 // The worst of o, dq, dk, dv, dg (those present in `want`), each relative to its own norm.
 ErrorStats compare(const ref::Outputs& got, const ref::Outputs& want,
-                   const ref::HeadList& heads = {});
+                   const ref::RowList& rows = {});
+// The names of the results `got` has and `want` does not (a gradient a row
+// sample leaves out): "dk, dv"; "" when none.
+std::string unchecked_results(const ref::Outputs& got, const ref::Outputs& want);
 
 }  // namespace attn

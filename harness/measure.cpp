@@ -18,6 +18,7 @@
 
 #include "axes.hpp"
 #include "common/workspace.hpp"
+#include "error_check.hpp"
 #include "inputs.hpp"
 #include "memory.hpp"
 
@@ -57,22 +58,6 @@ bool is_out_of_memory(const std::exception& e) {
   const std::string what = e.what();
   return what.find("allocate") != std::string::npos ||
          what.find("out of memory") != std::string::npos;
-}
-
-// The (batch, head) pairs whose reference fits the budget: all, else the
-// first and last, else the first, else none. Built only for a point whose
-// tensors fit in memory, so the list is small next to them.
-ref::HeadList heads_to_check(const Shape& s, double per_head_flops, double budget) {
-  const double pairs = double(s.batch) * s.heads;
-  ref::HeadList heads;
-  if (per_head_flops * pairs <= budget) {
-    for (int b = 0; b < s.batch; ++b)
-      for (int h = 0; h < s.heads; ++h) heads.emplace_back(b, h);
-  } else if (per_head_flops <= budget) {
-    heads.emplace_back(0, 0);
-    if (pairs > 1 && 2 * per_head_flops <= budget) heads.emplace_back(s.batch - 1, s.heads - 1);
-  }
-  return heads;
 }
 
 // A point's kernel calls against --point-timeout: the clock starts before the
@@ -367,18 +352,20 @@ const HostProblem& PointCache::problem() {
 }
 
 const ref::Outputs& PointCache::reference(const Form& form, const FormParams& params,
-                                          const ref::HeadList& heads) {
+                                          const ErrorCheck& check) {
   const HostProblem& inputs = problem();
   // Every parameter a reference reads (all but the chunk size).
   std::string key = fmt::format("{} {}{}", problem_key_, form.name, option_words(form, params));
   for (const Param& param : form.params)
     if (param.reference_reads) key += fmt::format(" {}={}", param.name, params.axis(param.name));
   key += " |";
-  for (auto [b, h] : heads) key += fmt::format(" {},{}", b, h);
+  for (auto [b, h] : check.heads) key += fmt::format(" {},{}", b, h);
+  key += " |";
+  for (int row : check.rows) key += fmt::format(" {}", row);
   if (key != reference_key_) {
     reference_ = {};
     reference_key_.clear();
-    reference_ = form.reference(inputs, params, heads);
+    reference_ = form.reference(heads_of(inputs, check.heads), params, check.rows);
     reference_key_ = key;
   }
   return reference_;
@@ -446,16 +433,16 @@ ResultRow measure_point(const Form& form, const Shape& shape, const FormParams& 
   // Refuse up front what cannot fit: the inputs and outputs on the backend (and
   // a materialised form's L x L scores), and the float64 host copies the
   // harness keeps (on a host backend, in the same memory): of the inputs
-  // always, of the outputs only when they are checked against the reference
-  // (otherwise they are checked for finiteness in place).
-  const bool checked =
-      cost.reference_flops <= options.check_flops;  // at least one (batch, head) pair
-  double inputs = 0, outputs = 0;                   // elements of the tensors the form declares
+  // always, and of the checked pairs' inputs and outputs for the reference.
+  const ErrorCheck check = plan_error_check(shape, cost.reference_flops, options.check_flops,
+                                            options.check_rows, row_boundary(params), options.seed);
+  double inputs = 0, outputs = 0;  // elements of the tensors the form declares
   for (const TensorSpec& t : form.tensors)
     (t.role == Role::input ? inputs : outputs) += t.elements(shape, params);
   const double scores =
       form.score_matrices() * double(shape.batch) * shape.heads * shape.seq * shape.seq;
-  const double host_need = (inputs + (checked ? outputs : 0)) * sizeof(double);
+  const double checked_share = double(check.heads.size()) / (double(shape.batch) * shape.heads);
+  const double host_need = (inputs + checked_share * (inputs + outputs)) * sizeof(double);
   const double backend_need =
       (inputs + outputs + scores) * sizeof(T) + (is_host_space<Exec>() ? host_need : 0);
   for (const auto& [where, need] :
@@ -474,8 +461,6 @@ ResultRow measure_point(const Form& form, const Shape& shape, const FormParams& 
       return row;
     }
   }
-  const ref::HeadList heads = heads_to_check(shape, cost.reference_flops, options.check_flops);
-
   try {
     // Kernels' kept buffers (common/workspace.hpp) go with the point, however
     // it ends: the next point's peak counts its own.
@@ -508,22 +493,27 @@ ResultRow measure_point(const Form& form, const Shape& shape, const FormParams& 
         row.note = "non-finite output";
         return row;
       }
-      if (!heads.empty()) output = download(x);
+      if (!check.heads.empty()) output = download(x, check.heads);
     }
     row.gflops = row.flops / row.time_median_s / 1e9;
     row.gbps = row.bytes / row.time_median_s / 1e9;
 
-    if (!heads.empty()) {
-      const ErrorStats e = compare(output, kept.reference(form, params, heads), heads);
-      row.err_heads = int(heads.size());
+    if (!check.heads.empty()) {
+      const ref::Outputs& want = kept.reference(form, params, check);
+      const ErrorStats e = compare(output, want, check.rows);
+      row.err_heads = int(check.heads.size());
+      row.err_rows = check.rows_per_head(shape.seq);
       row.max_abs_err = e.max_abs;
       row.rel_l2_err = e.rel_l2;
       if (!(e.rel_l2 <= precision_traits<P>::rel_l2_tolerance))  // NaN included
         row.note =
             fmt::format("inaccurate: relative L2 error {:.3g} above the {} tolerance {:.0e}",
                         e.rel_l2, precision_name<P>(), precision_traits<P>::rel_l2_tolerance);
+      else if (const std::string left_out = unchecked_results(output, want); !left_out.empty())
+        row.note = fmt::format("{} not checked: {} sampled rows check o and dq", left_out,
+                               check.rows.size());
     } else {
-      row.note = "error not checked: the reference would exceed --check-flops";
+      row.note = "error not checked: not one reference row within --check-flops and --check-rows";
     }
     row.status = "ok";
     if (options.json) options.json->ReportRuns(benchmark_report);

@@ -10,6 +10,7 @@ namespace benchmark {
 class BenchmarkReporter;
 }
 
+#include "error_check.hpp"
 #include "inputs.hpp"
 #include "registry.hpp"
 #include "results_file.hpp"
@@ -39,6 +40,9 @@ struct MeasureOptions {
   // call takes call_s seconds: what predicts a point's time.
   double calls_per_point(double call_s) const;
   double check_flops = 2e10;  // reference work allowed for the error check of one point
+  // Rows sampled per checked (batch, head) pair where a whole pair's reference
+  // exceeds check_flops (error_check.hpp); 0: such points are not checked.
+  int check_rows = 16;
   std::uint64_t seed = 2024;
   double point_timeout_s = 0;  // limit on a point's warm-up and timed calls together; 0: none
 };
@@ -60,9 +64,10 @@ class PointCache {
   double reusable_bytes() const;
   // The current point's inputs, as random_problem draws them.
   const HostProblem& problem();
-  // The reference outputs of `form` on the current point's inputs.
+  // The reference outputs of `form` on the current point's inputs: of the
+  // checked pairs, pair i as head i of batch 0 (heads_of), at the checked rows.
   const ref::Outputs& reference(const Form& form, const FormParams& params,
-                                const ref::HeadList& heads);
+                                const ErrorCheck& check);
 
  private:
   Shape shape_{};

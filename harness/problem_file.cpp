@@ -51,8 +51,19 @@ void write_tensor(hid_t group, const std::string& name, const ref::Tensor& t) {
                 t.data);
 }
 
+// Rows `rows` of every head of t, as a [B, H, rows, d] tensor.
+ref::Tensor rows_of(const ref::Tensor& t, const ref::RowList& rows) {
+  ref::Tensor part(t.batch, t.heads, int(rows.size()), t.dim);
+  for (int b = 0; b < t.batch; ++b)
+    for (int h = 0; h < t.heads; ++h)
+      for (std::size_t i = 0; i < rows.size(); ++i)
+        for (int d = 0; d < t.dim; ++d) part(b, h, int(i), d) = t(b, h, rows[i], d);
+  return part;
+}
+
 void write_contents(hid_t file, const Form& form, const Shape& shape, const FormParams& params,
-                    std::uint64_t seed, bool reference, const AxisValues& axes) {
+                    std::uint64_t seed, bool reference, const ref::RowList& rows,
+                    const AxisValues& axes) {
   write_string_attribute(file, "format", problem_format);
   write_string_attribute(file, "form", form.name);
   write_string_attribute(file, "family", form.family);
@@ -76,12 +87,21 @@ void write_contents(hid_t file, const Form& form, const Shape& shape, const Form
     }
   }
   if (!reference) return;
-  const ref::Outputs results = form.reference(problem, params, {});
+  const ref::Outputs results = form.reference(problem, params, rows);
   const Hdf5Handle group =
       opened(H5Gcreate2(file, "reference", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose,
              "cannot create the group /reference");
-  for (const TensorSpec& t : form.tensors)
-    if (t.role != Role::input) write_tensor(group, t.name, results.*outputs_member(t.name));
+  for (const TensorSpec& t : form.tensors) {
+    if (t.role == Role::input) continue;
+    const ref::Tensor& result = results.*outputs_member(t.name);
+    if (rows.empty())
+      write_tensor(group, t.name, result);
+    else if (!result.data.empty())  // a gradient the rows do not determine is left out
+      write_tensor(group, t.name, rows_of(result, rows));
+  }
+  if (!rows.empty())
+    write_dataset(file, "reference_rows", {hsize_t(rows.size())},
+                  std::vector<double>(rows.begin(), rows.end()));
 }
 
 }  // namespace
@@ -96,14 +116,14 @@ double problem_bytes(const Form& form, const Shape& shape, const FormParams& par
 
 void write_problem_file(const std::string& path, const Form& form, const Shape& shape,
                         const FormParams& params, std::uint64_t seed, bool reference,
-                        const AxisValues& axes) {
+                        const ref::RowList& rows, const AxisValues& axes) {
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);  // failures are reported by the exceptions
   const hid_t created = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
   if (created < 0) throw std::invalid_argument("cannot create '" + path + "'");
   // No half-written problem is left for a runner to read.
   try {
     const Hdf5Handle file = opened(created, H5Fclose, "");
-    write_contents(file, form, shape, params, seed, reference, axes);
+    write_contents(file, form, shape, params, seed, reference, rows, axes);
     check(H5Fflush(file, H5F_SCOPE_GLOBAL), "cannot flush the file");
   } catch (const std::invalid_argument& e) {
     std::remove(path.c_str());

@@ -24,12 +24,14 @@ double problem_bytes(const Form& form, const Shape& shape, const FormParams& par
 // /inputs/<name> of shape [B, H, L, d] ([B, H, L] inputs as [B, H, L, 1]; the
 // per-head decay rates as [H]), and with `reference` every result the form
 // declares (o, or o, dq, dk, dv, ... of a forward+backward form) from its fp64
-// reference on those inputs, as /reference/<name>. Root attributes: format,
-// form, family, variant, seed, git_revision, and each axis of `axes` (its
-// columns of a result row: name = value). Needs Kokkos started. Throws
+// reference on those inputs, as /reference/<name>; with `rows`, the results
+// at those rows alone, [B, H, rows, d], the rows as /reference_rows (a result
+// the rows leave out, see ref::RowList, is not written). Root attributes:
+// format, form, family, variant, seed, git_revision, and each axis of `axes`
+// (its columns of a result row: name = value). Needs Kokkos started. Throws
 // std::invalid_argument when the file cannot be written (none is left then).
 void write_problem_file(const std::string& path, const Form& form, const Shape& shape,
                         const FormParams& params, std::uint64_t seed, bool reference,
-                        const AxisValues& axes);
+                        const ref::RowList& rows, const AxisValues& axes);
 
 }  // namespace attn

@@ -233,8 +233,9 @@ struct Form {
       tensors;  // read and written by a call, in the order bench list shows them
   MemoryKind memory;
   RunnerTable runners;
-  // The fp64 reference, only for the listed (batch, head) pairs (all when empty).
-  ref::Outputs (*reference)(const ref::Problem&, const FormParams&, const ref::HeadList&);
+  // The fp64 reference of every (batch, head) pair of the problem, at the
+  // listed rows (all when empty; see ref::RowList for what a row sample leaves out).
+  ref::Outputs (*reference)(const ref::Problem&, const FormParams&, const ref::RowList&);
   Cost (*cost)(const Shape&, const FormParams&,
                std::size_t scalar_bytes);  // bytes of one stored element
   // The group-name prefix of the independent vectors (tests/data/vectors.h5)

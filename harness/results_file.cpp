@@ -35,7 +35,8 @@ using Handle = Hdf5Handle;
 // the axis columns (one int per swept axis, from v6; batch to slots before),
 // then the measurement columns. Before v6 columns were only ever added at the
 // end, so that older columns kept their places: `revision` in v4,
-// `time_stddev_s` and `iterations` in v5 (`slots`, in v3, came before); HDF5
+// `time_stddev_s` and `iterations` in v5 (`slots`, in v3, came before), and
+// after v6 still at the end of the measurement columns: `err_rows` in v7; HDF5
 // converts a table member by member, by name, so a column read is found
 // wherever it is.
 // clang-format off
@@ -51,7 +52,7 @@ using Handle = Hdf5Handle;
   NUMBER(gbps, double, H5T_NATIVE_DOUBLE) NUMBER(err_heads, int, H5T_NATIVE_INT)                 \
   NUMBER(max_abs_err, double, H5T_NATIVE_DOUBLE) NUMBER(rel_l2_err, double, H5T_NATIVE_DOUBLE)   \
   TEXT(revision, 48) NUMBER(time_stddev_s, double, H5T_NATIVE_DOUBLE)                            \
-  NUMBER(iterations, int, H5T_NATIVE_INT)
+  NUMBER(iterations, int, H5T_NATIVE_INT) NUMBER(err_rows, int, H5T_NATIVE_INT)
 #define ATTN_COLUMNS(TEXT, NUMBER) \
   ATTN_IDENTITY_COLUMNS(TEXT, NUMBER) ATTN_MEASUREMENT_COLUMNS(TEXT, NUMBER)
 // clang-format on
@@ -285,8 +286,9 @@ std::string damage_of(const ResultRow& r) {
     if (!(x >= 0 && std::isfinite(x))) return fmt::format("a sample is {}", x);
   if (r.max_abs_err < 0 || r.rel_l2_err < 0) return "an error is negative";
   if (r.reps < 0 || r.iterations < 0 || r.err_heads < 0 ||
-      r.err_heads > std::int64_t(r.axis("batch")) * r.axis("heads"))
-    return "a count of timed runs or checked heads is out of range";
+      r.err_heads > std::int64_t(r.axis("batch")) * r.axis("heads") || r.err_rows < 0 ||
+      r.err_rows > r.axis("seq"))
+    return "a count of timed runs or checked heads or rows is out of range";
   return {};
 }
 
@@ -364,9 +366,9 @@ std::vector<std::string> column_names(hid_t type) {
 
 std::vector<ResultRow> read_points(hid_t file, hid_t dataset, const std::string& path) {
   // Every fixed column but those added after v2 (`revision` in v4,
-  // `time_stddev_s` and `iterations` in v5: empty or 0 in older files) must
+  // `time_stddev_s` and `iterations` in v5, `err_rows` in v7: empty or 0 in older files) must
   // be in the file's table: a missing one would read back as zeros.
-  const std::set<std::string> added_after_v2{"revision", "time_stddev_s", "iterations"};
+  const std::set<std::string> added_after_v2{"revision", "time_stddev_s", "iterations", "err_rows"};
   const Handle file_type(H5Dget_type(dataset), H5Tclose);
   const Handle fixed(record_type<Record>({}), H5Tclose);
   for (const std::string& column : column_names(fixed))

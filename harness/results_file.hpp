@@ -12,14 +12,15 @@
 
 namespace attn {
 
-// The `format` root attribute of files this build writes. v6 has one column
-// per swept axis (swept_axes), whatever the axes are; the older formats are
-// still read, their shape columns (batch, heads, seq, dk, dv, chunk, slots)
-// being the axes of the same names: v2 files (no `slots` column), v3 files (no
-// `revision` column), v4 files (no `time_stddev_s` and `iterations` columns,
-// no samples) and v5 files. Only files of this format, with this build's
-// axes, are appended to.
-constexpr const char* result_format = "attn-harness points v6";
+// The `format` root attribute of files this build writes. v7 has one column
+// per swept axis (swept_axes), whatever the axes are (from v6), and the
+// `err_rows` column; the older formats are still read, their shape columns
+// (batch, heads, seq, dk, dv, chunk, slots) being the axes of the same names
+// before v6: v2 files (no `slots` column), v3 files (no `revision` column), v4
+// files (no `time_stddev_s` and `iterations` columns, no samples), v5 and v6
+// files (no `err_rows`). Only files of this format, with this build's axes,
+// are appended to.
+constexpr const char* result_format = "attn-harness points v7";
 
 // A row's value of each axis column, in the order of the file's columns.
 using AxisValues = std::vector<std::pair<std::string, int>>;
@@ -37,6 +38,8 @@ struct ResultRow {
   double flops = 0, bytes = 0;   // cost model of one call
   double gflops = 0, gbps = 0;   // achieved, at the median time
   int err_heads = 0;  // (batch, head) pairs checked against the reference; 0: not checked
+  int err_rows = 0;   // rows compared in each checked pair: seq for whole pairs, fewer sampled
+                      // (error_check.hpp); 0: not checked, or a file before v7
   double max_abs_err = 0, rel_l2_err = 0;
   std::string
       revision;  // git describe --dirty of the build that measured it ("" in files before v4)
@@ -114,7 +117,7 @@ class ResultFile {
   void replace(std::size_t index, const ResultRow& row);  // rewrites row `index` in place, flushed
   void set_attribute(const std::string& name, const std::string& value);
 
-  // Reads the rows of a v2 to v6 file: its axes are the integer columns that
+  // Reads the rows of a v2 to v7 file: its axes are the integer columns that
   // are not identity or measurement columns, each row's `axes` in the file's
   // order (a fixed column absent from the file reads 0 or "", and the samples
   // of a file before v5 are empty).

@@ -16,9 +16,9 @@ namespace {
 // not belong in one table) and the measurement settings. The build and the
 // machine's environment may differ between runs: each row has the revision of
 // the build that measured it, each resumption its own line in `resumed`.
-constexpr const char* shared_by_every_row[] = {"backend",  "device",      "seed",       "warmup",
-                                               "reps",     "min_time",    "max_noise",  "max_reps",
-                                               "max_time", "flush_cache", "check_flops"};
+constexpr const char* shared_by_every_row[] = {
+    "backend",   "device",   "seed",     "warmup",      "reps",        "min_time",
+    "max_noise", "max_reps", "max_time", "flush_cache", "check_flops", "check_rows"};
 
 }  // namespace
 

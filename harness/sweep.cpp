@@ -458,6 +458,7 @@ int measure_sweep(const Sweep& sweep, MeasureOptions& options) {
                      {"max_time", fmt::format("{:g}", sweep.measure.max_time_s)},
                      {"flush_cache", sweep.measure.flush_cache ? "yes" : "no"},
                      {"check_flops", fmt::format("{:g}", sweep.measure.check_flops)},
+                     {"check_rows", std::to_string(sweep.measure.check_rows)},
                      {"point_timeout", sweep.measure.point_timeout_s > 0
                                            ? fmt::format("{:g}", sweep.measure.point_timeout_s)
                                            : "none"}});

@@ -15,16 +15,17 @@ std::vector<double> lightning_decay_rates(int heads, const std::string& schedule
 
 // R1: the dense masked form O = [(Q K^T) . D] V, D_tu = lambda^(t-u) (t >= u).
 Tensor lightning_quadratic(const Tensor& q, const Tensor& k, const Tensor& v,
-                           const std::vector<double>& decay_rate, const HeadList& heads = {});
+                           const std::vector<double>& decay_rate, const RowList& rows = {});
 
 // R2: the token recurrence kv_t = lambda kv_{t-1} + k_t v_t^T, o_t = kv_t^T q_t.
 Tensor lightning_recurrent(const Tensor& q, const Tensor& k, const Tensor& v,
-                           const std::vector<double>& decay_rate, const HeadList& heads = {});
+                           const std::vector<double>& decay_rate);
 
 // Gradients of <O, dO> from the dense form: P = (dO V^T) . D, S = (Q K^T) . D,
-// dQ = P K, dK = P^T Q, dV = S^T dO. Fills out.dq, out.dk, out.dv.
+// dQ = P K, dK = P^T Q, dV = S^T dO. Fills out.dq, out.dk, out.dv (each
+// row at O(L d), listed rows alone too).
 void lightning_gradients(const Tensor& q, const Tensor& k, const Tensor& v,
                          const std::vector<double>& decay_rate, const Tensor& d_o, Outputs& out,
-                         const HeadList& heads = {});
+                         const RowList& rows = {});
 
 }  // namespace attn::ref

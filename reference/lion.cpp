@@ -41,42 +41,45 @@ double dot(const Tensor& x, const Tensor& y, int b, int h, int i, int j) {
 
 Tensor lion_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                       const std::vector<double>& decay_rate, const Tensor& log_decay,
-                      const LionSpec& spec, const HeadList& heads) {
+                      const LionSpec& spec, const RowList& rows) {
   check(q, decay_rate, log_decay, spec);
   Tensor o(v.batch, v.heads, v.seq, v.dim);
   const int L = q.seq;
-  std::vector<double> mask(L), p(L);
-  for (auto [b, h] : heads_or_all(q, heads)) {
-    const std::vector<double> lambda = decays(b, h, L, decay_rate, log_decay, spec.variant);
-    for (int i = 0; i < L; ++i) {
-      // Row i of M (0-based), built as a running product away from the diagonal:
-      //   A (Eq. 17): M_ij = prod_{u=j+1}^{i} lambda_u (j < i),  prod_{u=i+1}^{j} lambda_u (j > i)
-      //   B (§2.3):   M_ij = prod_{u=j}^{i-1} lambda_u (j < i),  prod_{u=i+1}^{j} lambda_u (j > i)
-      mask[i] = 1.0;
-      for (int j = i - 1; j >= 0; --j)
-        mask[j] = mask[j + 1] * (spec.convention == 'A' ? lambda[j + 1] : lambda[j]);
-      for (int j = i + 1; j < L; ++j) mask[j] = mask[j - 1] * lambda[j];
+  std::vector<std::vector<double>> head_decays(std::size_t(q.batch) * q.heads);
+  for_each_head(q, [&](int b, int h) {
+    head_decays[std::size_t(b) * q.heads + h] =
+        decays(b, h, L, decay_rate, log_decay, spec.variant);
+  });
+  for_each_row(q, rows, [&](int b, int h, int i) {
+    const std::vector<double>& lambda = head_decays[std::size_t(b) * q.heads + h];
+    std::vector<double> mask(L), p(L);
+    // Row i of M (0-based), built as a running product away from the diagonal:
+    //   A (Eq. 17): M_ij = prod_{u=j+1}^{i} lambda_u (j < i),  prod_{u=i+1}^{j} lambda_u (j > i)
+    //   B (§2.3):   M_ij = prod_{u=j}^{i-1} lambda_u (j < i),  prod_{u=i+1}^{j} lambda_u (j > i)
+    mask[i] = 1.0;
+    for (int j = i - 1; j >= 0; --j)
+      mask[j] = mask[j + 1] * (spec.convention == 'A' ? lambda[j + 1] : lambda[j]);
+    for (int j = i + 1; j < L; ++j) mask[j] = mask[j - 1] * lambda[j];
 
-      double row_sum = 0;  // C_i of Eq. 61
-      for (int j = 0; j < L; ++j) row_sum += (p[j] = dot(q, k, b, h, i, j) * mask[j]);
-      const double scale = spec.scaled ? 1.0 / row_sum : 1.0;
-      for (int c = 0; c < v.dim; ++c) {
-        double acc = 0;
-        for (int j = 0; j < L; ++j) acc += p[j] * v(b, h, j, c);
-        o(b, h, i, c) = acc * scale;
-      }
+    double row_sum = 0;  // C_i of Eq. 61
+    for (int j = 0; j < L; ++j) row_sum += (p[j] = dot(q, k, b, h, i, j) * mask[j]);
+    const double scale = spec.scaled ? 1.0 / row_sum : 1.0;
+    for (int c = 0; c < v.dim; ++c) {
+      double acc = 0;
+      for (int j = 0; j < L; ++j) acc += p[j] * v(b, h, j, c);
+      o(b, h, i, c) = acc * scale;
     }
-  }
+  });
   return o;
 }
 
 Tensor lion_rnn(const Tensor& q, const Tensor& k, const Tensor& v,
                 const std::vector<double>& decay_rate, const Tensor& log_decay,
-                const LionSpec& spec, const HeadList& heads) {
+                const LionSpec& spec) {
   check(q, decay_rate, log_decay, spec);
   Tensor o(v.batch, v.heads, v.seq, v.dim);
   const int L = q.seq, dk = q.dim, dv = v.dim;
-  for (auto [b, h] : heads_or_all(q, heads)) {
+  for_each_head(q, [&](int b, int h) {
     const std::vector<double> lambda = decays(b, h, L, decay_rate, log_decay, spec.variant);
     // Step decays of docs/lion.md §2.3: gF[t] moves the forward state from t-1 to t,
     // gB[t] the backward state from t+1 to t.
@@ -113,7 +116,7 @@ Tensor lion_rnn(const Tensor& q, const Tensor& k, const Tensor& v,
         const double y = yF[std::size_t(t) * dv + e] + yB[std::size_t(t) * dv + e];
         o(b, h, t, e) = spec.scaled ? y / (cF[t] + cB[t]) : y;  // (84b); non-scaled: §2.4
       }
-  }
+  });
   return o;
 }
 

@@ -25,12 +25,12 @@ struct LionSpec {
 // convention A, docs/lion.md §2.3 for B), materialised row by row.
 Tensor lion_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                       const std::vector<double>& decay_rate, const Tensor& log_decay,
-                      const LionSpec& spec, const HeadList& heads = {});
+                      const LionSpec& spec, const RowList& rows = {});
 
 // Theorem 3.3 (Eqs. 83-84): forward and backward recurrences with the step
 // decays gF, gB of docs/lion.md §2.3, combined by (y^F + y^B) / (c^F + c^B).
 Tensor lion_rnn(const Tensor& q, const Tensor& k, const Tensor& v,
                 const std::vector<double>& decay_rate, const Tensor& log_decay,
-                const LionSpec& spec, const HeadList& heads = {});
+                const LionSpec& spec);
 
 }  // namespace attn::ref

@@ -54,23 +54,28 @@ inline Outputs output_only(Tensor o) {
   return out;
 }
 
-// Computes only the (batch, head) pairs listed in `heads` (pairs of indices);
-// all pairs when empty. Other outputs stay zero.
-using HeadList = std::vector<std::pair<int, int>>;
+// The rows (token positions) of every (batch, head) pair to compute,
+// ascending and distinct; all rows when empty. Rows not listed stay zero. A
+// row costs O(L d) (a recurrent quantity, O(t d) for row t), so that a few
+// rows check a kernel at any L. A gradient whose rows all depend on every row
+// of the head (softmax's dk and dv sum P over the queries, and P's rows need
+// their own normalisers) is then left empty: not computed.
+using RowList = std::vector<int>;
 
 // softmax(Q K^T / sqrt(dk) [+ causal mask]) V
 Tensor softmax_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
-                         const HeadList& heads = {});
+                         const RowList& rows = {});
 
 // Gradients of <O, dO> for O = softmax_attention(q, k, v, causal), from the
 // materialised P of each head: dV = P^T dO, dP = dO V^T,
 // dS = P . (dP - rowsum(dP . P)), dQ = scale dS K, dK = scale dS^T Q.
-// Fills out.dq, out.dk, out.dv.
+// Fills out.dq, out.dk, out.dv; for listed rows out.dq alone (row i of dQ
+// needs row i of P, dP and dS only).
 void softmax_gradients(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& d_o,
-                       bool causal, Outputs& out, const HeadList& heads = {});
+                       bool causal, Outputs& out, const RowList& rows = {});
 
 // o_t = sum_{s<=t} (q_t . k_s) v_s / sum_{s<=t} (q_t . k_s)   (q, k positive features)
 Tensor linear_causal_attention(const Tensor& q, const Tensor& k, const Tensor& v,
-                               const HeadList& heads = {});
+                               const RowList& rows = {});
 
 }  // namespace attn::ref

@@ -32,14 +32,13 @@ struct GsaChunkForwardBackward {
   }
 };
 
-ref::Outputs forward_reference(const ref::Problem& p, const FormParams&,
-                               const ref::HeadList& heads) {
-  return {ref::gsa_materialised(p.q, p.k, p.v, p.log_gate, heads), {}, {}, {}, {}};
+ref::Outputs forward_reference(const ref::Problem& p, const FormParams&, const ref::RowList& rows) {
+  return {ref::gsa_materialised(p.q, p.k, p.v, p.log_gate, rows), {}, {}, {}, {}};
 }
 ref::Outputs forward_backward_reference(const ref::Problem& p, const FormParams& params,
-                                        const ref::HeadList& heads) {
-  ref::Outputs out = forward_reference(p, params, heads);
-  ref::gsa_gradients(p.q, p.k, p.v, p.log_gate, p.d_o, out, heads);
+                                        const ref::RowList& rows) {
+  ref::Outputs out = forward_reference(p, params, rows);
+  ref::gsa_gradients(p.q, p.k, p.v, p.log_gate, p.d_o, out, rows);
   return out;
 }
 

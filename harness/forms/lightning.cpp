@@ -38,14 +38,13 @@ struct VanillaForwardBackward {
   }
 };
 
-ref::Outputs forward_reference(const ref::Problem& p, const FormParams&,
-                               const ref::HeadList& heads) {
-  return ref::output_only(ref::lightning_quadratic(p.q, p.k, p.v, p.decay_rate, heads));
+ref::Outputs forward_reference(const ref::Problem& p, const FormParams&, const ref::RowList& rows) {
+  return ref::output_only(ref::lightning_quadratic(p.q, p.k, p.v, p.decay_rate, rows));
 }
 ref::Outputs forward_backward_reference(const ref::Problem& p, const FormParams& params,
-                                        const ref::HeadList& heads) {
-  ref::Outputs out = forward_reference(p, params, heads);
-  ref::lightning_gradients(p.q, p.k, p.v, p.decay_rate, p.d_o, out, heads);
+                                        const ref::RowList& rows) {
+  ref::Outputs out = forward_reference(p, params, rows);
+  ref::lightning_gradients(p.q, p.k, p.v, p.decay_rate, p.d_o, out, rows);
   return out;
 }
 

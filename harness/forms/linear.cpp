@@ -29,9 +29,8 @@ struct LinearChunk {
   }
 };
 
-ref::Outputs linear_reference(const ref::Problem& p, const FormParams&,
-                              const ref::HeadList& heads) {
-  return ref::output_only(ref::linear_causal_attention(p.q, p.k, p.v, heads));
+ref::Outputs linear_reference(const ref::Problem& p, const FormParams&, const ref::RowList& rows) {
+  return ref::output_only(ref::linear_causal_attention(p.q, p.k, p.v, rows));
 }
 
 double io_bytes(const Shape& s, std::size_t scalar_bytes) {

@@ -90,10 +90,10 @@ struct Chunk {
 
 template <ref::LionVariant V>
 ref::Outputs lion_reference(const ref::Problem& p, const FormParams& params,
-                            const ref::HeadList& heads) {
+                            const ref::RowList& rows) {
   const ref::LionSpec spec{V, mask_convention_of(params), scaled(params)};
   return ref::output_only(
-      ref::lion_attention(p.q, p.k, p.v, p.decay_rate, p.log_decay, spec, heads));
+      ref::lion_attention(p.q, p.k, p.v, p.decay_rate, p.log_decay, spec, rows));
 }
 
 double io_bytes(const Shape& s, std::size_t scalar_bytes) {

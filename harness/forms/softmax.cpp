@@ -25,15 +25,14 @@ struct SoftmaxTiledForwardBackward {
 };
 
 template <bool Causal>
-ref::Outputs softmax_reference(const ref::Problem& p, const FormParams&,
-                               const ref::HeadList& heads) {
-  return ref::output_only(ref::softmax_attention(p.q, p.k, p.v, Causal, heads));
+ref::Outputs softmax_reference(const ref::Problem& p, const FormParams&, const ref::RowList& rows) {
+  return ref::output_only(ref::softmax_attention(p.q, p.k, p.v, Causal, rows));
 }
 template <bool Causal>
 ref::Outputs softmax_backward_reference(const ref::Problem& p, const FormParams& params,
-                                        const ref::HeadList& heads) {
-  ref::Outputs out = softmax_reference<Causal>(p, params, heads);
-  ref::softmax_gradients(p.q, p.k, p.v, p.d_o, Causal, out, heads);
+                                        const ref::RowList& rows) {
+  ref::Outputs out = softmax_reference<Causal>(p, params, rows);
+  ref::softmax_gradients(p.q, p.k, p.v, p.d_o, Causal, out, rows);
   return out;
 }
 

@@ -289,7 +289,7 @@ expect_error "--format 'yaml': expected text or json" list --format yaml
 expect_error "unrecognised option '--bogus'" list --bogus
 expect_error "unexpected argument 'extra'" list extra
 # bench export: tiny.h5's rows, every column of its table with a header, read back by Python's parsers.
-# Its columns: 23 of identity and measurement, and one per axis: the 5 sizes
+# Its columns: 24 of identity and measurement, and one per axis: the 5 sizes
 # and every swept parameter the forms declare (bench list's params that are
 # not options).
 "$bench" export tiny.h5 --format csv --out tiny.csv && "$bench" export tiny.h5 --format json --out tiny.json &&
@@ -314,7 +314,7 @@ assert lines[0] == "| " + " | ".join(names) + " |" and lines[1] == "|" + " --- |
 assert len(lines) == len(table) + 2 and all(l.startswith("| ") and l.endswith(" |") for l in lines)
 forms = json.load(open("list.json"))
 swept = {p for f in forms for p in f["params"] if p not in {o["name"] for o in f["options"]}}
-assert len(names) == 23 + 5 + len(swept), (len(names), sorted(swept))
+assert len(names) == 24 + 5 + len(swept), (len(names), sorted(swept))
 print(len(table), "rows,", len(names), "columns")' 2>&1)
 if ! grep -qE '^84 rows, [0-9]+ columns$' <<<"$exported"; then echo "FAIL: bench export: $exported"; failures=$((failures + 1))
 else echo "ok: bench export to csv, json and markdown: $exported, as in tiny.h5"

@@ -86,6 +86,25 @@ assert np.array_equal(a, b) and not np.array_equal(a, c)'; then
   pass "problem: the same seed draws the same inputs, another seed others"
 else fail "problem: draws do not follow the seed"
 fi
+# --reference-rows: the reference at the rows a sweep samples, equal to the
+# whole reference there; the gradients a sample does not determine left out.
+expect_error "--reference-rows: rows of the reference, with --reference only" problem --form softmax/full --seq 8 --reference-rows 4 --out peers_x.h5
+expect_error "--reference-rows 5000: from 0 to 4096" problem --form softmax/full --seq 8 --reference --reference-rows 5000 --out peers_x.h5
+"$bench" problem --form softmax/causal_fwd_bwd --heads 2 --seq 200 --dk 16 --reference --out peers_whole.h5 >/dev/null
+"$bench" problem --form softmax/causal_fwd_bwd --heads 2 --seq 200 --dk 16 --reference --reference-rows 6 --out peers_rows.h5 >/dev/null
+if out=$("$python" -c '
+import h5py, numpy as np
+whole, part = h5py.File("peers_whole.h5", "r"), h5py.File("peers_rows.h5", "r")
+rows = part["reference_rows"][...].astype(int)
+assert len(rows) == 6 and rows[0] == 0 and rows[-1] == 199 and 63 in rows and 64 in rows, rows
+assert sorted(part["reference"]) == ["dq", "o"], list(part["reference"])
+for name in ("o", "dq"):
+    assert part["reference"][name].shape == (1, 2, 6, 16), part["reference"][name].shape
+    assert np.allclose(part["reference"][name][...], whole["reference"][name][:, :, rows, :], rtol=1e-12, atol=1e-14)
+print("rows", list(rows))' 2>&1); then
+  pass "problem --reference-rows: o and dq at the sampled $out, as the whole reference"
+else fail "problem --reference-rows: $out"
+fi
 
 # --- bench import ---------------------------------------------------------------
 # A peer's row built from the problem file: its output (the reference rounded

@@ -357,7 +357,7 @@ fi
 # are, and a table with an axis this build never had (`pass`, added here to a committed v3 file)
 # is exported and compared on it; two files are matched on the axes both have.
 "$bench" export "$source_dir/tests/data/fixtures/lion_fig3.h5" --format csv | head -1 >v2_columns.csv
-if ! grep -qx 'form,family,backend,precision,status,note,variant,batch,heads,seq,dk,dv,chunk,reps,.*,iterations' v2_columns.csv; then
+if ! grep -qx 'form,family,backend,precision,status,note,variant,batch,heads,seq,dk,dv,chunk,reps,.*,iterations,err_rows' v2_columns.csv; then
   fail "export of a v2 file: $(cat v2_columns.csv)"
 else pass "export of a v2 file: its axis columns, batch to chunk, no slots"
 fi
@@ -418,7 +418,7 @@ compare_error "row 1 of 'junk_nan.h5' is damaged (a time, cost or rate is nan)" 
 damage_row junk_negative.h5 'row["gflops"] = -1.0'
 compare_error "row 1 of 'junk_negative.h5' is damaged (a time, cost or rate is -1)" resume.h5 junk_negative.h5
 damage_row junk_reps.h5 'row["reps"] = -5'
-compare_error "(a count of timed runs or checked heads is out of range)" resume.h5 junk_reps.h5
+compare_error "(a count of timed runs or checked heads or rows is out of range)" resume.h5 junk_reps.h5
 damage_row junk_form.h5 'row["form"] = b"zz/qq"'
 compare_error "(form 'zz/qq' is not a form of this build (see bench list))" resume.h5 junk_form.h5
 damage_row junk_family.h5 'row["family"] = b"lion-d"'

@@ -41,7 +41,7 @@ struct ScaledByGain {
 };
 
 ref::Outputs scaled_by_gain_reference(const ref::Problem& p, const FormParams& params,
-                                      const ref::HeadList&) {
+                                      const ref::RowList&) {
   ref::Tensor o = p.v;
   const ref::Tensor& gain = p.extra("gain");
   for (int b = 0; b < o.batch; ++b)

@@ -21,7 +21,7 @@ TEST_CASE("the point cache reuses the inputs drawn alike, and references across 
   const Form& gsa = *find_form("gsa/chunk");
   FormParams p16 = params_for(gsa, 16, 4), p32 = p16;
   p32.chunk = 32;
-  const ref::HeadList heads{{0, 1}};
+  const ErrorCheck check{{{0, 1}}, {}};
 
   PointCache cache;
   cache.select(s, gsa, seed, p16);
@@ -30,14 +30,14 @@ TEST_CASE("the point cache reuses the inputs drawn alike, and references across 
   const HostProblem drawn = random_problem(s, gsa, seed, p16);
   CHECK(same_values(first.q, drawn.q));
   CHECK(same_values(first.log_gate, drawn.log_gate));
-  const ref::Outputs& want = cache.reference(gsa, p16, heads);
-  CHECK(same_values(want.o, gsa.reference(drawn, p16, heads).o));
+  const ref::Outputs& want = cache.reference(gsa, p16, check);
+  CHECK(same_values(want.o, gsa.reference(heads_of(drawn, check.heads), p16, {}).o));
 
   // Another chunk size: the same objects, not drawn or computed again.
   cache.select(s, gsa, seed, p32);
   CHECK(cache.reusable_bytes() > 0);
   CHECK(&cache.problem() == &first);
-  CHECK(&cache.reference(gsa, p32, heads) == &want);
+  CHECK(&cache.reference(gsa, p32, check) == &want);
 
   // Another slot count: the same q, k, v, gates of another width, and their own reference.
   const double* q_values = first.q.data.data();
@@ -49,8 +49,9 @@ TEST_CASE("the point cache reuses the inputs drawn alike, and references across 
   CHECK(cache.problem().q.data.data() == q_values);
   CHECK(cache.problem().log_gate.dim == 7);
   CHECK(same_values(cache.problem().log_gate, random_problem(s, gsa, seed, p_slots).log_gate));
-  CHECK(same_values(cache.reference(gsa, p_slots, heads).o,
-                    gsa.reference(random_problem(s, gsa, seed, p_slots), p_slots, heads).o));
+  CHECK(same_values(
+      cache.reference(gsa, p_slots, check).o,
+      gsa.reference(heads_of(random_problem(s, gsa, seed, p_slots), check.heads), p_slots, {}).o));
 
   // The forward+backward form of the family: its inputs kept, d_o drawn, each
   // as random_problem draws it for that form; the reference its own.
@@ -62,8 +63,8 @@ TEST_CASE("the point cache reuses the inputs drawn alike, and references across 
   const HostProblem fwd_bwd_drawn = random_problem(s, gsa_fwd_bwd, seed, p_slots);
   for (const char* name : {"q", "k", "v", "log_gate", "d_o"})
     CHECK(same_values(problem_tensor(with_d_o, name), problem_tensor(fwd_bwd_drawn, name)));
-  CHECK(same_values(cache.reference(gsa_fwd_bwd, p_slots, heads).dq,
-                    gsa_fwd_bwd.reference(fwd_bwd_drawn, p_slots, heads).dq));
+  CHECK(same_values(cache.reference(gsa_fwd_bwd, p_slots, check).dq,
+                    gsa_fwd_bwd.reference(heads_of(fwd_bwd_drawn, check.heads), p_slots, {}).dq));
 
   // Another value of an option the draws read: drawn anew.
   FormParams cooler = p_slots;

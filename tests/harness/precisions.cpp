@@ -34,7 +34,7 @@ struct ExactDoubling {
   }
 };
 
-ref::Outputs doubling_reference(const ref::Problem& p, const FormParams&, const ref::HeadList&) {
+ref::Outputs doubling_reference(const ref::Problem& p, const FormParams&, const ref::RowList&) {
   ref::Outputs out{p.v, {}, {}, {}, {}};
   for (double& x : out.o.data) x *= 2;
   return out;

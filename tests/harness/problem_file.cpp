@@ -53,22 +53,24 @@ TEST_CASE("a problem file holds a sweep point's inputs and reference, every decl
     const Form& form = *find_form(name);
     const FormParams params = params_for(form, 8, 4);
     INFO(name);
-    write_problem_file(path, form, shape, params, seed, /*reference=*/true, {{"seq", 19}});
+    write_problem_file(path, form, shape, params, seed, /*reference=*/true, {}, {{"seq", 19}});
 
     // What measure_point compares a kernel's output against, all heads checked.
     PointCache sweep;
     sweep.select(shape, form, seed, params);
-    ref::HeadList heads;
+    ErrorCheck every_pair;
     for (int b = 0; b < shape.batch; ++b)
-      for (int h = 0; h < shape.heads; ++h) heads.emplace_back(b, h);
-    const ref::Outputs& want = sweep.reference(form, params, heads);
+      for (int h = 0; h < shape.heads; ++h) every_pair.heads.emplace_back(b, h);
+    // The pairs in order, pair i as head i of batch 0: the file's tensors, reshaped.
+    const ref::Outputs& want = sweep.reference(form, params, every_pair);
     std::size_t tensors = 0;
     for (const TensorSpec& t : form.tensors) {
       INFO(t.name);
       if (t.role != Role::input) {
         const ref::Tensor& r = want.*outputs_member(t.name);
         const Dataset got = read_dataset(path, "reference/" + t.name);
-        CHECK(got.dims == dims_of(r));
+        CHECK(got.dims == std::vector<hsize_t>{hsize_t(shape.batch), hsize_t(shape.heads),
+                                               hsize_t(r.seq), hsize_t(r.dim)});
         CHECK(got.values == r.data);
       } else if (t.name == "decay_rate") {
         const Dataset got = read_dataset(path, "inputs/" + t.name);
@@ -90,7 +92,7 @@ TEST_CASE("a problem file holds a sweep point's inputs and reference, every decl
 TEST_CASE("an unwritable problem file is one error and leaves no file", "[harness][problem]") {
   const Form& form = *find_form("softmax/full");
   CHECK_THROWS_AS(
-      write_problem_file("/proc/attn/p.h5", form, Shape{1, 1, 8, 4, 4}, {}, 1, false, {}),
+      write_problem_file("/proc/attn/p.h5", form, Shape{1, 1, 8, 4, 4}, {}, 1, false, {}, {}),
       std::invalid_argument);
 }
 

@@ -1,0 +1,41 @@
+// Which outputs of a point are checked against the fp64 reference: whole
+// (batch, head) pairs where a pair's reference fits --check-flops, else a
+// sample of rows in one or two pairs, so that a point at any L has an error.
+#pragma once
+#include <cstdint>
+
+#include "inputs.hpp"
+
+namespace attn {
+
+// The rows of the tiled kernels' query and key tiles: where a form without a
+// chunk size has its boundaries sampled.
+constexpr int tile_rows = 64;
+// The boundary a point's sampled rows straddle: its chunk, else tile_rows.
+inline int row_boundary(const FormParams& params) {
+  return params.chunk > 0 ? params.chunk : tile_rows;
+}
+
+struct ErrorCheck {
+  HeadList heads;     // empty: not checked
+  ref::RowList rows;  // of every checked pair; empty: every row (whole pairs)
+  // Rows compared in each checked pair: L for whole pairs (the err_rows column).
+  int rows_per_head(int seq) const { return rows.empty() ? seq : int(rows.size()); }
+};
+
+// The check of a point whose reference costs head_flops per (batch, head)
+// pair within `budget` flops: all pairs, else the first and last, else the
+// first, whole; else up to max_rows sampled rows (sample_rows) in the first
+// and last pair, else in the first, as many as the budget allows at twice a
+// pair's mean cost per row (a causal reference's last row sees every key,
+// twice the mean); else, or when max_rows is 0, none.
+ErrorCheck plan_error_check(const Shape& s, double head_flops, double budget, int max_rows,
+                            int boundary, std::uint64_t seed);
+
+// n distinct rows of 0 .. seq - 1, ascending: first those where kernels go
+// wrong (the first and last rows, and each side of the first and last
+// multiples of `boundary`, a chunk or tile size), then rows drawn uniformly
+// from `seed` (fixed per seed and seq).
+ref::RowList sample_rows(int seq, int n, int boundary, std::uint64_t seed);
+
+}  // namespace attn
