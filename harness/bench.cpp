@@ -707,6 +707,22 @@ one). A runner outside the harness times its implementation on these inputs and
 brings its rows back with bench import (README.md, "Peers as rows").
 )";
 
+// bench problem replaces a problem file at --out, and nothing else there (a
+// result file, anyone's data).
+void refuse_replacing_other_than_problem(const std::string& out) {
+  std::error_code error;
+  if (!std::filesystem::exists(std::filesystem::symlink_status(out, error))) return;
+  std::string format;
+  if (is_hdf5_file(out)) try {
+      format = ResultFile::read_attributes(out)["format"];
+    } catch (const std::exception&) {
+    }
+  if (format != problem_format)
+    throw std::invalid_argument("--out '" + out +
+                                "' exists and is not a problem file: not replaced (remove it, "
+                                "or choose another name)");
+}
+
 int problem_command(const std::vector<std::string>& args) {
   const po::options_description options = problem_options();
   po::variables_map vm = parse_command_options(args, options, "problem");
@@ -765,6 +781,7 @@ int problem_command(const std::vector<std::string>& args) {
         fmt::format("{}: its fp64 reference costs {:.3g} FLOPs, above --max-reference-flops {:.3g}",
                     form->name, reference_flops, max_flops));
   const std::string out = vm["out"].as<std::string>();
+  refuse_replacing_other_than_problem(out);
   default_openmp_placement();
   Kokkos::ScopeGuard kokkos;
   write_problem_file(out, *form, point.shape, point.params, seed_option(vm), reference, rows,

@@ -37,7 +37,14 @@ std::unique_ptr<ResultFile> open_result_file(const Sweep& sweep,
   if (!file->resumed()) return file;
   for (const char* name : shared_by_every_row) {
     const auto was = file->attributes().find(name);
-    if (was != file->attributes().end() && was->second != attributes.at(name))
+    // Every bench file has each as text: a file without one (or with a number
+    // there, hand-edited) cannot say its rows are comparable.
+    if (was == file->attributes().end())
+      throw std::invalid_argument(
+          fmt::format("cannot resume: '{}' has no text attribute '{}' (not as bench writes it): "
+                      "use a new --out, or --fresh to overwrite it",
+                      sweep.out, name));
+    if (was->second != attributes.at(name))
       throw std::invalid_argument(
           fmt::format("cannot resume: '{}' holds rows measured with {} '{}', this run's is '{}': "
                       "use a new --out, or --fresh to "

@@ -36,8 +36,8 @@ TEMPLATE_LIST_TEST_CASE("every form stays within its precision's tolerance at lo
     // The materialised forms hold L x L matrices: 16 GiB at 64K.
     if (!form.runner<Exec, P>() || form.memory == MemoryKind::quadratic) continue;
     const FormParams params = params_for(form, 64, 64);
-    INFO(form.name << " in " << precision_name<P>() << " on " << backend_name<Exec>() << " at L = "
-                   << s.seq);
+    INFO(form.name << " in " << precision_name<P>() << " on " << backend_name<Exec>()
+                   << " at L = " << s.seq);
     const ResultRow row = measure_point<Exec, P>(form, s, params, options);
     CHECK(row.status == "ok");
     CHECK(row.err_rows == options.check_rows);

@@ -353,6 +353,15 @@ expect_error "the points table of 'twod.h5' is not one-dimensional" compare twod
 expect_error "the points table of 'twod.h5' is not one-dimensional" \
   sweep --forms softmax/full --seq 8 --heads 1 --dk 8 --reps 2 --backend host --out twod.h5
 rm -f twod.h5
+# A hand-edited file whose settings are numbers, or missing, cannot say its
+# rows are comparable: not resumed.
+for edit in 'f.attrs["seed"] = 2024' 'del f.attrs["seed"]'; do
+  rm -f edited.h5 && cp tiny.h5 edited.h5
+  /usr/bin/python3 -c "import h5py, sys; f = h5py.File(sys.argv[1], 'a'); $edit" edited.h5
+  expect_error "cannot resume: 'edited.h5' has no text attribute 'seed'" \
+    sweep --forms softmax/full --seq 8 --heads 1 --dk 8 --reps 2 --backend host --out edited.h5
+done
+rm -f edited.h5
 # A newer format than this build's is not called older.
 rm -f v99.h5 && cp tiny.h5 v99.h5
 /usr/bin/python3 -c 'import h5py, sys; h5py.File(sys.argv[1], "a").attrs["format"] = "attn-harness points v99"' v99.h5

@@ -38,6 +38,16 @@ for flag in --unscaled=false "--unscaled false" "--unscaled 0" --unscaled=true "
 done
 rm -f peers_switch.h5
 [ -e peers_x.h5 ] && fail "a refused problem wrote peers_x.h5"
+# A problem file is replaced; nothing else is (a result file, a text file).
+echo "someone's notes" >peers_notes.txt
+expect_error "--out 'peers_notes.txt' exists and is not a problem file" problem --form softmax/full --seq 8 --out peers_notes.txt
+"$bench" sweep --forms softmax/full --seq 8 --heads 1 --dk 8 --reps 1 --out peers_result.h5 >/dev/null 2>&1
+expect_error "--out 'peers_result.h5' exists and is not a problem file" problem --form softmax/full --seq 8 --out peers_result.h5
+if [ "$(cat peers_notes.txt)" = "someone's notes" ] && "$bench" export peers_result.h5 --format csv >/dev/null 2>&1; then
+  pass "problem: a text file and a result file at --out left as they were"
+else fail "problem: a file at --out was replaced"
+fi
+rm -f peers_notes.txt peers_result.h5
 
 # Every tensor the form declares (bench list --format json), in its shape:
 # inputs under /inputs, results under /reference with --reference only.

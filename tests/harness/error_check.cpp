@@ -131,7 +131,8 @@ TEST_CASE("every reference computes sampled rows as its whole computation does",
     INFO(form.name);
     const FormParams params = params_for(form, 16, 4);
     const HostProblem p = random_problem(s, form, test_seed(), params);
-    const ref::Outputs whole = form.reference(p, params, {}), sampled = form.reference(p, params, rows);
+    const ref::Outputs whole = form.reference(p, params, {}),
+                       sampled = form.reference(p, params, rows);
     CHECK(!sampled.o.data.empty());
     if (form.backward()) CHECK(!sampled.dq.data.empty());
     for (auto member : {&ref::Outputs::o, &ref::Outputs::dq, &ref::Outputs::dk, &ref::Outputs::dv,
@@ -171,9 +172,9 @@ TEMPLATE_LIST_TEST_CASE("a sampled check's error is the whole check's error at t
     CHECK(row.err_heads == 2);
     CHECK(row.err_rows == options.check_rows);
 
-    const ErrorCheck check = plan_error_check(s, cost.reference_flops, options.check_flops,
-                                              options.check_rows, row_boundary(params),
-                                              options.seed);
+    const ErrorCheck check =
+        plan_error_check(s, cost.reference_flops, options.check_flops, options.check_rows,
+                         row_boundary(params), options.seed);
     const HostProblem p = random_problem(s, form, options.seed, params);
     const ref::Outputs got = run_form<Exec, P>(form, p, params);
     const ref::Outputs whole = form.reference(p, params, {});
@@ -206,13 +207,15 @@ TEST_CASE("a sampled check finds at long L the drift a short check passes",
   options.reps = 1;
   options.seed = test_seed();
   options.check_flops = 1e8;  // whole pairs up to L = 1250, sampled rows beyond
-  const ResultRow short_row = measure_point<HostBackend, float>(form, {1, 2, 256, 8, 8}, {}, options);
+  const ResultRow short_row =
+      measure_point<HostBackend, float>(form, {1, 2, 256, 8, 8}, {}, options);
   REQUIRE(short_row.status == "ok");
   CHECK(short_row.err_rows == 256);
   CHECK(short_row.rel_l2_err < precision_traits<float>::rel_l2_tolerance);
   CHECK(short_row.note.empty());
 
-  const ResultRow long_row = measure_point<HostBackend, float>(form, {1, 2, 1 << 16, 8, 8}, {}, options);
+  const ResultRow long_row =
+      measure_point<HostBackend, float>(form, {1, 2, 1 << 16, 8, 8}, {}, options);
   REQUIRE(long_row.status == "ok");
   CHECK(long_row.err_rows == 16);
   CHECK(long_row.rel_l2_err > 10 * precision_traits<float>::rel_l2_tolerance);

@@ -157,6 +157,12 @@ echo "not hdf5" >"$tmp/text.h5"
 expect_exit_2 "not an HDF5 result file" "$tmp/text.h5" --out "$tmp"
 /usr/bin/python3 -c 'import h5py, sys; h5py.File(sys.argv[1], "w").create_dataset("other", data=[1])' "$tmp/other.h5"
 expect_exit_2 "no /points" "$tmp/other.h5" --out "$tmp"
+# A points table that is not one-dimensional ended in a traceback.
+/usr/bin/python3 -c 'import h5py, sys
+with h5py.File(sys.argv[1], "r") as f: rows = f["points"][:4]
+h5py.File(sys.argv[2], "w").create_dataset("points", data=rows.reshape(2, 2))' \
+  "$repo/tests/data/fixtures/lion_fig3.h5" "$tmp/twod.h5"
+expect_exit_2 "/points is 2-D, not a table of rows" "$tmp/twod.h5" --out "$tmp"
 expect_exit_2 "the file has no bogus column (its axes: batch, heads, seq, dk, dv, chunk; or resolution)" \
   "$repo/tests/data/fixtures/lion_fig3.h5" --x bogus --out "$tmp"
 expect_exit_2 "--x slots: the file has no slots column" "$repo/tests/data/fixtures/lion_fig3.h5" --x slots --out "$tmp"
