@@ -335,8 +335,12 @@ OptionValue declared_option_value(const po::variables_map& vm, const OptionSpec&
 // Options already in vm (the command line's) win. A line that is not an
 // option of bench sweep is an error naming the file and line. Returns the
 // file's text for the result file (bytes of no UTF-8 character as \xNN).
+// Where an experiment file set each option it set (the command line's win):
+// "FILE:LINE" by option name.
+using SetIn = std::map<std::string, std::string>;
+
 std::string store_experiment_file(const std::string& path, const po::options_description& options,
-                                  po::variables_map& vm) {
+                                  po::variables_map& vm, SetIn& set_in) {
   std::ifstream in(path);
   if (!std::filesystem::is_regular_file(path) || !in)
     throw std::invalid_argument("cannot read experiment file '" + path + "'");
@@ -383,6 +387,7 @@ std::string store_experiment_file(const std::string& path, const po::options_des
       throw std::invalid_argument(fmt::format("{}: '{}' is given twice", where, name));
     po::parsed_options parsed(&options);
     parsed.options.emplace_back(name, std::vector<std::string>{trim(text.substr(equals + 1))});
+    if (!vm.count(name) || vm[name].defaulted()) set_in[name] = where;
     try {
       po::store(parsed, vm);
     } catch (const po::error& e) {
@@ -390,6 +395,15 @@ std::string store_experiment_file(const std::string& path, const po::options_des
     }
   }
   return text_of_file;
+}
+
+// An error about option --NAME (the message starts so) whose value came from
+// the experiment file: with the file and line first.
+std::string located(const std::string& message, const SetIn& set_in) {
+  if (message.rfind("--", 0) != 0) return message;
+  const std::string name = message.substr(2, message.find_first_of(" :='", 2) - 2);
+  const auto at = set_in.find(name);
+  return at == set_in.end() ? message : at->second + ": " + message;
 }
 
 // --seed: a whole number from 0 to 10^19 - 1.
@@ -915,10 +929,16 @@ int run_command(int argc, char* argv[]) {
       fmt::print("{}\n", command_help(usage, options, sweep_notes));
       return 0;
     }
+    SetIn set_in_file;
     const std::string config_text =
-        config_file.empty() ? "" : store_experiment_file(config_file, options, vm);
+        config_file.empty() ? "" : store_experiment_file(config_file, options, vm, set_in_file);
     po::notify(vm);
-    Sweep sweep = sweep_from(vm, command_line);
+    Sweep sweep;
+    try {
+      sweep = sweep_from(vm, command_line);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(located(e.what(), set_in_file));
+    }
     sweep.config_file = config_file;
     sweep.config_text = config_text;
     if (vm["list-points"].as<bool>()) {

@@ -63,6 +63,12 @@ expect_error "binary.cfg:1: byte 0x" run binary.cfg --out x.h5
 # Bytes that are no UTF-8 character, or a terminal's escape sequences, are quoted escaped, never echoed.
 printf 'forms = \xff\xfe\xc3\n' > high.cfg
 expect_error 'unknown form .\\xff\\xfe\\xc3.' run high.cfg --out x.h5
+# A value the file sets that the sweep refuses: the file's line named; the
+# same value from the command line (which wins): no line.
+printf 'forms = softmax/full\nseq = 8\nreps = 0\ncheck-rows = -3\n' > values.cfg
+expect_error "values.cfg:4: --check-rows -3: from 0 to 4096" run values.cfg --out x.h5
+expect_error "values.cfg:3: --reps must be at least 1" run values.cfg --check-rows 2 --out x.h5
+expect_error "bench: --check-rows 5000: from 0 to 4096" run values.cfg --reps 2 --check-rows 5000 --out x.h5
 printf '\xe9t\xe9 = 3\n' > latin1.cfg
 expect_error 'latin1.cfg:1: unknown option .\\xe9t\\xe9.' run latin1.cfg --out x.h5
 expect_error 'unknown form .\\xff\\x1b\[31m.' sweep --forms $'\xff\x1b[31m' --out x.h5
