@@ -446,8 +446,9 @@ struct JoinChunkSegments {
 // Intra-chunk: O += sum_{t0<=u<=t} lambda^(t-u) (q_t.k_u) v_u over the keys
 // t0 .. end - 1 (key tiles past the warp's last row skipped), the masked
 // pairs zero, never decayed; den (the thread's shares of its two rows'
-// normalisers) gains the same sum with v = 1 when normalising. first: see
-// mma::attend_streamed.
+// normalisers) gains the same sum with v = 1 when normalising. In float O
+// sums by fp32 additions (linear/parallel's one chunk spans the sequence).
+// first: see mma::attend_streamed.
 template <class P, int D, int Keys, mma::CopyAddressing Copies, int DV,
           class First = mma::NothingFirst>
 __device__ __forceinline__ void add_intra_chunk(const CudaTeam& team, const mma::RowTile<P, D>& Q,
@@ -457,7 +458,8 @@ __device__ __forceinline__ void add_intra_chunk(const CudaTeam& team, const mma:
                                                 int b, int h, int L, int t0, int end, int dk,
                                                 int dv, int first_value, int mirror, int row0,
                                                 float rate, bool normalise, First first = {}) {
-  mma::attend_streamed<P, D, Keys, false, mma::Bf16Rounding::conversion_unit, Copies>(
+  mma::attend_streamed<P, D, Keys, std::is_same_v<P, float>, mma::Bf16Rounding::conversion_unit,
+                       Copies>(
       team, Q, O, Ks, Vs, k, v, b, h, L, t0, end, dk, dv, first_value, mirror,
       [&](int k0) { return k0 <= row0 + 15; },
       [&](mma::Accumulator<Keys>& S, int k0, int nk) {

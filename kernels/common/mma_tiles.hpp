@@ -592,6 +592,22 @@ __device__ __forceinline__ void mma(float (&c)[4], const AFragment<P>& a, std::u
   mma<P>(c, a, prepare_b<P>(b0, b1));
 }
 
+// c += a b with the instruction's products summed from zero and the sum
+// added to c by fp32 additions (rounded to nearest). The tensor cores'
+// accumulation truncates toward zero against the largest addend (Fasi et al.
+// 2021, "Numerical behavior of NVIDIA tensor cores"): added into a running
+// total of one sign, every step loses the same way, and a sum over L keys
+// drifts by about L/8 units of the total's last place; from zero, each step
+// loses only against its own 8 products, with the signs of those.
+template <class P>
+__device__ __forceinline__ void mma_exact_sum(float (&c)[4], const AFragment<P>& a,
+                                              std::uint32_t b0, std::uint32_t b1) {
+  float part[4] = {0.f, 0.f, 0.f, 0.f};
+  mma<P>(part, a, b0, b1);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) c[i] += part[i];
+}
+
 // Where step `row` of a sweep is stored: row itself, or mirror - row for a
 // sweep that runs from the last token to the first (mirror = L - 1).
 __device__ __forceinline__ int stored_row(int row, int mirror) {
@@ -1077,7 +1093,11 @@ __device__ __forceinline__ void add_ab_core(Accumulator<N>& C, const RowTile<P, 
 
 // C (16 x N) += W (16 x K) B, W an accumulator (K keys wide), B = rows 0 .. K-1
 // of a [k][n] shared tile (e.g. values). See the header for the TF32 k order.
-template <class P, Bf16Rounding Rounding = Bf16Rounding::conversion_unit, int N, int K>
+// ExactSums (float and tf32): each instruction's sum goes into C by fp32
+// additions (mma_exact_sum), for a C that sums over a whole sequence; bf16
+// keeps the tensor cores' own sums (its tolerance is far above the drift).
+template <class P, Bf16Rounding Rounding = Bf16Rounding::conversion_unit, bool ExactSums = false,
+          int N, int K>
 __device__ __forceinline__ void add_ab(Accumulator<N>& C, const Accumulator<K>& W,
                                        const operand_t<P>* B, int ld) {
   if constexpr (std::is_same_v<P, bf16>) {
@@ -1102,7 +1122,10 @@ __device__ __forceinline__ void add_ab(Accumulator<N>& C, const Accumulator<K>& 
 #pragma unroll
       for (int j = 0; j < N / 8; ++j) {
         const float* p = rows + 8 * j;
-        mma<P>(C.c[j], a, __float_as_uint(p[0]), __float_as_uint(p[ld]));
+        if constexpr (ExactSums)
+          mma_exact_sum<P>(C.c[j], a, __float_as_uint(p[0]), __float_as_uint(p[ld]));
+        else
+          mma<P>(C.c[j], a, __float_as_uint(p[0]), __float_as_uint(p[ld]));
       }
     }
   }
@@ -1480,12 +1503,10 @@ __device__ __forceinline__ void add_row_dots(const RowTile<P, K>& A, const float
 // at k0 (else the warp skips its products); weigh(S, k0, nk) turns the warp's
 // scores of that tile (nk keys inside the problem) into weights in place, and
 // may rescale O. Every thread reaches every barrier.
-// ExactSums: each tile's weights times values go into a fresh accumulator,
-// then into O by fp32 additions. The tensor cores' own fp32 accumulation
-// truncates (Fasi et al. 2021, "Numerical behavior of NVIDIA tensor cores"),
-// so a sum over thousands of keys in one accumulator drifts: LION at lambda
-// within 1e-6 of 1 over 16K tokens was 1e-4 off in float, against 2e-5 for
-// the portable tiles. It costs DV / 2 registers per thread. Rounding: how the
+// ExactSums: O is summed by fp32 additions, not in the tensor cores'
+// accumulator, whose truncation makes a sum over thousands of keys drift
+// (see mma_exact_sum): in float and tf32 each instruction's sum, in bf16 each
+// tile's (a fresh accumulator, DV / 2 more registers per thread). Rounding: how the
 // weights become bf16 operands (see Bf16Rounding); Addressing: how the tiles
 // are copied (see CopyAddressing). first(): called once the first key and
 // value tiles' copies are issued (two commit groups), before anything reads
@@ -1542,13 +1563,13 @@ __device__ __forceinline__ void attend_streamed(const Member& team, const RowTil
       finish_tile_copy<0, P>(Vs, ldv, Keys, DV, value_cols, tid, size);
     team.team_barrier();
     if (visible) {
-      if constexpr (ExactSums) {
+      if constexpr (ExactSums && std::is_same_v<P, bf16>) {
         Accumulator<DV> part;
         zero(part);
         add_ab<P, Rounding>(part, S, Vs, ldv);
         for_each_entry(O, part, [](int, int, float& total, float& x) { total += x; });
       } else {
-        add_ab<P, Rounding>(O, S, Vs, ldv);
+        add_ab<P, Rounding, ExactSums>(O, S, Vs, ldv);
       }
     }
     team.team_barrier();  // every warp has read the values

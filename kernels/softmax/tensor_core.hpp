@@ -35,6 +35,12 @@ using CudaRows = Tensor3<Kokkos::Cuda, float>;
 // integer units, the exponentials keeping the conversion unit busy (see
 // mma::Bf16Rounding).
 constexpr auto weight_rounding = mma::Bf16Rounding::integer_units;
+// Every output and gradient here sums over the whole sequence (O and dQ over
+// the keys, dK and dV over the queries): in float those sums are fp32
+// additions (mma::mma_exact_sum), so that the error stays at fp32's as L
+// grows; tf32 and bf16 keep the tensor cores' sums, within their tolerances.
+template <class P>
+constexpr bool exact_sums = std::is_same_v<P, float>;
 
 // A forward's softmax weight 2^x, x <= 0: mma::exp2_ftz in float and tf32
 // (softmax/causal and softmax/full 0.95x the time of exp2f at B=4 H=32 d=128
@@ -140,7 +146,7 @@ struct FlashForward {
 
     // Online softmax over the key tiles; past the diagonal they are skipped.
     const int end = causal ? (tile.first + tile.count < L ? tile.first + tile.count : L) : L;
-    mma::attend_streamed<P, D, keys, false, weight_rounding, copies>(
+    mma::attend_streamed<P, D, keys, exact_sums<P>, weight_rounding, copies>(
         team, Q, O, shared.keys, shared.values, k, v, b, h, L, 0, end, dk, dv, 0, -1,
         [&](int k0) {
           return !causal || k0 <= row0 + 15;
@@ -214,7 +220,8 @@ struct WideFlashForward {
                               size, -1, first_value);
       mma::finish_tile_copy<0, P>(KVs, ld, keys, block, columns(dv, first_value), tid, size);
       team.team_barrier();
-      if (visible) mma::add_ab<P, weight_rounding>(O, S, KVs, ld);  // O += P V[:, value block]
+      if (visible)
+        mma::add_ab<P, weight_rounding, exact_sums<P>>(O, S, KVs, ld);  // O += P V[:, value block]
     }
     softmax.store<P>(O, o, value_block == 0 ? logsumexp : CudaRows{}, b, h, row0, L, first_value,
                      dv);
@@ -314,10 +321,10 @@ struct FlashBackwardPass {
         dp = s * (dp - d);
       });
       if (OwnsKeys) {
-        mma::add_ab<P, weight_rounding>(acc2, S, Y2, ld);   // dV += P^T dO
-        mma::add_ab<P, weight_rounding>(acc1, dP, Y1, ld);  // dK += dS^T Q
+        mma::add_ab<P, weight_rounding, exact_sums<P>>(acc2, S, Y2, ld);   // dV += P^T dO
+        mma::add_ab<P, weight_rounding, exact_sums<P>>(acc1, dP, Y1, ld);  // dK += dS^T Q
       } else {
-        mma::add_ab<P, weight_rounding>(acc1, dP, Y1, ld);  // dQ += dS K
+        mma::add_ab<P, weight_rounding, exact_sums<P>>(acc1, dP, Y1, ld);  // dQ += dS K
       }
     }
     mma::for_each_entry(acc1, [&](int r, int c, float& x) {
