@@ -375,14 +375,18 @@ std::vector<ResultRow> read_points(hid_t file, hid_t dataset, const std::string&
     if (!added_after_v2.count(column) && H5Tget_member_index(file_type, column.c_str()) < 0)
       throw IncompatibleResultFile("the points table of '" + path + "' has no column '" + column +
                                    "': not a bench result table");
-  // The file's axes: its other integer columns, in its order (before v6 the
-  // shape columns batch to slots, the axes of those names).
+  // The file's axes: its other columns, integers, in its order (before v6 the
+  // shape columns batch to slots, the axes of those names). Another kind of
+  // column (a hand-edited `seq` of floats) would be no axis, and rows that
+  // differ in it would be taken for one point: refused.
   std::vector<std::string> axes;
   for (const std::string& column : column_names(file_type)) {
+    if (fixed_columns().count(column)) continue;
     const int index = H5Tget_member_index(file_type, column.c_str());
-    if (!fixed_columns().count(column) &&
-        H5Tget_member_class(file_type, unsigned(index)) == H5T_INTEGER)
-      axes.push_back(column);
+    if (H5Tget_member_class(file_type, unsigned(index)) != H5T_INTEGER)
+      throw IncompatibleResultFile("the points table of '" + path + "' has a column '" + column +
+                                   "' of no whole numbers: not an axis, not a bench column");
+    axes.push_back(column);
   }
   // Strings are variable-length from v5, fixed-length before (HDF5 converts
   // neither into the other): the file's `form` column says which.

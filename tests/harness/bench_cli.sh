@@ -359,6 +359,15 @@ expect_error "the points table of 'twod.h5' is not one-dimensional" compare twod
 expect_error "the points table of 'twod.h5' is not one-dimensional" \
   sweep --forms softmax/full --seq 8 --heads 1 --dk 8 --reps 2 --backend host --out twod.h5
 rm -f twod.h5
+# An axis column of floats (hand-edited) was dropped as an axis: its rows matched as one point.
+rm -f float_seq.h5 && cp tiny.h5 float_seq.h5
+/usr/bin/python3 -c 'import h5py, sys, numpy as np
+f = h5py.File(sys.argv[1], "a"); rows = f["points"][...]; del f["points"]
+dtype = [(n, np.float64 if n == "seq" else rows.dtype.fields[n][0]) for n in rows.dtype.names]
+f.create_dataset("points", data=rows.astype(dtype), maxshape=(None,), chunks=True)' float_seq.h5
+expect_error "the points table of 'float_seq.h5' has a column 'seq' of no whole numbers" export float_seq.h5 --format csv
+expect_error "the points table of 'float_seq.h5' has a column 'seq' of no whole numbers" compare float_seq.h5 tiny.h5
+rm -f float_seq.h5
 # A hand-edited file whose settings are numbers, or missing, cannot say its
 # rows are comparable: not resumed.
 for edit in 'f.attrs["seed"] = 2024' 'del f.attrs["seed"]'; do

@@ -163,6 +163,12 @@ with h5py.File(sys.argv[1], "r") as f: rows = f["points"][:4]
 h5py.File(sys.argv[2], "w").create_dataset("points", data=rows.reshape(2, 2))' \
   "$repo/tests/data/fixtures/lion_fig3.h5" "$tmp/twod.h5"
 expect_exit_2 "/points is 2-D, not a table of rows" "$tmp/twod.h5" --out "$tmp"
+/usr/bin/python3 -c 'import h5py, sys, numpy as np
+with h5py.File(sys.argv[1], "r") as f: rows, attrs = f["points"][...], dict(f.attrs)
+dtype = [(n, np.float64 if n == "seq" else rows.dtype.fields[n][0]) for n in rows.dtype.names]
+g = h5py.File(sys.argv[2], "w"); g.create_dataset("points", data=rows.astype(dtype)); g.attrs.update(attrs)' \
+  "$repo/tests/data/fixtures/lion_fig3.h5" "$tmp/float_seq.h5"
+expect_exit_2 "has a column 'seq' of no whole numbers" "$tmp/float_seq.h5" --out "$tmp"
 expect_exit_2 "the file has no bogus column (its axes: batch, heads, seq, dk, dv, chunk; or resolution)" \
   "$repo/tests/data/fixtures/lion_fig3.h5" --x bogus --out "$tmp"
 expect_exit_2 "--x slots: the file has no slots column" "$repo/tests/data/fixtures/lion_fig3.h5" --x slots --out "$tmp"
