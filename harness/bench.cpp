@@ -838,6 +838,11 @@ int import_command(const std::vector<std::string>& args, const std::string& comm
     throw std::invalid_argument(
         "import needs a result file and a rows file: bench import FILE.h5 ROWS.jsonl");
   const std::vector<ResultRow> rows = read_row_lines(files[1], axis_columns());
+  if (rows.empty()) {  // nothing to record: the file is not opened (each import adds a line)
+    fmt::print("import: no rows in {}; {} left as it was\n", printable(files[1]),
+               printable(files[0]));
+    return 0;
+  }
   default_openmp_placement();
   Kokkos::ScopeGuard kokkos;  // a new file's provenance reads the OpenMP threads and the device
   std::map<std::string, std::string> attributes;

@@ -185,6 +185,14 @@ bad_line "unknown field 'flops'" "$(row '"reps": 3' '"flops": 3')"
 bad_line "'status' is required" "$(row '"status": "ok", ' '')"
 bad_line "not a row: nested more than 16 deep" "$(printf '[%.0s' $(seq 50000))"  # was a stack overflow
 expect_error "cannot read the rows file" import peers_results.h5 peers_none.jsonl
+# An empty rows file imports nothing and leaves the result file as it was
+# (600 empty imports had grown a 20-row file to 22 MB, a line each).
+: >peers_empty.jsonl
+out=$("$bench" import peers_results.h5 peers_empty.jsonl 2>&1)
+if [ "$out" = "import: no rows in peers_empty.jsonl; peers_results.h5 left as it was" ] &&
+   cmp -s peers_results.h5 peers_before.h5; then pass "empty import: $out"
+else fail "empty import: $out"
+fi
 expect_error "import needs a result file and a rows file" import peers_results.h5
 expect_error "is not an HDF5 file" import peers_rows.jsonl peers_rows.jsonl
 
