@@ -68,11 +68,16 @@ Guard::Guard() {
   sigemptyset(&action.sa_mask);
   sigaction(SIGINT, &action, &previous_int_);
   sigaction(SIGTERM, &action, &previous_term_);
+  // A closed terminal (SIGHUP) ends the sweep as Ctrl-C does, files closed
+  // whole; under nohup (SIGHUP ignored) it is still ignored.
+  sigaction(SIGHUP, nullptr, &previous_hup_);
+  if (previous_hup_.sa_handler != SIG_IGN) sigaction(SIGHUP, &action, nullptr);
 }
 
 Guard::~Guard() {
   sigaction(SIGINT, &previous_int_, nullptr);
   sigaction(SIGTERM, &previous_term_, nullptr);
+  sigaction(SIGHUP, &previous_hup_, nullptr);
 }
 
 WritingRow::WritingRow() { writing_row = true; }

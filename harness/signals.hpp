@@ -1,4 +1,5 @@
-// Ctrl-C during a sweep. SIGINT or SIGTERM: the point being measured (a
+// Ctrl-C during a sweep. SIGINT, SIGTERM or SIGHUP (a closed terminal; left
+// ignored under nohup): the point being measured (a
 // kernel cannot be stopped midway) finishes and is written, then the sweep
 // stops and the file is closed. A second signal abandons that point at once:
 // every row written before it is already flushed, so the handler ends the
@@ -13,7 +14,7 @@ namespace attn::interruption {
 // Whether a signal asked the sweep to stop.
 bool requested();
 
-// The signal that did (SIGINT or SIGTERM); 0 before any.
+// The signal that did (SIGINT, SIGTERM or SIGHUP); 0 before any.
 int signal_number();
 
 // "To resume, run ...", kept before the handler is installed, so that the
@@ -30,7 +31,7 @@ class Guard {
 
  private:
   struct sigaction previous_int_ {
-  }, previous_term_{};
+  }, previous_term_{}, previous_hup_{};
 };
 
 // Marks a row write, during which a second signal does not end the process.

@@ -64,6 +64,22 @@ elif [ "$(rows_of resume.h5)" != "$k" ]; then fail "resume.h5 has $(rows_of resu
 else pass "Ctrl-C after $k points: exit 130, resume.h5 readable with $k rows"
 fi
 
+# A closed terminal (SIGHUP) stops the sweep as Ctrl-C does: the rows and the
+# --json report written whole (the report was cut off); under nohup it is ignored.
+rm -f hup.h5 hup.json
+start_sweep hup sweep --forms softmax/full --seq 64..4k --heads 1 --dk 16 --reps 5 --backend host \
+  --out hup.h5 --json hup.json
+wait_for_first_row hup || fail "the sweep to hang up wrote no row: $(tail -2 hup.err)"
+kill -HUP "$pid"
+wait "$pid"; rc=$?
+if [ "$rc" != 129 ]; then fail "hung-up sweep exited $rc (want 129)"; cat hup.out hup.err
+elif ! /usr/bin/python3 -c 'import json, sys; json.load(open(sys.argv[1]))' hup.json 2>/dev/null; then
+  fail "the JSON report of a hung-up sweep is not whole: $(tail -c 80 hup.json)"
+elif [ "$(rows_of hup.h5)" -lt 1 ]; then fail "hup.h5 has no row"
+else pass "SIGHUP: exit 129, hup.h5 with $(rows_of hup.h5) rows, the JSON report whole"
+fi
+rm -f hup.h5 hup.json
+
 "$bench" "${sweep[@]}" >second.out 2>second.err; rc=$?
 measured=$(grep -c '^\[[0-9]*/' second.out)  # not a terminal: one progress line per point
 distinct=$(points_of resume.h5 | cut -d' ' -f1-3 | sort -u | wc -l)
