@@ -51,9 +51,10 @@ struct MeasureOptions {
 // drawn inputs, each kept while the next point draws it alike (the same for
 // every chunk size and precision, and q, k, v for the forms of a family and
 // every slot count), and the fp64 reference's outputs (no reference depends on
-// the chunk size or precision). A sweep runs the points of one shape together
-// (plan_points), so an input is drawn again only where the shape, the form's
-// family or options, or the slot count of gates change.
+// the chunk size or precision; a check of sampled rows does, through the rows
+// at chunk boundaries, and computes its few rows again). A sweep runs the points of one shape
+// together (plan_points), so an input is drawn again only where the shape, the form's family or
+// options, or the slot count of gates change.
 class PointCache {
  public:
   // Makes these the current point's arguments: the inputs the previous point
