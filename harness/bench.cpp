@@ -21,7 +21,7 @@
 
 #include "axes.hpp"
 #include "ceiling.hpp"
-#include "common/mma_tiles.hpp"
+#include "common/kernel_path.hpp"
 #include "compare.hpp"
 #include "error_check.hpp"
 #include "export.hpp"
@@ -180,13 +180,16 @@ po::options_description sweep_options() {
       "backend", po::value<std::string>(),
       "execution space: host, cuda (default: cuda when built with it, else host)")(
       "tiles", po::value<std::string>()->default_value("auto"),
-      "auto: tensor-core kernels where a form has them (CUDA: softmax in float, tf32 and bf16 at "
-      "head sizes up "
-      "to 128), the portable register-tiled kernels elsewhere; portable: the portable kernels "
-      "everywhere (rows "
-      "record tiles=portable in their variant)")("seed",
-                                                 po::value<std::string>()->default_value("2024"),
-                                                 "seed of the random inputs (a whole number >= 0)")(
+      "auto: tensor-core kernels where a form's shape allows them (CUDA, float, tf32 and "
+      "bf16; bench list shows each form's kernel paths), the portable register-tiled kernels "
+      "elsewhere; portable: the portable kernels everywhere (rows record tiles=portable in "
+      "their variant). Each row's `kernel` column names the path it took")(
+      "require-path", po::value<std::string>()->default_value(""),
+      "a kernel path every point must take (tensor-core, portable, head-blocks, ...: bench "
+      "list): a point whose kernel would take another is an error row saying why, not a "
+      "slower row under the same form name")("seed",
+                                             po::value<std::string>()->default_value("2024"),
+                                             "seed of the random inputs (a whole number >= 0)")(
       "reps", po::value<int>()->default_value(10),
       "timed repetitions per point (Google Benchmark's "
       "--benchmark_repetitions): median, mean, min, max, stddev")(
@@ -243,13 +246,18 @@ po::options_description compare_options() {
       "mark points significantly slower with a B/A time above it REGRESSION "
       "(significantly faster below 1/it: faster); a point ok in A and not in B "
       "is a REGRESSION too")("fail-on-regression", po::bool_switch(),
-                             "exit 1 when a point is a REGRESSION (threshold 1.1 unless given)");
+                             "exit 1 when a point is a REGRESSION (threshold 1.1 unless given)")(
+      "across-kernels", po::bool_switch(),
+      "compare points whose rows ran different kernel paths (refused otherwise: a change of "
+      "path is not a faster kernel); each such point is marked A-path -> B-path");
   return o;
 }
 
 constexpr const char* compare_notes = R"(
 Points are matched by form, variant, backend, precision and the axis columns
-(batch, heads, seq, ...) both files have. Each
+(batch, heads, seq, ...) both files have; points whose rows name different
+kernel paths (the `kernel` column; "unknown" before format v8 matches any)
+are compared only with --across-kernels. Each
 difference of two points ok in both files is judged by the two-sided
 Mann-Whitney U test on their samples (as Google Benchmark's compare.py does):
 p < 0.05 is a significant change (slower or faster), otherwise "no significant
@@ -442,6 +450,12 @@ Sweep sweep_from(const po::variables_map& vm, const std::string& command_line) {
   if (tiles != "auto" && tiles != "portable")
     throw std::invalid_argument("--tiles: '" + tiles + "' is neither auto nor portable");
   tensor_cores_enabled() = tiles == "auto";
+  sweep.measure.require_path = vm["require-path"].as<std::string>();
+  if (const std::string& path = sweep.measure.require_path;
+      !path.empty() &&
+      std::find(std::begin(paths::parts), std::end(paths::parts), path) == std::end(paths::parts))
+    throw std::invalid_argument(fmt::format("--require-path '{}': expected one of {}",
+                                            printable(path), fmt::join(paths::parts, ", ")));
   sweep.measure.seed = seed_option(vm);
   sweep.measure.reps = vm["reps"].as<int>();
   sweep.measure.warmup = vm["warmup"].as<int>();
@@ -535,6 +549,7 @@ int compare_command(const std::vector<std::string>& args) {
     throw std::invalid_argument("compare needs two result files: bench compare A.h5 B.h5");
   CompareOptions compare;
   compare.fail_on_regression = vm["fail-on-regression"].as<bool>();
+  compare.across_kernels = vm["across-kernels"].as<bool>();
   if (vm.count("threshold"))
     compare.threshold = number_option(vm, "threshold", 1, false, " (1.1: more than 10% slower)");
   else if (compare.fail_on_regression)
@@ -557,7 +572,11 @@ int list_command(const std::vector<std::string>& args) {
             "then its options: bench sweep --help), the precisions it has kernels for, and\n"
             "what it computes (json: an array of objects, each also with the options the\n"
             "form declares: name, kind, default, choices and help; and the tensors: name,\n"
-            "shape, role and how an input is drawn).\n"));
+            "shape, role and how an input is drawn). Then the kernel paths each form's\n"
+            "kernels take on each backend of this build: at B = H = 1, L = 4096, d = 64\n"
+            "and every parameter's default, then those a head of 256 columns or a chunk\n"
+            "of 16 or 96 reaches, each with why a faster path did not apply (json: each\n"
+            "form's kernel_paths: backend, precisions, path, reason and probe).\n"));
     return 0;
   }
   const std::string format = vm["format"].as<std::string>();
@@ -602,6 +621,17 @@ int list_command(const std::vector<std::string>& args) {
           json_list(o.choices), json_string(o.help)));
     return objects;
   };
+  // The paths its kernels take: {"backend": "cuda", "precisions": ["float"], "path":
+  // "portable", "reason": "chunk 96 is not a multiple of 64", "probe": "chunk=96"}.
+  auto path_objects = [&](const Form& f) {
+    std::vector<std::string> objects;
+    for (const PathSeen& p : kernel_paths_seen(f))
+      objects.push_back(fmt::format(
+          "{{\"backend\": {}, \"precisions\": {}, \"path\": {}, \"reason\": {}, \"probe\": {}}}",
+          json_string(p.backend), json_list(p.precisions), json_string(p.path.name),
+          json_string(p.path.reason), json_string(p.probe)));
+    return objects;
+  };
   // The parameters a form takes: its swept ones, then its options.
   auto params_of = [](const Form& f) {
     std::vector<std::string> params;
@@ -628,12 +658,29 @@ int list_command(const std::vector<std::string>& args) {
     else
       fmt::print(
           "{}\n  {{\"name\": {}, \"family\": {}, \"causal\": {}, \"params\": {}, \"options\": "
-          "[{}], \"precisions\": {}, \"tensors\": [{}], \"description\": {}}}",
+          "[{}], \"precisions\": {}, \"tensors\": [{}], \"kernel_paths\": [{}], "
+          "\"description\": {}}}",
           i ? "," : "", json_string(f.name), json_string(f.family), f.causal() ? "true" : "false",
           json_list(params), fmt::join(option_objects(f), ", "), json_list(f.precisions()),
-          fmt::join(tensor_objects(f), ", "), json_string(f.description));
+          fmt::join(tensor_objects(f), ", "), fmt::join(path_objects(f), ", "),
+          json_string(f.description));
   }
-  if (format == "json") fmt::print("\n]\n");
+  if (format == "json") {
+    fmt::print("\n]\n");
+    return 0;
+  }
+  fmt::print(
+      "\nkernel paths (at B = H = 1, L = 4096, d = 64, each parameter its default; then what a\n"
+      "head of 256 columns or a chunk of 16 or 96 changes, and why):\n");
+  for (const Form& f : forms()) {
+    bool first = true;
+    for (const PathSeen& p : kernel_paths_seen(f)) {
+      fmt::print("{:<26} {} {}{}: {}{}\n", first ? f.name : "", p.backend,
+                 fmt::join(p.precisions, ","), p.probe.empty() ? "" : " at " + p.probe, p.path.name,
+                 p.path.reason.empty() ? "" : " (" + p.path.reason + ")");
+      first = false;
+    }
+  }
   return 0;
 }
 

@@ -134,6 +134,32 @@ std::string time_text(const ResultRow& r) {
   return r.status == "ok" ? fmt::format("{:.3f}", r.time_median_s * 1e3) : r.status;
 }
 
+// Whether two rows name different kernel paths; a row that does not say
+// ("unknown": a file before v8; "": not run) differs from none.
+bool kernels_differ(const ResultRow& a, const ResultRow& b) {
+  const auto known = [](const ResultRow& r) { return !r.kernel.empty() && r.kernel != "unknown"; };
+  return known(a) && known(b) && a.kernel != b.kernel;
+}
+
+// Refuses a comparison of points whose kernel paths differ, naming how many
+// and the first, unless asked for.
+void check_kernels(const IndexedRows& a, const IndexedRows& b, const CompareOptions& options) {
+  if (options.across_kernels) return;
+  int differ = 0;
+  std::string first;
+  for (const auto& key : a.order)
+    if (const auto in_b = b.index.find(key); in_b != b.index.end()) {
+      const ResultRow &ra = a.rows[a.index.at(key)], &rb = b.rows[in_b->second];
+      if (kernels_differ(ra, rb) && differ++ == 0)
+        first = fmt::format("{}: {} in A, {} in B", key.describe(), ra.kernel, rb.kernel);
+    }
+  if (differ)
+    throw std::invalid_argument(
+        fmt::format("compare: {} point{} ran different kernel paths in the two files (first: {}); "
+                    "--across-kernels compares them anyway",
+                    differ, differ == 1 ? "" : "s", first));
+}
+
 void print_only_in(const std::string& path, const IndexedRows& rows, const IndexedRows& other) {
   std::vector<const PointKey*> only;
   for (const auto& key : rows.order)
@@ -150,6 +176,7 @@ int compare_result_files(const std::string& a_path, const std::string& b_path,
   std::vector<ResultRow> a_rows = read_rows(a_path), b_rows = read_rows(b_path);
   const std::vector<std::string> axes = shared_axes(a_rows, b_rows);
   const IndexedRows a = index_on(std::move(a_rows), axes), b = index_on(std::move(b_rows), axes);
+  check_kernels(a, b, options);
   const bool marking = options.threshold > 0;
   // An axis's column: as wide as its name, or its largest values (L = 128k).
   auto axis_cells = [&](auto&& cell_of) {
@@ -206,11 +233,12 @@ int compare_result_files(const std::string& a_path, const std::string& b_path,
     ++matched;
     regressions += verdict.regression;
 
-    fmt::print("{:<26} {:>6}{} {:>11} {:>11} {:>8} {:>9} {:>6}  {}{}\n", key.form, key.precision,
+    fmt::print("{:<26} {:>6}{} {:>11} {:>11} {:>8} {:>9} {:>6}  {}{}{}\n", key.form, key.precision,
                axis_cells([&](std::size_t i) { return axis_text(key.axes[i].second); }),
                time_text(ra), time_text(rb), ratio_text(time_ratio), ratio_text(peak_ratio),
                std::isfinite(verdict.p) ? fmt::format("{:.3f}", verdict.p) : "-", verdict.mark,
-               key.variant.empty() ? "" : "  [" + key.variant + "]");
+               key.variant.empty() ? "" : "  [" + key.variant + "]",
+               kernels_differ(ra, rb) ? "  kernel " + ra.kernel + " -> " + rb.kernel : "");
   }
   if (matched == 0) fmt::print("(no point is in both files)\n");
 

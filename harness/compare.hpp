@@ -10,6 +10,8 @@ struct CompareOptions {
   double threshold =
       0;  // mark points with B/A time above it (REGRESSION) or below 1/it; 0: no marks
   bool fail_on_regression = false;  // exit status 1 when a point is marked REGRESSION
+  // Compare points whose rows ran different kernel paths (refused otherwise).
+  bool across_kernels = false;
 };
 
 // Prints the comparison; returns the exit status (0, or 1 for a regression

@@ -77,22 +77,27 @@ std::string other_axes_text(const ResultRow& row) {
 
 }  // namespace
 
+std::string kernel_text(const ResultRow& row) {
+  const std::string name = row.kernel.empty() ? "-" : row.kernel;
+  return row.kernel_reason.empty() ? name : name + " [" + row.kernel_reason + "]";
+}
+
 std::string table_header() {
   return fmt::format(
-      "{:<26} {:>6} {:>7} {:>5} {:>5} {:>6} {:>5} {:>7} {:>11} {:>10} {:>9} {:>8} {:>9}", "form",
-      "prec", "L", "dk", "dv", "chunk", "slots", "status", "median ms", "peak MiB", "GFLOP/s",
-      "GB/s", "rel err");
+      "{:<26} {:>6} {:>7} {:>5} {:>5} {:>6} {:>5} {:>7} {:>11} {:>10} {:>9} {:>8} {:>9}  {}",
+      "form", "prec", "L", "dk", "dv", "chunk", "slots", "status", "median ms", "peak MiB",
+      "GFLOP/s", "GB/s", "rel err", "kernel");
 }
 
 std::string table_row(const ResultRow& row) {
   return fmt::format(
       "{:<26} {:>6} {:>7} {:>5} {:>5} {:>6} {:>5} {:>7} {:>11.3f} {:>10.1f} {:>9.1f} {:>8.1f} "
-      "{:>9}{}{}",
+      "{:>9}  {}{}{}",
       row.form, row.precision, row.axis("seq"), row.axis("dk"), row.axis("dv"),
       axis_text(row.axis("chunk")), axis_text(row.axis("slots")), row.status,
       row.time_median_s * 1e3, row.peak_bytes / 1048576.0, row.gflops, row.gbps,
-      row.err_heads ? fmt::format("{:.1e}", row.rel_l2_err) : "-", other_axes_text(row),
-      row.note.empty() ? "" : "  (" + row.note + ")");
+      row.err_heads ? fmt::format("{:.1e}", row.rel_l2_err) : "-", kernel_text(row),
+      other_axes_text(row), row.note.empty() ? "" : "  (" + row.note + ")");
 }
 
 void print_summary(const std::vector<ResultRow>& rows) {
@@ -142,8 +147,9 @@ void print_plan(const Sweep& sweep, const std::vector<Point>& points,
                 const std::vector<ResultRow>& rows) {
   const auto row_of = index_rows(rows);
   const EtaModel eta(sweep.measure, rows);
-  fmt::print("{:<26} {:>6} {:>4} {:>4} {:>7} {:>5} {:>5} {:>6} {:>5}  {:<22} {:>10}\n", "form",
-             "prec", "B", "H", "L", "dk", "dv", "chunk", "slots", "in " + sweep.out, "predicted");
+  fmt::print("{:<26} {:>6} {:>4} {:>4} {:>7} {:>5} {:>5} {:>6} {:>5}  {:<22} {:>10}  {}\n", "form",
+             "prec", "B", "H", "L", "dk", "dv", "chunk", "slots", "in " + sweep.out, "predicted",
+             "kernel");
   std::size_t kept = 0, unknown = 0;
   double predicted_s = 0;
   for (const auto& p : points) {
@@ -163,11 +169,11 @@ void print_plan(const Sweep& sweep, const std::vector<Point>& points,
       ++unknown;
       prediction = "?";
     }
-    fmt::print("{:<26} {:>6} {:>4} {:>4} {:>7} {:>5} {:>5} {:>6} {:>5}  {:<22} {:>10}{}\n",
+    fmt::print("{:<26} {:>6} {:>4} {:>4} {:>7} {:>5} {:>5} {:>6} {:>5}  {:<22} {:>10}  {}{}\n",
                planned.form, planned.precision, planned.axis("batch"), planned.axis("heads"),
                planned.axis("seq"), planned.axis("dk"), planned.axis("dv"),
                axis_text(planned.axis("chunk")), axis_text(planned.axis("slots")), held, prediction,
-               other_axes_text(planned));
+               kernel_text(planned), other_axes_text(planned));
   }
   fmt::print(
       "\n{} points: {} already in {} (kept), {} to measure; predicted time {}{}\n", points.size(),

@@ -33,6 +33,8 @@ class Console {
   bool status_shown_ = false;
 };
 
+// A row's kernel path, with why a faster one did not apply in brackets; "-" for none.
+std::string kernel_text(const ResultRow& row);
 std::string table_header();
 std::string table_row(const ResultRow& row);
 

@@ -46,7 +46,7 @@ std::vector<Column> columns_of(const std::vector<std::string>& axes) {
         ATTN_REAL(time_mean_s), ATTN_INT(peak_bytes), ATTN_REAL(flops), ATTN_REAL(bytes),
         ATTN_REAL(gflops), ATTN_REAL(gbps), ATTN_INT(err_heads), ATTN_REAL(max_abs_err),
         ATTN_REAL(rel_l2_err), ATTN_TEXT(revision), ATTN_REAL(time_stddev_s), ATTN_INT(iterations),
-        ATTN_INT(err_rows)})
+        ATTN_INT(err_rows), ATTN_TEXT(kernel), ATTN_TEXT(kernel_reason)})
     all.push_back(column);
 #undef ATTN_TEXT
 #undef ATTN_INT

@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <memory>
 #include <set>
 #include <sstream>
@@ -38,7 +39,8 @@ const std::pair<const char*, std::string ResultRow::*> text_fields[] = {
     {"form", &ResultRow::form},       {"family", &ResultRow::family},
     {"backend", &ResultRow::backend}, {"precision", &ResultRow::precision},
     {"status", &ResultRow::status},   {"note", &ResultRow::note},
-    {"variant", &ResultRow::variant}, {"revision", &ResultRow::revision}};
+    {"variant", &ResultRow::variant}, {"revision", &ResultRow::revision},
+    {"kernel", &ResultRow::kernel},   {"kernel_reason", &ResultRow::kernel_reason}};
 const std::pair<const char*, double ResultRow::*> real_fields[] = {
     {"time_median_s", &ResultRow::time_median_s}, {"time_min_s", &ResultRow::time_min_s},
     {"time_max_s", &ResultRow::time_max_s},       {"time_mean_s", &ResultRow::time_mean_s},
@@ -52,45 +54,135 @@ const std::pair<const char*, int ResultRow::*> int_fields[] = {
 constexpr const char* required_fields[] = {"form", "backend", "precision", "status"};
 constexpr const char* statuses[] = {"ok", "oom", "timeout", "error"};
 
+// What a line's text shows of its values, brackets and quotes in strings
+// aside. `deepest`: how deeply it nests arrays and objects (the JSON parser
+// recurses once a level, so a line nested thousands deep would exhaust the
+// stack before it could be refused). `kinds`: the JSON kind of every value
+// but the line's own object, in the order of the text (which is the order of
+// a property tree's walk, members and elements before their own members):
+// 's' a string, 'n' a number, 'l' true, false or null, '{' an object, '[' an
+// array; a property tree keeps every scalar as its text, so "0.001" and
+// 0.001 read alike there.
+struct LineShape {
+  int deepest = 0;
+  std::vector<char> kinds;
+};
+LineShape shape_of(const std::string& json) {
+  LineShape shape;
+  std::vector<char> open;
+  bool in_string = false, escaped = false, value_next = false;
+  for (const char c : json) {
+    if (in_string) {
+      if (escaped)
+        escaped = false;
+      else if (c == '\\')
+        escaped = true;
+      else if (c == '"')
+        in_string = false;
+      continue;
+    }
+    if (c == ' ' || c == '\t' || c == '\r' || c == '\n') continue;
+    if (value_next && c != ']')
+      shape.kinds.push_back(c == '"'                               ? 's'
+                            : c == '{'                             ? '{'
+                            : c == '['                             ? '['
+                            : (c == '-' || (c >= '0' && c <= '9')) ? 'n'
+                                                                   : 'l');
+    value_next = false;
+    if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      open.push_back(c);
+      shape.deepest = std::max(shape.deepest, int(open.size()));
+      value_next = c == '[';
+    } else if (c == '}' || c == ']') {
+      if (!open.empty()) open.pop_back();
+    } else if (c == ':' || (c == ',' && !open.empty() && open.back() == '[')) {
+      value_next = true;
+    }
+  }
+  return shape;
+}
+constexpr int deepest_row_line = 16;  // a row, an object holding its axes object, is 2 deep
+
 // What a line's value is made into, or a one-line error naming where it is.
 class LineReader {
  public:
-  explicit LineReader(std::string where) : where_(std::move(where)) {}
+  LineReader(std::string where, const pt::ptree& line, const std::string& text,
+             const std::vector<char>& kinds)
+      : where_(std::move(where)) {
+    root_is_object_ = text.find_first_not_of(" \t\r") == text.find('{');
+    std::size_t next = 0;
+    walk(line, kinds, next);
+    if (next != kinds.size()) fail("not a row: its values could not be told apart");
+  }
 
   [[noreturn]] void fail(const std::string& what) const {
     throw std::invalid_argument(fmt::format("{}: {}", where_, what));
   }
   std::string text(const std::string& field, const pt::ptree& value) const {
-    if (!value.empty()) fail(fmt::format("'{}' must be a string", field));
+    if (kind(value) != 's') fail(fmt::format("'{}' must be a string", field));
     return value.data();
   }
   // A finite number >= 0 (JSON has no NaN or infinity).
   double real(const std::string& field, const pt::ptree& value) const {
     const std::string& s = value.data();
     char* end = nullptr;
-    const double x = value.empty() && !s.empty() ? std::strtod(s.c_str(), &end) : std::nan("");
+    const double x = kind(value) == 'n' ? std::strtod(s.c_str(), &end) : std::nan("");
     if (!end || *end || !std::isfinite(x) || x < 0)
-      fail(fmt::format("'{}' must be a number >= 0, got '{}'", field, printable(s)));
+      fail(fmt::format("'{}' must be a number >= 0, got {}", field, shown(value)));
     return x;
   }
   long long whole(const std::string& field, const pt::ptree& value, long long most) const {
     const std::string& s = value.data();
-    if (!value.empty() || s.empty() || s.size() > 19 ||
+    if (kind(value) != 'n' || s.empty() || s.size() > 19 ||
         s.find_first_not_of("0123456789") != std::string::npos || std::stoull(s) > 1ull * most)
-      fail(fmt::format("'{}' must be a whole number from 0 to {}, got '{}'", field, most,
-                       printable(s)));
+      fail(fmt::format("'{}' must be a whole number from 0 to {}, got {}", field, most,
+                       shown(value)));
     return std::stoll(s);
   }
   // The members of a JSON object: a property tree keeps an array's elements
   // under empty names, and an object's members under theirs.
   void object(const std::string& what, const pt::ptree& value) const {
-    if (value.empty() && !value.data().empty()) fail(what + " must be a JSON object");
-    for (const auto& [name, member] : value)
-      if (name.empty()) fail(what + " must be a JSON object");
+    if (&value == root_ ? !root_is_object_ : kind(value) != '{')
+      fail(what + " must be a JSON object");
+  }
+  void array(const std::string& what, const pt::ptree& value) const {
+    if (kind(value) != '[') fail(what + " must be an array");
   }
 
  private:
+  void walk(const pt::ptree& tree, const std::vector<char>& kinds, std::size_t& next) {
+    if (!root_) root_ = &tree;
+    for (const auto& [name, value] : tree) {
+      if (next == kinds.size()) fail("not a row: its values could not be told apart");
+      kinds_[&value] = kinds[next++];
+      walk(value, kinds, next);
+    }
+  }
+  char kind(const pt::ptree& value) const {
+    const auto found = kinds_.find(&value);
+    return found == kinds_.end() ? '?' : found->second;
+  }
+  // A value as the line gives it: a string quoted, a number as written.
+  std::string shown(const pt::ptree& value) const {
+    const std::string text = printable(value.data());
+    switch (kind(value)) {
+      case 's':
+        return "the string \"" + text + "\"";
+      case '{':
+        return "an object";
+      case '[':
+        return "an array";
+      default:
+        return text;
+    }
+  }
+
   std::string where_;
+  const pt::ptree* root_ = nullptr;
+  bool root_is_object_ = false;
+  std::map<const pt::ptree*, char> kinds_;
 };
 
 template <class Fields>
@@ -117,11 +209,8 @@ ResultRow row_of_line(const LineReader& in, const pt::ptree& line,
     } else if (name == "peak_bytes") {
       row.peak_bytes = std::uint64_t(in.whole(name, value, std::numeric_limits<long long>::max()));
     } else if (name == "samples") {
-      if (!value.data().empty()) in.fail("'samples' must be an array of seconds");
-      for (const auto& [index, sample] : value) {
-        if (!index.empty()) in.fail("'samples' must be an array of seconds");
-        row.samples.push_back(in.real("samples", sample));
-      }
+      in.array("'samples'", value);
+      for (const auto& [index, sample] : value) row.samples.push_back(in.real("samples", sample));
     } else if (name == "axes") {
       in.object("'axes'", value);
       std::set<std::string> axes_seen;
@@ -191,32 +280,6 @@ void add_cost(ResultRow& row) {
   }
 }
 
-// How deeply LINE nests arrays and objects (brackets inside strings aside): the
-// JSON parser recurses once a level, so a line nested thousands deep would
-// exhaust the stack before it could be refused.
-int nesting_depth(const std::string& line) {
-  int depth = 0, deepest = 0;
-  bool in_string = false, escaped = false;
-  for (const char c : line) {
-    if (in_string) {
-      if (escaped)
-        escaped = false;
-      else if (c == '\\')
-        escaped = true;
-      else if (c == '"')
-        in_string = false;
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      deepest = std::max(deepest, ++depth);
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
-  return deepest;
-}
-constexpr int deepest_row_line = 16;  // a row, an object holding its axes object, is 2 deep
-
 }  // namespace
 
 std::vector<ResultRow> read_row_lines(const std::string& path,
@@ -230,16 +293,19 @@ std::vector<ResultRow> read_row_lines(const std::string& path,
   for (std::string line; std::getline(in, line);) {
     ++number;
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    const LineReader reader(fmt::format("{}:{}", path, number));
-    if (nesting_depth(line) > deepest_row_line)
-      reader.fail(fmt::format("not a row: nested more than {} deep", deepest_row_line));
+    const std::string where = fmt::format("{}:{}", path, number);
+    const LineShape shape = shape_of(line);
+    if (shape.deepest > deepest_row_line)
+      throw std::invalid_argument(
+          fmt::format("{}: not a row: nested more than {} deep", where, deepest_row_line));
     pt::ptree tree;
     try {
       std::istringstream text(line);
       pt::read_json(text, tree);
     } catch (const pt::json_parser_error& e) {
-      reader.fail("not JSON: " + e.message());
+      throw std::invalid_argument(fmt::format("{}: not JSON: {}", where, e.message()));
     }
+    const LineReader reader(where, tree, line, shape.kinds);
     rows.push_back(row_of_line(reader, tree, axes));
     add_cost(rows.back());
   }

@@ -417,6 +417,15 @@ ResultRow measure_point(const Form& form, const Shape& shape, const FormParams& 
     row.note = fmt::format("no {} kernel", precision_name<P>());
     return row;
   }
+  const KernelPath path = form.kernel_path<Exec, P>(shape, params);
+  row.kernel = path.name;
+  row.kernel_reason = path.reason;
+  if (!options.require_path.empty() && !path_is(path.name, options.require_path)) {
+    row.status = "error";
+    row.note = fmt::format("not run: its kernel path is {}, not {} (--require-path){}", path.name,
+                           options.require_path, path.reason.empty() ? "" : ": " + path.reason);
+    return row;
+  }
   // Before the memory check, whose answer depends on the machine: a machine
   // with the memory would run the kernels on wrapped indices.
   if (const std::string overflow = int_overflow(form, shape, params); !overflow.empty()) {

@@ -45,6 +45,9 @@ struct MeasureOptions {
   int check_rows = 16;
   std::uint64_t seed = 2024;
   double point_timeout_s = 0;  // limit on a point's warm-up and timed calls together; 0: none
+  // A kernel path every point must take (common/kernel_path.hpp, path_is): a
+  // point whose kernel would take another is an error row, not run; "": any.
+  std::string require_path;
 };
 
 // What consecutive points of a sweep share, kept from one to the next: the

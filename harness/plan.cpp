@@ -27,6 +27,9 @@ std::vector<Point> plan_points(const Sweep& sweep, const std::string& backend) {
         }
         if (sweep.dv_follows_dk) shape.dv = shape.dk;
         ResultRow planned = point_row(*form, shape, params, backend, precision);
+        const KernelPath path = kernel_path_of(*form, backend, precision, shape, params);
+        planned.kernel = path.name;
+        planned.kernel_reason = path.reason;
         if (seen.insert(key_of(planned)).second)
           points.push_back({form, precision, shape, params, std::move(planned)});
         more = false;

@@ -1,10 +1,9 @@
 #include "registry.hpp"
 
-#include "common/mma_tiles.hpp"
-
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
 #include <stdexcept>
 
 namespace attn {
@@ -218,6 +217,60 @@ std::string variant_of(const Form& form, const FormParams& params) {
   }
   if (!tensor_cores_enabled()) add("tiles=portable");  // bench --tiles portable
   return words;
+}
+
+KernelPath kernel_path_of(const Form& form, std::string_view backend, std::string_view precision,
+                          const Shape& s, const FormParams& params) {
+  std::optional<KernelPath> path;
+  for_each_type(static_cast<Backends*>(nullptr), [&](auto* backend_tag) {
+    using Exec = std::remove_pointer_t<decltype(backend_tag)>;
+    if (path || (backend != backend_name<Exec>() &&
+                 !(backend == "host" && std::is_same_v<Exec, HostBackend>)))
+      return;
+    for_each_precision([&](auto* tag) {
+      using P = std::remove_pointer_t<decltype(tag)>;
+      if (precision == precision_name<P>() && form.runner<Exec, P>())
+        path = form.kernel_path<Exec, P>(s, params);
+    });
+    if (!path)
+      throw std::invalid_argument(fmt::format("{} does not run in '{}'", form.name, precision));
+  });
+  if (!path) throw std::invalid_argument(fmt::format("no backend '{}' in this build", backend));
+  return *path;
+}
+
+std::vector<PathSeen> kernel_paths_seen(const Form& form) {
+  FormParams base;
+  for (const Param& p : form.params) base.set_axis(p.name, std::stoi(p.default_values));
+  std::vector<std::pair<std::string, FormParams>> probes{{"", base}, {"d=256", base}};
+  if (form.takes(Param::chunk))
+    for (const int chunk : {16, 96}) {
+      probes.emplace_back(fmt::format("chunk={}", chunk), base);
+      probes.back().second.chunk = chunk;
+    }
+  std::vector<PathSeen> seen;
+  for_each_type(static_cast<Backends*>(nullptr), [&](auto* backend_tag) {
+    using Exec = std::remove_pointer_t<decltype(backend_tag)>;
+    for (const auto& [probe, params] : probes) {
+      const int d = probe == "d=256" ? 256 : 64;
+      const Shape s{1, 1, 4096, d, d};
+      for_each_precision([&](auto* tag) {
+        using P = std::remove_pointer_t<decltype(tag)>;
+        if (!form.runner<Exec, P>()) return;
+        const KernelPath path = form.kernel_path<Exec, P>(s, params);
+        const auto same = std::find_if(seen.begin(), seen.end(), [&](const PathSeen& p) {
+          return p.backend == backend_name<Exec>() && p.path.name == path.name &&
+                 p.path.reason == path.reason;
+        });
+        if (same == seen.end())
+          seen.push_back({backend_name<Exec>(), {precision_name<P>()}, path, probe});
+        else if (std::find(same->precisions.begin(), same->precisions.end(), precision_name<P>()) ==
+                 same->precisions.end())
+          same->precisions.push_back(precision_name<P>());
+      });
+    }
+  });
+  return seen;
 }
 
 // Each family's file defines its <family>_forms(); CMake lists the families.

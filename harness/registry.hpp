@@ -3,6 +3,7 @@
 // file under harness/forms/ (with its options and the draws of its inputs),
 // adding a family its file there and its name in ATTN_FAMILIES (CMakeLists.txt).
 #pragma once
+#include <array>
 #include <cstddef>
 #include <map>
 #include <stdexcept>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "backends.hpp"
+#include "common/kernel_path.hpp"
 #include "common/views.hpp"
 #include "reference.hpp"
 
@@ -197,10 +199,16 @@ struct RunFnsOf<Exec, std::tuple<P...>> {
   using type = std::tuple<RunFn<Exec, P>...>;
 };
 
-// One kernel per precision, in Precisions' order; null where the form has none.
+// Which kernel path a form's kernel takes for a shape and parameters
+// (common/kernel_path.hpp), as the kernel itself decides.
+using PathFn = KernelPath (*)(const Shape&, const FormParams&);
+
+// One kernel per precision, in Precisions' order, and its path; null where the
+// form has none.
 template <class Exec>
 struct RunnersFor {
   typename RunFnsOf<Exec, Precisions>::type by_precision{};
+  std::array<PathFn, std::tuple_size_v<Precisions>> paths{};
   template <class P>
   RunFn<Exec, P> get() const {
     return std::get<precision_index<P>::value>(by_precision);
@@ -251,6 +259,11 @@ struct Form {
   RunFn<Exec, P> runner() const {
     return std::get<RunnersFor<Exec>>(runners).template get<P>();
   }
+  // The kernel path its kernel on Exec in P takes at this shape (the form must run in P).
+  template <class Exec, class P>
+  KernelPath kernel_path(const Shape& s, const FormParams& params) const {
+    return std::get<RunnersFor<Exec>>(runners).paths[precision_index<P>::value](s, params);
+  }
   // Whether the form runs in P (on every backend alike: see runners_of).
   template <class P>
   bool supports() const {
@@ -274,18 +287,37 @@ struct op_precisions<Op, std::void_t<typename Op::precisions>> {
   using type = typename Op::precisions;
 };
 
+// The path of an Op's kernel: its `path`, or, for an Op without one, the
+// portable kernel, its only one.
+template <class Op, class Exec, class P, class = void>
+struct op_path {
+  static KernelPath of(const Shape&, const FormParams&) { return {paths::portable, ""}; }
+};
+template <class Op, class Exec, class P>
+struct op_path<Op, Exec, P, std::void_t<decltype(&Op::template path<Exec, P>)>> {
+  static KernelPath of(const Shape& s, const FormParams& p) {
+    return Op::template path<Exec, P>(s, p);
+  }
+};
+
 // An entry's kernels for every backend, in the precisions the Op declares. `Op` has
 //   template <class Exec, class P>
 //   static void run(const Exec&, const Inputs<Exec, storage_t<P>>&, const FormParams&);
 // (for float and double storage_t<P> is P), and, when it runs in more than
-// float and double, `using precisions = attn::Precisions;` (or a subset).
+// float and double, `using precisions = attn::Precisions;` (or a subset); an
+// Op whose kernel has more than one path also
+//   template <class Exec, class P>
+//   static KernelPath path(const Shape&, const FormParams&);
+// the path its kernel takes (the kernel's own function of the same name).
 template <class Op, class Exec>
 RunnersFor<Exec> runners_for() {
   RunnersFor<Exec> r;
   for_each_precision([&](auto* tag) {
     using P = std::remove_pointer_t<decltype(tag)>;
-    if constexpr (tuple_has<P, typename op_precisions<Op>::type>::value)
+    if constexpr (tuple_has<P, typename op_precisions<Op>::type>::value) {
       std::get<precision_index<P>::value>(r.by_precision) = &Op::template run<Exec, P>;
+      r.paths[precision_index<P>::value] = &op_path<Op, Exec, P>::of;
+    }
   });
   return r;
 }
@@ -301,6 +333,28 @@ RunnerTable runners_of() {
 // The form's options beyond the shape, for result rows: e.g. "mask-convention=B unscaled",
 // "decay-schedule=paper"; empty when the form has none.
 std::string variant_of(const Form& form, const FormParams& params);
+
+// The kernel path of the form's kernel on the backend named `backend` in
+// `precision` (names as bench takes them; "host" the host backend) at this
+// shape; throws std::invalid_argument for a backend not in this build or a
+// precision the form does not run in.
+KernelPath kernel_path_of(const Form& form, std::string_view backend, std::string_view precision,
+                          const Shape& s, const FormParams& params);
+
+// A path a form's kernels take on one backend, in the precisions listed, and
+// the probe that reached it: "" for the base shape (B = H = 1, L = 4096, d =
+// 64, every parameter its default), else what the probe changed ("d=256",
+// "chunk=96").
+struct PathSeen {
+  std::string backend;
+  std::vector<std::string> precisions;
+  KernelPath path;
+  std::string probe;
+};
+// Every path the probes reach on every backend of this build, each once (for
+// bench list): the base shape, then heads of 256 columns, then chunks of 16
+// and 96 (forms that take a chunk).
+std::vector<PathSeen> kernel_paths_seen(const Form& form);
 
 // Every family's forms (ATTN_FAMILIES in CMakeLists.txt: one file each under harness/forms/).
 const std::vector<Form>& forms();

@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <set>
 #include <stdexcept>
 #include <tuple>
@@ -36,7 +37,8 @@ using Handle = Hdf5Handle;
 // then the measurement columns. Before v6 columns were only ever added at the
 // end, so that older columns kept their places: `revision` in v4,
 // `time_stddev_s` and `iterations` in v5 (`slots`, in v3, came before), and
-// after v6 still at the end of the measurement columns: `err_rows` in v7; HDF5
+// after v6 still at the end of the measurement columns: `err_rows` in v7,
+// `kernel` and `kernel_reason` in v8; HDF5
 // converts a table member by member, by name, so a column read is found
 // wherever it is.
 // clang-format off
@@ -52,7 +54,8 @@ using Handle = Hdf5Handle;
   NUMBER(gbps, double, H5T_NATIVE_DOUBLE) NUMBER(err_heads, int, H5T_NATIVE_INT)                 \
   NUMBER(max_abs_err, double, H5T_NATIVE_DOUBLE) NUMBER(rel_l2_err, double, H5T_NATIVE_DOUBLE)   \
   TEXT(revision, 48) NUMBER(time_stddev_s, double, H5T_NATIVE_DOUBLE)                            \
-  NUMBER(iterations, int, H5T_NATIVE_INT) NUMBER(err_rows, int, H5T_NATIVE_INT)
+  NUMBER(iterations, int, H5T_NATIVE_INT) NUMBER(err_rows, int, H5T_NATIVE_INT)              \
+  TEXT(kernel, 48) TEXT(kernel_reason, 160)
 #define ATTN_COLUMNS(TEXT, NUMBER) \
   ATTN_IDENTITY_COLUMNS(TEXT, NUMBER) ATTN_MEASUREMENT_COLUMNS(TEXT, NUMBER)
 // clang-format on
@@ -256,12 +259,15 @@ std::map<std::string, std::string> read_string_attributes(hid_t file) {
 // family); axes not negative, and positive for the sizes every form has
 // (batch, heads, ...: an axis of no form parameter); times, costs and rates finite and not negative
 // (the errors may be NaN or infinite, as a diverging reference gives them, but not negative); the
-// timed runs and checked heads within their ranges.
-std::string damage_of(const ResultRow& r) {
-  for (unsigned char c : r.note)
-    if (c < 0x20 || c == 0x7f) return "the note holds control bytes";
-  for (const std::string* text :
-       {&r.form, &r.family, &r.backend, &r.precision, &r.status, &r.variant, &r.revision})
+// timed runs and checked heads within their ranges. `whole_notes`: a file of v5
+// or later, whose notes are stored whole.
+std::string damage_of(const ResultRow& r, bool whole_notes) {
+  if (whole_notes ? !is_printable(r.note)
+                  : std::any_of(r.note.begin(), r.note.end(),
+                                [](unsigned char c) { return c < 0x20 || c == 0x7f; }))
+    return "the note holds control bytes or bytes of no UTF-8 character";
+  for (const std::string* text : {&r.form, &r.family, &r.backend, &r.precision, &r.status,
+                                  &r.variant, &r.revision, &r.kernel, &r.kernel_reason})
     if (!is_printable(*text))
       return "a text column holds control bytes or bytes of no UTF-8 character";
   if (r.status != "ok" && r.status != "oom" && r.status != "timeout" && r.status != "error")
@@ -343,8 +349,25 @@ std::vector<ResultRow> read_records(hid_t dataset, const std::vector<std::string
   const std::size_t stride = R::bytes(axes.size());
   std::vector<unsigned char> records(n * stride);  // zeros: 0, null strings
   const Handle type(record_type<R>(axes), H5Tclose);
-  if (n > 0 && H5Dread(dataset, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, records.data()) < 0)
-    throw std::runtime_error("cannot read the points table of '" + path + "'");
+  // A whole number beyond what this build's column holds (a hand-made int64
+  // seq of 2^40) stops the read: HDF5 would otherwise clamp it to the
+  // column's largest value, and the row would read back as another point.
+  bool out_of_range = false;
+  const Handle transfer(H5Pcreate(H5P_DATASET_XFER), H5Pclose);
+  H5Pset_type_conv_cb(
+      transfer,
+      [](H5T_conv_except_t except, hid_t, hid_t, void*, void*, void* flag) {
+        if (except != H5T_CONV_EXCEPT_RANGE_HI && except != H5T_CONV_EXCEPT_RANGE_LOW)
+          return H5T_CONV_UNHANDLED;
+        *static_cast<bool*>(flag) = true;
+        return H5T_CONV_ABORT;
+      },
+      &out_of_range);
+  if (n > 0 && H5Dread(dataset, type, H5S_ALL, H5S_ALL, transfer, records.data()) < 0)
+    throw IncompatibleResultFile(
+        out_of_range
+            ? fmt::format("the points table of '{}' holds a number beyond its column's range", path)
+            : "cannot read the points table of '" + path + "'");
   std::vector<ResultRow> rows;
   rows.reserve(n);
   for (hsize_t i = 0; i < n; ++i) rows.push_back(from_record<R>(&records[i * stride], axes));
@@ -366,9 +389,11 @@ std::vector<std::string> column_names(hid_t type) {
 
 std::vector<ResultRow> read_points(hid_t file, hid_t dataset, const std::string& path) {
   // Every fixed column but those added after v2 (`revision` in v4,
-  // `time_stddev_s` and `iterations` in v5, `err_rows` in v7: empty or 0 in older files) must
-  // be in the file's table: a missing one would read back as zeros.
-  const std::set<std::string> added_after_v2{"revision", "time_stddev_s", "iterations", "err_rows"};
+  // `time_stddev_s` and `iterations` in v5, `err_rows` in v7, `kernel` and `kernel_reason` in
+  // v8: empty or 0 in older files) must be in the file's table: a missing one would read back as
+  // zeros.
+  const std::set<std::string> added_after_v2{"revision", "time_stddev_s", "iterations",
+                                             "err_rows", "kernel",        "kernel_reason"};
   const Handle file_type(H5Dget_type(dataset), H5Tclose);
   const Handle fixed(record_type<Record>({}), H5Tclose);
   for (const std::string& column : column_names(fixed))
@@ -392,13 +417,22 @@ std::vector<ResultRow> read_points(hid_t file, hid_t dataset, const std::string&
   // neither into the other): the file's `form` column says which.
   const Handle form_type(
       H5Tget_member_type(file_type, unsigned(H5Tget_member_index(file_type, "form"))), H5Tclose);
-  std::vector<ResultRow> rows = H5Tis_variable_str(form_type) > 0
-                                    ? read_records<Record>(dataset, axes, path)
-                                    : read_records<FixedRecord>(dataset, axes, path);
+  const bool whole_notes = H5Tis_variable_str(form_type) > 0;
+  std::vector<ResultRow> rows = whole_notes ? read_records<Record>(dataset, axes, path)
+                                            : read_records<FixedRecord>(dataset, axes, path);
   read_samples(file, rows, path);
-  for (std::size_t i = 0; i < rows.size(); ++i)
-    if (const std::string damage = damage_of(rows[i]); !damage.empty())
+  if (H5Tget_member_index(file_type, "kernel") < 0)
+    for (ResultRow& row : rows) row.kernel = "unknown";  // measured before rows said
+  std::map<PointKey, std::size_t> row_of;
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    if (const std::string damage = damage_of(rows[i], whole_notes); !damage.empty())
       throw IncompatibleResultFile(fmt::format("row {} of '{}' is damaged ({})", i, path, damage));
+    // A point measured twice would be one row to resume and compare, the other
+    // silently dropped: a file holds each point once (bench writes it so).
+    if (const auto [at, added] = row_of.emplace(key_of(rows[i]), i); !added)
+      throw IncompatibleResultFile(fmt::format("rows {} and {} of '{}' are the same point ({})",
+                                               at->second, i, path, at->first.describe()));
+  }
   return rows;
 }
 

@@ -12,15 +12,16 @@
 
 namespace attn {
 
-// The `format` root attribute of files this build writes. v7 has one column
-// per swept axis (swept_axes), whatever the axes are (from v6), and the
-// `err_rows` column; the older formats are still read, their shape columns
-// (batch, heads, seq, dk, dv, chunk, slots) being the axes of the same names
-// before v6: v2 files (no `slots` column), v3 files (no `revision` column), v4
-// files (no `time_stddev_s` and `iterations` columns, no samples), v5 and v6
-// files (no `err_rows`). Only files of this format, with this build's axes,
-// are appended to.
-constexpr const char* result_format = "attn-harness points v7";
+// The `format` root attribute of files this build writes. v8 has one column
+// per swept axis (swept_axes), whatever the axes are (from v6), the
+// `err_rows` column (from v7) and the `kernel` and `kernel_reason` columns;
+// the older formats are still read, their shape columns (batch, heads, seq,
+// dk, dv, chunk, slots) being the axes of the same names before v6: v2 files
+// (no `slots` column), v3 files (no `revision` column), v4 files (no
+// `time_stddev_s` and `iterations` columns, no samples), v5 and v6 files (no
+// `err_rows`), v7 files (no `kernel`: their rows read as kernel "unknown").
+// Only files of this format, with this build's axes, are appended to.
+constexpr const char* result_format = "attn-harness points v8";
 
 // A row's value of each axis column, in the order of the file's columns.
 using AxisValues = std::vector<std::pair<std::string, int>>;
@@ -47,6 +48,10 @@ struct ResultRow {
   int iterations = 0;  // calls per timed repetition, each sample their mean (from v5; 0 before)
   std::vector<double>
       samples;  // seconds per call of each timed repetition (from v5: the /samples dataset)
+  // The kernel path that produced it (common/kernel_path.hpp: "tensor-core",
+  // "portable", ...; "unknown" in files before v8, a peer's own name for its
+  // rows) and why a faster path did not apply ("" when none was passed over).
+  std::string kernel, kernel_reason;
 
   // The value of axis `name`; 0 when the row has no such column.
   int axis(const std::string& name) const;

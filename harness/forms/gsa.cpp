@@ -22,6 +22,10 @@ struct GsaChunk {
   static void run(const Exec& exec, const Inputs<Exec, storage_t<P>>& x, const FormParams& p) {
     gsa_chunk_forward<P>(exec, x.q, x.k, x.v, x.log_gate, x.o, p.chunk);
   }
+  template <class Exec, class P>
+  static KernelPath path(const Shape& s, const FormParams& p) {
+    return detail::gated_chunk_path<P, Exec>(s.seq, p.chunk);
+  }
 };
 struct GsaChunkForwardBackward {
   using precisions = Precisions;
@@ -29,6 +33,10 @@ struct GsaChunkForwardBackward {
   static void run(const Exec& exec, const Inputs<Exec, storage_t<P>>& x, const FormParams& p) {
     gsa_chunk_forward_backward<P>(exec, x.q, x.k, x.v, x.log_gate, x.o, x.d_o, x.dq, x.dk, x.dv,
                                   x.dlog_gate, p.chunk);
+  }
+  template <class Exec, class P>
+  static KernelPath path(const Shape& s, const FormParams& p) {
+    return detail::gated_chunk_path<P, Exec>(s.seq, p.chunk);
   }
 };
 

@@ -16,6 +16,10 @@ struct LightningForward {
   static void run(const Exec& exec, const Inputs<Exec, storage_t<P>>& x, const FormParams& p) {
     lightning_forward<P>(exec, x.q, x.k, x.v, x.decay_rate, x.o, p.chunk);
   }
+  template <class Exec, class P>
+  static KernelPath path(const Shape& s, const FormParams& p) {
+    return detail::chunked_causal_path<P, Exec>(s, p.chunk);
+  }
 };
 struct LightningForwardBackward {
   using precisions = Precisions;
@@ -24,17 +28,29 @@ struct LightningForwardBackward {
     lightning_forward<P>(exec, x.q, x.k, x.v, x.decay_rate, x.o, p.chunk);
     lightning_backward<P>(exec, x.q, x.k, x.v, x.decay_rate, x.d_o, x.dq, x.dk, x.dv, p.chunk);
   }
+  template <class Exec, class P>
+  static KernelPath path(const Shape& s, const FormParams& p) {
+    return detail::chunked_causal_path<P, Exec>(s, p.chunk);
+  }
 };
 struct VanillaForward {
   template <class Exec, class T>
   static void run(const Exec& exec, const Inputs<Exec, T>& x, const FormParams&) {
     vanilla_decay_forward(exec, x.q, x.k, x.v, x.decay_rate, x.o);
   }
+  template <class Exec, class T>
+  static KernelPath path(const Shape&, const FormParams&) {
+    return detail::batched_product_path<Exec, T>();
+  }
 };
 struct VanillaForwardBackward {
   template <class Exec, class T>
   static void run(const Exec& exec, const Inputs<Exec, T>& x, const FormParams&) {
     vanilla_decay_forward_backward(exec, x.q, x.k, x.v, x.decay_rate, x.o, x.d_o, x.dq, x.dk, x.dv);
+  }
+  template <class Exec, class T>
+  static KernelPath path(const Shape&, const FormParams&) {
+    return detail::batched_product_path<Exec, T>();
   }
 };
 

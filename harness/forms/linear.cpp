@@ -14,6 +14,10 @@ struct LinearParallel {
   static void run(const Exec& exec, const Inputs<Exec, storage_t<P>>& x, const FormParams&) {
     linear_parallel_forward<P>(exec, x.q, x.k, x.v, x.o);
   }
+  template <class Exec, class P>
+  static KernelPath path(const Shape& s, const FormParams&) {
+    return linear_parallel_path<P, Exec>(s);
+  }
 };
 struct LinearRecurrent {
   template <class Exec, class T>
@@ -26,6 +30,10 @@ struct LinearChunk {
   template <class Exec, class P>
   static void run(const Exec& exec, const Inputs<Exec, storage_t<P>>& x, const FormParams& p) {
     linear_chunk_forward<P>(exec, x.q, x.k, x.v, x.o, p.chunk);
+  }
+  template <class Exec, class P>
+  static KernelPath path(const Shape& s, const FormParams& p) {
+    return detail::chunked_causal_path<P, Exec>(s, p.chunk);
   }
 };
 

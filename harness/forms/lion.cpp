@@ -61,6 +61,10 @@ struct Materialised {
     lion_materialised_forward(exec, x.q, x.k, x.v, x.decay_rate, x.log_decay, x.o,
                               options_of<V>(p));
   }
+  template <class Exec, class T>
+  static KernelPath path(const Shape&, const FormParams&) {
+    return detail::batched_product_path<Exec, T>();
+  }
 };
 template <LionVariant V>
 struct Tiled {
@@ -69,6 +73,10 @@ struct Tiled {
   static void run(const Exec& exec, const Inputs<Exec, storage_t<P>>& x, const FormParams& p) {
     lion_attention_forward<P>(exec, x.q, x.k, x.v, x.decay_rate, x.log_decay, x.o,
                               options_of<V>(p));
+  }
+  template <class Exec, class P>
+  static KernelPath path(const Shape& s, const FormParams&) {
+    return detail::lion_tiles_path<P, Exec>(s, 0);
   }
 };
 template <LionVariant V>
@@ -85,6 +93,10 @@ struct Chunk {
   static void run(const Exec& exec, const Inputs<Exec, storage_t<P>>& x, const FormParams& p) {
     lion_chunk_forward<P>(exec, x.q, x.k, x.v, x.decay_rate, x.log_decay, x.o, options_of<V>(p),
                           p.chunk);
+  }
+  template <class Exec, class P>
+  static KernelPath path(const Shape& s, const FormParams& p) {
+    return detail::lion_tiles_path<P, Exec>(s, p.chunk);
   }
 };
 

@@ -14,6 +14,10 @@ struct SoftmaxTiled {
   static void run(const Exec& exec, const Inputs<Exec, storage_t<P>>& x, const FormParams&) {
     softmax_tiled_forward<P>(exec, x.q, x.k, x.v, x.o, Causal);
   }
+  template <class Exec, class P>
+  static KernelPath path(const Shape& s, const FormParams&) {
+    return softmax_forward_path<P, Exec>(s);
+  }
 };
 template <bool Causal>
 struct SoftmaxTiledForwardBackward {
@@ -21,6 +25,10 @@ struct SoftmaxTiledForwardBackward {
   template <class Exec, class P>
   static void run(const Exec& exec, const Inputs<Exec, storage_t<P>>& x, const FormParams&) {
     softmax_tiled_forward_backward<P>(exec, x.q, x.k, x.v, x.o, x.d_o, x.dq, x.dk, x.dv, Causal);
+  }
+  template <class Exec, class P>
+  static KernelPath path(const Shape& s, const FormParams&) {
+    return softmax_forward_backward_path<P, Exec>(s);
   }
 };
 

@@ -77,6 +77,14 @@ struct TensorCoreBatchedProduct {
 };
 #endif
 
+// The kernel of a batched product accumulating in T: tensor cores for fp32
+// (3xTF32, fp32-accurate), the portable tiles otherwise.
+template <class Exec, class T>
+KernelPath batched_product_path() {
+  if (KernelPath none = without_tensor_cores<Exec, T>(); !none.name.empty()) return none;
+  return {paths::tensor_core, ""};
+}
+
 template <class Exec, class T, class A, class Bop, class Store>
 void batched_product(const Exec& exec, const char* label, int batches, int rows, int cols,
                      int inner, A a, Bop b_, Store store) {
@@ -84,7 +92,7 @@ void batched_product(const Exec& exec, const char* label, int batches, int rows,
   if (batches == 0 || rows == 0 || cols == 0) return;
 #if defined(KOKKOS_ENABLE_CUDA)
   if constexpr (std::is_same_v<Exec, Kokkos::Cuda> && std::is_same_v<T, float>)
-    if (tensor_cores_enabled()) {
+    if (batched_product_path<Exec, T>().name == paths::tensor_core) {
       using Product = TensorCoreBatchedProduct<A, Bop, Store>;
       const int row_tiles = ceil_div(rows, Product::tile),
                 col_tiles = ceil_div(cols, Product::tile);

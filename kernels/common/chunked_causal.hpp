@@ -40,6 +40,25 @@ struct ChunkedCausalOptions {
   bool reverse;    // time runs from L-1 down to 0
 };
 
+// The kernel a chunked causal sweep of `chunk` runs: heads wider than the
+// head blocks' width (common/head_blocks.hpp) as blocks, each taking the path
+// of its own width; the tensor-core chunk form where its 64-row tiles hold
+// whole chunks (common/chunked_causal_tensor_core.hpp); the portable tiles below.
+template <class P, class Exec>
+KernelPath chunked_causal_path(const Shape& s, int chunk) {
+  if (const int width = head_block_width<P, Exec>(); width > 0 && (s.dk > width || s.dv > width)) {
+    Shape block = s;
+    block.dk = std::min(s.dk, width);
+    block.dv = std::min(s.dv, width);
+    const KernelPath each = chunked_causal_path<P, Exec>(block, chunk);
+    return {std::string(paths::head_blocks) + "/" + each.name, each.reason};
+  }
+  if (KernelPath none = without_tensor_cores<Exec, P>(); !none.name.empty()) return none;
+  if (const std::string straddle = chunks_straddle_tiles(s.seq, chunk); !straddle.empty())
+    return {paths::portable, straddle};
+  return tensor_core_unless(head_too_wide(s));
+}
+
 // `decay_rate` [H] (s = -ln lambda >= 0) or an empty view for no decay.
 template <class P, class Exec>
 void chunked_causal_attention(const Exec& exec, const char* label,
@@ -108,14 +127,18 @@ void chunked_causal_attention(const Exec& exec, const char* label,
     throw std::invalid_argument(std::string(label) +
                                 ": the decay rates must have one entry per head");
   if (s.seq == 0 || s.batch == 0 || s.heads == 0) return;
-  if (const int width = head_block_width<P, Exec>(); width > 0 && (s.dk > width || s.dv > width))
-    return chunked_causal_head_blocks<P>(exec, label, q, k, v, decay_rate, o, options, width);
+  const std::string path = chunked_causal_path<P, Exec>(s, options.chunk).name;
+  if (path.rfind(paths::head_blocks, 0) == 0)
+    return chunked_causal_head_blocks<P>(exec, label, q, k, v, decay_rate, o, options,
+                                         head_block_width<P, Exec>());
 #if defined(KOKKOS_ENABLE_CUDA)
   if constexpr (std::is_same_v<Exec, Kokkos::Cuda> && !std::is_same_v<P, double>)
-    if (tensor_cores_enabled() &&
-        tensor_core_chunked<P>(exec, label, s, q, k, v, decay_rate, o, options.chunk,
-                               options.normalise, options.reverse))
+    if (path == paths::tensor_core) {
+      ran_as_chosen(tensor_core_chunked<P>(exec, label, s, q, k, v, decay_rate, o, options.chunk,
+                                           options.normalise, options.reverse),
+                    label);
       return;
+    }
 #endif
   const int dk = s.dk, dv = s.dv, L = s.seq, H = s.heads;
   const int C = std::min(options.chunk, L);

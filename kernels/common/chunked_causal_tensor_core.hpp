@@ -883,7 +883,7 @@ bool tensor_core_chunked(const Kokkos::Cuda& exec, const char* label, const Shap
                          const Vector<Kokkos::Cuda, storage_t<P>>& decay_rate,
                          const CudaTensor<P>& o, int chunk, bool normalise, bool reverse) {
   const int L = s.seq, C = chunk < L ? chunk : L, chunks = ceil_div(L, C);
-  if (chunks > 1 && C % 64 != 0) return false;
+  if (!chunks_straddle_tiles(L, chunk).empty()) return false;
   const int mirror = reverse ? L - 1 : -1, BH = s.batch * s.heads;
   auto run = [&](auto head) {
     constexpr int D = decltype(head)::value;

@@ -37,7 +37,7 @@ int head_block_width() {
   if (head_block() > 0) return head_block();
 #if defined(KOKKOS_ENABLE_CUDA)
   if constexpr (std::is_same_v<Exec, Kokkos::Cuda> && !std::is_same_v<P, double>)
-    if (tensor_cores_enabled()) return 128;
+    if (tensor_cores_enabled()) return widest_tensor_core_head;
 #endif
   return 0;
 }

@@ -33,6 +33,7 @@
 // t holds key 2t and slot t+4 key 2t+1, and B is read with the same
 // permutation. The sum over k does not depend on its order.
 #pragma once
+#include "common/kernel_path.hpp"
 #include "common/precision.hpp"
 #include "common/views.hpp"
 
@@ -64,14 +65,6 @@ inline std::string tuning_word(const char* name, const std::vector<std::string>&
     expected += (expected.empty() ? "" : " or ") + word;
   }
   throw std::invalid_argument(std::string(name) + " is '" + text + "': expected " + expected);
-}
-
-// Whether kernels that have a tensor-core path take it (the default) or run
-// their portable path instead: the tests check both on CUDA, and
-// `bench --tiles portable` times the portable one.
-inline bool& tensor_cores_enabled() {
-  static bool enabled = true;
-  return enabled;
 }
 
 // Whether tile products that have a warpgroup path (wgmma, compiled for
@@ -260,6 +253,7 @@ bool with_padded_head(int dk, int dv, F f) {
     f(std::integral_constant<int, 64>{});
     return true;
   }
+  static_assert(widest_tensor_core_head == 128, "the widest head compiled");
   if (d <= 128) {
     f(std::integral_constant<int, 128>{});
     return true;

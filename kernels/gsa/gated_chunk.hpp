@@ -403,6 +403,15 @@ void portable_gated_chunk(const Exec& exec, const std::string& name,
       });
 }
 
+// The kernel of a gated sweep in chunks of `chunk`: the tensor-core tiles
+// where they hold whole chunks (axes above 128 columns in blocks of 128,
+// gsa/gated_chunk_tensor_core.hpp), the portable tiles otherwise.
+template <class P, class Exec>
+KernelPath gated_chunk_path(int seq, int chunk) {
+  if (KernelPath none = without_tensor_cores<Exec, P>(); !none.name.empty()) return none;
+  return tensor_core_unless(chunks_straddle_tiles(seq, chunk));
+}
+
 template <class P, class Exec>
 void gated_chunk_attention(const Exec& exec, const char* label,
                            const Tensor4<Exec, storage_t<P>>& query,
@@ -429,14 +438,15 @@ void gated_chunk_attention(const Exec& exec, const char* label,
 
 #if defined(KOKKOS_ENABLE_CUDA)
   if constexpr (std::is_same_v<Exec, Kokkos::Cuda> && !std::is_same_v<P, double>)
-    if (tensor_cores_enabled()) {
+    if (gated_chunk_path<P, Exec>(L, sums.chunk).name == paths::tensor_core) {
       const TileSweep run =
           key_gated ? tensor_core_gated_chunk<P, true>(exec, name, query, key, value, b, out,
                                                        sums.chunk, sums.reverse)
                     : tensor_core_gated_chunk<P, false>(exec, name, query, key, value, b, out,
                                                         sums.chunk, sums.reverse, options.softmax);
+      ran_as_chosen(run != TileSweep::declined, label);
       if (run == TileSweep::softmax_left) row_softmax<P>(exec, name, out, options.softmax);
-      if (run != TileSweep::declined) return;
+      return;
     }
 #endif
 

@@ -835,7 +835,7 @@ TileSweep tensor_core_gated_chunk(const Kokkos::Cuda& exec, const std::string& n
   const int B = int(query.extent(0)), H = int(query.extent(1)), L = int(query.extent(2));
   const ColumnBlocks blocks{int(query.extent(3)), int(value.extent(3))};
   const int chunks = ceil_div(L, C);
-  if (chunks > 1 && C % 64 != 0) return TileSweep::declined;
+  if (!chunks_straddle_tiles(L, C).empty()) return TileSweep::declined;
   const int mirror = reverse ? L - 1 : -1;
   const mma::CudaTensor<P> fused_softmax =
       blocks.value_blocks() == 1 ? softmax : mma::CudaTensor<P>();

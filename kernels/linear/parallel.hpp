@@ -15,21 +15,28 @@
 namespace attn {
 
 template <class P, class Exec>
+KernelPath linear_parallel_path(const Shape& s) {
+  return head_sized_path<Exec, P>(s);
+}
+
+template <class P, class Exec>
 void linear_parallel_forward(const Exec& exec, const Tensor4<Exec, storage_t<P>>& q,
                              const Tensor4<Exec, storage_t<P>>& k,
                              const Tensor4<Exec, storage_t<P>>& v,
                              const Tensor4<Exec, storage_t<P>>& o) {
   const char* label = "linear_parallel";
 #if defined(KOKKOS_ENABLE_CUDA)
-  if constexpr (std::is_same_v<Exec, Kokkos::Cuda> && !std::is_same_v<P, double>)
-    if (tensor_cores_enabled()) {
-      const Shape s = checked_shape<Exec, storage_t<P>>(q, k, v, o);
+  if constexpr (std::is_same_v<Exec, Kokkos::Cuda> && !std::is_same_v<P, double>) {
+    const Shape s = checked_shape<Exec, storage_t<P>>(q, k, v, o);
+    if (linear_parallel_path<P, Exec>(s).name == paths::tensor_core) {
       if (s.seq == 0 || s.batch == 0 || s.heads == 0) return;
-      if (detail::tensor_core_chunked<P>(exec, label, s, q, k, v, {}, o, /*chunk=*/s.seq,
-                                         /*normalise=*/true,
-                                         /*reverse=*/false))
-        return;
+      ran_as_chosen(detail::tensor_core_chunked<P>(exec, label, s, q, k, v, {}, o,
+                                                   /*chunk=*/s.seq, /*normalise=*/true,
+                                                   /*reverse=*/false),
+                    label);
+      return;
     }
+  }
 #endif
   detail::tiled_attention<P>(exec, label, q, k, v, o, /*causal=*/true, detail::LinearWeights{});
 }

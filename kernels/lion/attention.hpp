@@ -47,9 +47,12 @@ void lion_attention_forward(const Exec& exec, const Tensor4<Exec, S>& q, const T
   const auto mask = detail::lion_log_mask<Exec, S>(exec, options, decay_rate, log_decay);
 #if defined(KOKKOS_ENABLE_CUDA)
   if constexpr (std::is_same_v<Exec, Kokkos::Cuda> && !std::is_same_v<P, double>)
-    if (tensor_cores_enabled() && detail::lion_tensor_core_tiles<P>(exec, "lion_attention_tc", s, q,
-                                                                    k, v, mask, o, options, 0))
+    if (detail::lion_tiles_path<P, Exec>(s, 0).name == paths::tensor_core) {
+      ran_as_chosen(detail::lion_tensor_core_tiles<P>(exec, "lion_attention_tc", s, q, k, v, mask,
+                                                      o, options, 0),
+                    "lion/attention");
       return;
+    }
 #endif
 
   // The key tile is stored transposed (dk x rows, stride rows + 1), as the

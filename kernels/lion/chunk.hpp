@@ -62,9 +62,12 @@ void lion_chunk_forward(const Exec& exec, const Tensor4<Exec, S>& q, const Tenso
   const auto mask = detail::lion_log_mask<Exec, S>(exec, options, decay_rate, log_decay);
 #if defined(KOKKOS_ENABLE_CUDA)
   if constexpr (std::is_same_v<Exec, Kokkos::Cuda> && !std::is_same_v<P, double>)
-    if (tensor_cores_enabled() &&
-        detail::lion_tensor_core_tiles<P>(exec, "lion_chunk_tc", s, q, k, v, mask, o, options, C))
+    if (detail::lion_tiles_path<P, Exec>(s, C).name == paths::tensor_core) {
+      ran_as_chosen(
+          detail::lion_tensor_core_tiles<P>(exec, "lion_chunk_tc", s, q, k, v, mask, o, options, C),
+          "lion/chunk");
       return;
+    }
 #endif
 
   // Per team: the Q sub-tile and the K sub-tile transposed (as the scores read

@@ -26,6 +26,16 @@
 
 namespace attn::detail {
 
+// The kernel of LION's attention (chunk = 0) or chunk form: these tiles
+// where they hold whole chunks and heads, the portable tiles otherwise.
+template <class P, class Exec>
+KernelPath lion_tiles_path(const Shape& s, int chunk) {
+  if (KernelPath none = without_tensor_cores<Exec, P>(); !none.name.empty()) return none;
+  if (const std::string straddle = chunks_straddle_tiles(s.seq, chunk); !straddle.empty())
+    return {paths::portable, straddle};
+  return tensor_core_unless(head_too_wide(s));
+}
+
 #if defined(KOKKOS_ENABLE_CUDA)
 
 template <class P, int D>
@@ -135,7 +145,7 @@ bool lion_tensor_core_tiles(const Kokkos::Cuda& exec, const char* label, const S
                             const mma::CudaTensor<P>& v,
                             const LionLogMask<Kokkos::Cuda, storage_t<P>>& mask,
                             const mma::CudaTensor<P>& o, const LionOptions& options, int chunk) {
-  if (chunk > 0 && chunk < s.seq && chunk % 64 != 0) return false;
+  if (!chunks_straddle_tiles(s.seq, chunk).empty()) return false;
   auto run = [&](auto head) {
     constexpr int D = decltype(head)::value;
     using Tiles = LionTensorCoreTiles<P, D>;

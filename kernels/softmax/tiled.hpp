@@ -21,6 +21,15 @@ constexpr bool has_tensor_cores() {
 }
 #endif
 
+// The forward's kernel: on tensor cores FlashForward for heads up to 128
+// columns, WideFlashForward above (softmax/tensor_core.hpp).
+template <class P, class Exec>
+KernelPath softmax_forward_path(const Shape& s) {
+  if (KernelPath none = without_tensor_cores<Exec, P>(); !none.name.empty()) return none;
+  const std::string wide = head_too_wide(s);
+  return {wide.empty() ? paths::tensor_core : paths::wide_head, wide};
+}
+
 // `logsumexp` [B, H, L], optional: each row's log sum_j exp(scale q.k_j), kept
 // for the backward pass (softmax/tiled_backward.hpp).
 template <class P, class Exec>
@@ -32,9 +41,12 @@ void softmax_tiled_forward(const Exec& exec, const Tensor4<Exec, storage_t<P>>& 
   const char* label = causal ? "softmax_causal_tiled" : "softmax_full_tiled";
 #if defined(KOKKOS_ENABLE_CUDA)
   if constexpr (has_tensor_cores<Exec, P>())
-    if (tensor_cores_enabled() &&
-        detail::tensor_core_forward<P>(exec, label, q, k, v, o, causal, logsumexp))
+    if (softmax_forward_path<P, Exec>(checked_shape<Exec, storage_t<P>>(q, k, v, o)).name !=
+        paths::portable) {
+      ran_as_chosen(detail::tensor_core_forward<P>(exec, label, q, k, v, o, causal, logsumexp),
+                    label);
       return;
+    }
 #endif
   const double scale = 1.0 / std::sqrt(double(q.extent(3)));
   detail::tiled_attention<P>(exec, label, q, k, v, o, causal, detail::SoftmaxWeights{scale},

@@ -258,12 +258,22 @@ void softmax_tiled_backward(
   detail::softmax_backward_delta<P>(exec, s, o, d_o, delta);
 #if defined(KOKKOS_ENABLE_CUDA)
   if constexpr (has_tensor_cores<Exec, P>())
-    if (tensor_cores_enabled() && detail::tensor_core_backward<P>(exec, s, q, k, v, d_o, logsumexp,
-                                                                  delta, dq, dk, dv, causal))
+    if (head_sized_path<Exec, P>(s).name == paths::tensor_core) {
+      ran_as_chosen(detail::tensor_core_backward<P>(exec, s, q, k, v, d_o, logsumexp, delta, dq, dk,
+                                                    dv, causal),
+                    "softmax backward");
       return;
+    }
 #endif
   detail::softmax_backward_dq<P>(exec, s, q, k, v, d_o, logsumexp, delta, dq, causal);
   detail::softmax_backward_dk_dv<P>(exec, s, q, k, v, d_o, logsumexp, delta, dk, dv, causal);
+}
+
+// The forward's kernel, then the backward's: on tensor cores for heads up to
+// 128 columns (softmax/tensor_core.hpp), portable above.
+template <class P, class Exec>
+KernelPath softmax_forward_backward_path(const Shape& s) {
+  return forward_then_backward(softmax_forward_path<P, Exec>(s), head_sized_path<Exec, P>(s));
 }
 
 // The forward, keeping the per-row logsumexp, then the backward.

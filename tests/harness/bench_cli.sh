@@ -157,11 +157,46 @@ before=$(md5sum <dry.h5)
 plan=$("$bench" sweep --forms softmax/full --seq 64..256:64 --heads 1 --dk 8 --reps 1 --backend host --out dry.h5 \
        --dry-run 2>&1); rc=$?
 if [ "$rc" != 0 ] || [ "$(md5sum <dry.h5)" != "$before" ] || [ "$(grep -c 'ok, kept' <<<"$plan")" != 2 ] ||
-   [ "$(grep -cE '^softmax/full .* - +[0-9.e-]+(s|m[0-9]+s|h[0-9]+m)$' <<<"$plan")" != 2 ] ||
+   [ "$(grep -cE '^softmax/full .* - +[0-9.e-]+(s|m[0-9]+s|h[0-9]+m)  portable$' <<<"$plan")" != 2 ] ||
    ! grep -q '^4 points: 2 already in dry.h5 (kept), 2 to measure; predicted time [0-9]' <<<"$plan"; then
   echo "FAIL: --dry-run on a file with rows: exit $rc: $plan"; failures=$((failures + 1))
 else echo "ok: --dry-run on a file with 2 rows: those kept, 2 predicted from them, the file unchanged"
 fi
+
+# Every row names its kernel path: in the console, --dry-run, the file and its
+# export. --require-path makes a point that would take another path an error
+# row, not run (the host's kernels are all portable; CUDA's paths are shown on
+# the GPU machine, and their choice tested in the suite).
+rm -f paths.h5 paths_req.h5
+out=$("$bench" sweep --forms linear/chunk --seq 128 --chunk 64,96 --heads 1 --dk 8 --reps 1 --backend host \
+      --out paths.h5 2>&1); rc=$?
+if [ "$rc" = 0 ] && [ "$(grep -cE '^linear/chunk .* ok .*  portable' <<<"$out")" = 2 ] &&
+   [ "$("$bench" export paths.h5 --format csv | awk -F, 'NR == 1 {print $(NF-1), $NF} NR > 1 {print $(NF-1)}' | tr '\n' ' ')" = "kernel kernel_reason portable portable " ]; then
+  pass "the kernel path in the console and the file: portable, twice"
+else fail "kernel column: exit $rc: $out"
+fi
+out=$("$bench" sweep --forms linear/chunk --seq 128 --chunk 64,96 --heads 1 --dk 8 --reps 1 --backend host \
+      --require-path tensor-core --out paths_req.h5 2>&1); rc=$?
+if [ "$rc" = 0 ] && [ "$(grep -c 'error .*(not run: its kernel path is portable, not tensor-core (--require-path))' <<<"$out")" = 2 ] &&
+   [ "$("$bench" export paths_req.h5 --format csv | grep -c ',error,')" = 2 ]; then
+  pass "--require-path tensor-core on the host: two error rows saying why"
+else fail "--require-path: exit $rc: $out"
+fi
+"$bench" sweep --forms linear/chunk --seq 128 --chunk 64 --heads 1 --dk 8 --reps 1 --backend host \
+  --require-path portable --out paths_req.h5 >/dev/null 2>&1
+[ "$("$bench" export paths_req.h5 --format csv | grep -c ',ok,')" = 1 ] &&
+  pass "--require-path portable: the error row measured again, ok" || fail "--require-path portable"
+expect_error "--require-path 'fast': expected one of tensor-core, wide-head, head-blocks, portable" \
+  sweep --forms linear/chunk --require-path fast --out x.h5
+# bench compare refuses points whose rows ran different paths, unless asked.
+rm -f paths_b.h5 && cp paths.h5 paths_b.h5
+/usr/bin/python3 -c 'import h5py, sys
+f = h5py.File(sys.argv[1], "a"); rows = f["points"][...]; rows["kernel"][0] = b"tensor-core"; f["points"][...] = rows' paths_b.h5
+expect_error "compare: 1 point ran different kernel paths in the two files (first: linear/chunk float openmp .*: portable in A, tensor-core in B); --across-kernels compares them anyway" \
+  compare paths.h5 paths_b.h5
+out=$("$bench" compare paths.h5 paths_b.h5 --across-kernels 2>&1) && grep -q 'kernel portable -> tensor-core' <<<"$out" &&
+  pass "compare --across-kernels marks the point" || fail "compare --across-kernels: $out"
+rm -f paths.h5 paths_b.h5 paths_req.h5
 
 # A tiny sweep, both precisions: 4 softmax + 2 linear + linear/chunk x 2 chunk sizes
 # + 2 lightning x 2 block sizes + 2 vanilla = 14 per L and precision. Its Google
@@ -259,11 +294,16 @@ else echo "ok: bench --version: $version"
 fi
 expect_error "--version takes no arguments, got 'x'" --version x
 # bench list --format json: every form of the table, as objects.
-forms_text=$("$bench" list 2>/dev/null | tail -n +2 | awk '{print $1}' | tr '\n' ' ')
+forms_text=$("$bench" list 2>/dev/null | sed '/^$/q' | tail -n +2 | awk 'NF {print $1}' | tr '\n' ' ')
 forms_json=$("$bench" list --format json | /usr/bin/python3 -c '
 import json, sys
 forms = json.load(sys.stdin)
-assert all(set(f) == {"name", "family", "causal", "params", "options", "precisions", "tensors", "description"} for f in forms)
+assert all(set(f) == {"name", "family", "causal", "params", "options", "precisions", "tensors", "kernel_paths", "description"} for f in forms)
+# The kernel paths of this host build: the portable kernels, in every precision a form has.
+for f in forms:
+    host = [p for p in f["kernel_paths"] if p["backend"] in ("openmp", "serial")]
+    assert [(p["path"], p["reason"], p["probe"]) for p in host] == [("portable", "", "")], f
+    assert host[0]["precisions"] == f["precisions"], f
 assert all(isinstance(f["causal"], bool) and isinstance(f["params"], list) for f in forms)
 # Every declared option: its help, its kind, and its name among the params (and in the table).
 for f in forms:
@@ -295,7 +335,7 @@ expect_error "--format 'yaml': expected text or json" list --format yaml
 expect_error "unrecognised option '--bogus'" list --bogus
 expect_error "unexpected argument 'extra'" list extra
 # bench export: tiny.h5's rows, every column of its table with a header, read back by Python's parsers.
-# Its columns: 24 of identity and measurement, and one per axis: the 5 sizes
+# Its columns: 26 of identity and measurement, and one per axis: the 5 sizes
 # and every swept parameter the forms declare (bench list's params that are
 # not options).
 "$bench" export tiny.h5 --format csv --out tiny.csv && "$bench" export tiny.h5 --format json --out tiny.json &&
@@ -320,7 +360,7 @@ assert lines[0] == "| " + " | ".join(names) + " |" and lines[1] == "|" + " --- |
 assert len(lines) == len(table) + 2 and all(l.startswith("| ") and l.endswith(" |") for l in lines)
 forms = json.load(open("list.json"))
 swept = {p for f in forms for p in f["params"] if p not in {o["name"] for o in f["options"]}}
-assert len(names) == 24 + 5 + len(swept), (len(names), sorted(swept))
+assert len(names) == 26 + 5 + len(swept), (len(names), sorted(swept))
 print(len(table), "rows,", len(names), "columns")' 2>&1)
 if ! grep -qE '^84 rows, [0-9]+ columns$' <<<"$exported"; then echo "FAIL: bench export: $exported"; failures=$((failures + 1))
 else echo "ok: bench export to csv, json and markdown: $exported, as in tiny.h5"
@@ -368,6 +408,24 @@ f.create_dataset("points", data=rows.astype(dtype), maxshape=(None,), chunks=Tru
 expect_error "the points table of 'float_seq.h5' has a column 'seq' of no whole numbers" export float_seq.h5 --format csv
 expect_error "the points table of 'float_seq.h5' has a column 'seq' of no whole numbers" compare float_seq.h5 tiny.h5
 rm -f float_seq.h5
+# A point held twice (compare kept one silently), an int64 seq beyond int
+# (exported clamped to 2147483647), a note of no UTF-8 in a v5+ file: refused.
+hand_edit() {  # hand_edit NAME PYTHON: a copy of tiny.h5 as NAME.h5, its rows edited as `rows`
+  rm -f "$1.h5" && cp tiny.h5 "$1.h5"
+  /usr/bin/python3 -c "import h5py, sys, numpy as np
+f = h5py.File(sys.argv[1], 'a'); rows = f['points'][...]; samples = f['samples'][...]
+$2
+del f['points']; f.create_dataset('points', data=rows, maxshape=(None,), chunks=True)
+del f['samples']; f.create_dataset('samples', data=samples, maxshape=(None,), chunks=True)" "$1.h5"
+}
+hand_edit twice 'rows = np.concatenate([rows, rows[:1]]); samples = np.concatenate([samples, samples[:1]])'
+expect_error "of 'twice.h5' are the same point" compare twice.h5 tiny.h5
+expect_error "of 'twice.h5' are the same point" export twice.h5 --format csv
+hand_edit wide 'rows = rows.astype([(n, np.int64 if n == "seq" else rows.dtype.fields[n][0]) for n in rows.dtype.names]); rows["seq"][0] = 2**40'
+expect_error "the points table of 'wide.h5' holds a number beyond its column's range" export wide.h5 --format csv
+hand_edit latin 'rows["note"][0] = b"caf\xe9"'
+expect_error "row 0 of 'latin.h5' is damaged (the note holds control bytes or bytes of no UTF-8 character)" export latin.h5 --format csv
+rm -f twice.h5 wide.h5 latin.h5
 # A hand-edited file whose settings are numbers, or missing, cannot say its
 # rows are comparable: not resumed.
 for edit in 'f.attrs["seed"] = 2024' 'del f.attrs["seed"]'; do
@@ -419,6 +477,25 @@ for command in "export tiny.h5 --format csv" "compare tiny.h5 tiny.h5" "sweep --
   else pass "bench $command >/dev/full -> exit 1"
   fi
 done
+# Points that fail (heads too wide for the tiles) between valid points of every
+# chunk form leave nothing behind: each valid point is ok and accurate (a
+# report had a valid gsa/chunk point after failing ones written as "chunk size
+# must be positive"). The sweep runs L = 16 at dk = 16, then dk = 32768 (most
+# fail), then L = 64 at dk = 16.
+rm -f after_errors.h5
+"$bench" sweep --forms softmax/full,linear/chunk,lightning/fwd,lion-s/chunk,gsa/chunk --seq 16,64 \
+  --dk 16,32768 --dv 1 --heads 1 --reps 1 --backend host --out after_errors.h5 >/dev/null 2>&1
+out=$(/usr/bin/python3 -c 'import h5py, sys
+rows = h5py.File(sys.argv[1], "r")["points"][...]
+valid = [r for r in rows if r["dk"] == 16]
+assert len(rows) == 20 and len(valid) == 10, len(rows)
+assert sum(r["status"] == b"error" for r in rows if r["dk"] == 32768) >= 3, "the wide points did not fail"
+bad = [(r["form"], r["seq"], r["status"], r["note"]) for r in valid if r["status"] != b"ok" or r["note"] or not r["err_heads"]]
+assert not bad, bad
+print(len(valid))' after_errors.h5 2>&1)
+[ "$out" = 10 ] && pass "10 valid points of the chunk forms ok and accurate around failing ones" ||
+  fail "valid points after failing ones: $out"
+rm -f after_errors.h5
 # The host ceilings: two positive rates, and the command takes no arguments.
 ceiling=$("$bench" ceiling 2>/dev/null)
 if ! grep -Eq '^fp32 FMA [0-9]*[1-9][0-9]*\.[0-9] GFLOP/s, copy [0-9]*[1-9][0-9]*\.[0-9] GB/s' <<<"$ceiling"; then

@@ -181,6 +181,11 @@ bad_line "axis 'window' is not a column of the result file" "$(row '"axes": {' '
 bad_line "form 'peers\/sdpa' is not a form of this build" "$(row '"form": "softmax\/full"' '"form": "peers\/sdpa"')"
 bad_line "precision 'fp16' is not one of" "$(row '"precision": "float"' '"precision": "fp16"')"
 bad_line "'reps' must be a whole number" "$(row '"reps": 3' '"reps": 2.5')"
+# JSON's kinds as written: a number given as a string, a string as a number.
+bad_line "'time_median_s' must be a number >= 0, got the string \"0.002\"" "$(row '"time_median_s": 0.002' '"time_median_s": "0.002"')"
+bad_line "'note' must be a string" "$(row '"status": "ok"' '"status": "ok", "note": 5')"
+bad_line "'variant' must be a string" "$(row '"status": "ok"' '"status": "ok", "variant": null')"
+bad_line "'samples' must be an array" "$(row '"status": "ok"' '"status": "ok", "samples": {"a": 1}')"
 bad_line "unknown field 'flops'" "$(row '"reps": 3' '"flops": 3')"
 bad_line "'status' is required" "$(row '"status": "ok", ' '')"
 bad_line "not a row: nested more than 16 deep" "$(printf '[%.0s' $(seq 50000))"  # was a stack overflow

@@ -48,6 +48,8 @@ ResultRow tricky_row() {
   r.rel_l2_err = std::nan("");
   r.max_abs_err = HUGE_VAL;
   r.revision = "abc-dirty";
+  r.kernel = "portable";
+  r.kernel_reason = "chunk 96, not 64";
   return r;
 }
 
@@ -61,7 +63,7 @@ TEST_CASE("export_rows writes a header and every column, cells escaped for the f
                   0) == 0);
   CHECK(csv.find(R"(,error,"a ""quoted"", piped | note",,1,2,64,16,16,2,3,)") != std::string::npos);
   CHECK(csv.find(",123456789012,") != std::string::npos);
-  CHECK(csv.find(",inf,nan,abc-dirty,0,0,0\n") != std::string::npos);
+  CHECK(csv.find(",inf,nan,abc-dirty,0,0,0,portable,\"chunk 96, not 64\"\n") != std::string::npos);
   const std::string markdown = export_rows(rows, ExportFormat::markdown);
   CHECK(markdown.rfind("| form | family | ", 0) == 0);
   CHECK(markdown.find("\n| --- | --- | ") != std::string::npos);
@@ -72,7 +74,8 @@ TEST_CASE("export_rows writes a header and every column, cells escaped for the f
   CHECK(
       json.find(
           R"("max_abs_err": null, "rel_l2_err": null, "revision": "abc-dirty", "time_stddev_s": 0, )"
-          R"("iterations": 0, "err_rows": 0})") != std::string::npos);
+          R"("iterations": 0, "err_rows": 0, "kernel": "portable", "kernel_reason": "chunk 96, not 64"})") !=
+      std::string::npos);
   CHECK(json.find("\"time_median_s\": 0.0015,") != std::string::npos);
   CHECK(export_rows({}, ExportFormat::json) == "[]\n");
   CHECK_THROWS_WITH(export_format("xml"), "--format 'xml': expected csv, json or markdown");
