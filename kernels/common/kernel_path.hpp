@@ -28,7 +28,7 @@ struct KernelPath {
 namespace paths {
 inline const char* const tensor_core = "tensor-core";
 inline const char* const wide_head = "tensor-core/wide-head";  // softmax forward above 128 columns
-inline const char* const head_blocks = "head-blocks";          // a prefix: the blocks' own path follows
+inline const char* const head_blocks = "head-blocks";  // a prefix: the blocks' own path follows
 inline const char* const portable = "portable";
 // The parts a path name is made of, each a word --require-path takes.
 inline const char* const parts[] = {tensor_core, "wide-head", head_blocks, portable};
@@ -95,8 +95,9 @@ KernelPath head_sized_path(const Shape& s) {
 inline KernelPath forward_then_backward(const KernelPath& forward, const KernelPath& backward) {
   if (forward.name == backward.name) return forward;
   const std::string reason = backward.reason.empty() ? forward.reason
-                             : forward.reason.empty() ? "backward: " + backward.reason
-                                                      : forward.reason + "; backward: " + backward.reason;
+                             : forward.reason.empty()
+                                 ? "backward: " + backward.reason
+                                 : forward.reason + "; backward: " + backward.reason;
   return {forward.name + "+" + backward.name, reason};
 }
 

@@ -236,6 +236,11 @@ want = sorted([("a/chunk (fastest chunk)", 1024, "ok", 1.0, 0), ("a/chunk (faste
                ("b/full", 1024, "ok", 5.0, 0), ("g/chunk (fastest chunk)", 1024, "ok", 2.0, 0)])
 assert got == want, got
 assert [r["form"] for r in render.select_rows(rows, AXES, [], "b,g/chunk")] == ["b/full", "g/chunk", "g/chunk"]
+# A form's points on two kernel paths are two lines, each labelled by its path.
+paths = [dict(row("a/chunk", 1024, c, "ok", 1.0), kernel=k) for c, k in ((64, "tensor-core"), (96, "portable"))]
+lines = render.group_into_lines(paths, AXES, "chunk")
+render.label_lines(lines, render.shared_parts(lines))
+assert sorted(line.label for line in lines) == ["portable", "tensor-core"], [line.label for line in lines]
 PY
 
 # Axes are read from the file: a table with an axis no build had before (here `pass`, added to a

@@ -1,0 +1,119 @@
+// The kernel path each form's kernel takes (common/kernel_path.hpp), as the
+// harness reads it for every row: the host's one path, and on CUDA the
+// tensor cores where their tiles hold the chunk and the head, with why not
+// where they do not.
+#include "common/head_blocks.hpp"
+#include "forms/check.hpp"
+
+using namespace attn;
+using namespace attn::test;
+
+TEST_CASE("path_is: every part of a path has the wanted word as one of its components",
+          "[forms][paths]") {
+  CHECK(path_is("tensor-core", "tensor-core"));
+  CHECK(path_is("head-blocks/tensor-core", "tensor-core"));
+  CHECK(path_is("head-blocks/tensor-core", "head-blocks"));
+  CHECK(path_is("tensor-core/wide-head", "wide-head"));
+  CHECK_FALSE(path_is("tensor-core/wide-head+portable", "tensor-core"));
+  CHECK_FALSE(path_is("portable", "tensor-core"));
+  CHECK_FALSE(path_is("tensor-core", "tensor"));
+  CHECK(path_is("portable+portable", "portable"));
+}
+
+namespace {
+
+// A form's path at B = H = 1, L = 256, heads of d columns and chunks of `chunk`.
+template <class Exec, class P>
+KernelPath path_at(const Form& form, int d, int chunk) {
+  FormParams params = params_for(form, chunk, 4);
+  return form.kernel_path<Exec, P>({1, 1, 256, d, d}, params);
+}
+
+// What CUDA's kernels take, form by form: the tensor cores where the chunk
+// is a multiple of 64 and the head at most 128, blocks or wide tiles above
+// where a kernel has them, the portable kernels otherwise (with why).
+struct Expected {
+  const char* form;
+  int d, chunk;
+  const char* path;
+  const char* reason;  // a part of the reason; "" for none
+};
+const Expected on_cuda[] = {
+    {"linear/chunk", 64, 64, "tensor-core", ""},
+    {"linear/chunk", 64, 96, "portable", "chunk 96 is not a multiple of 64"},
+    {"linear/chunk", 256, 64, "head-blocks/tensor-core", ""},
+    {"linear/chunk", 256, 96, "head-blocks/portable", "chunk 96 is not a multiple of 64"},
+    {"lightning/fwd_bwd", 64, 96, "portable", "chunk 96 is not a multiple of 64"},
+    {"lightning/fwd", 64, 256, "tensor-core", ""},  // one chunk: nothing straddles
+    {"lion-s/chunk", 64, 32, "portable", "chunk 32 is not a multiple of 64"},
+    {"lion-d/attention", 256, 64, "portable", "a head of 256 columns is above 128"},
+    {"gsa/chunk", 64, 96, "portable", "chunk 96 is not a multiple of 64"},
+    {"gsa/chunk_fwd_bwd", 256, 64, "tensor-core", ""},  // its kernels read blocks of 128
+    {"softmax/full", 128, 0, "tensor-core", ""},
+    {"softmax/full", 256, 0, "tensor-core/wide-head", "a head of 256 columns is above 128"},
+    {"softmax/causal_fwd_bwd", 256, 0, "tensor-core/wide-head+portable", "backward: a head"},
+    {"linear/parallel", 256, 0, "portable", "a head of 256 columns is above 128"},
+    {"linear/recurrent", 64, 0, "portable", ""},
+    {"lion-lit/rnn", 64, 0, "portable", ""},
+};
+
+}  // namespace
+
+TEMPLATE_LIST_TEST_CASE("each form's kernel path: the host's portable kernels, on CUDA the "
+                        "tensor cores where their tiles hold the chunk and head",
+                        "[forms][paths]", Configs) {
+  using Exec = typename TestType::Exec;
+  using P = typename TestType::Precision;
+  int ran = 0;
+  for (const Form& form : forms()) {
+    if (!form.supports<P>()) continue;
+    INFO(form.name);
+    for (const int d : {64, 256})
+      for (const int chunk : {64, 96}) {
+        const KernelPath path = path_at<Exec, P>(form, d, chunk);
+        if (is_host_space<Exec>()) {
+          CHECK(path.name == paths::portable);
+          CHECK(path.reason.empty());
+        } else if (std::is_same_v<P, double>) {
+          CHECK(path.name == paths::portable);
+          CHECK((path.reason == "double has no tensor-core kernels" ||
+                 path_at<Exec, float>(form, d, chunk).name == paths::portable));
+        }
+        ++ran;
+      }
+  }
+  require_ran<P>(ran, "form");
+  if constexpr (!is_host_space<Exec>() && !std::is_same_v<P, double>) {
+    int checked = 0;
+    for (const Expected& e : on_cuda) {
+      const Form* form = find_form(e.form);
+      REQUIRE(form);
+      if (!form->supports<P>()) continue;
+      INFO(e.form << " d=" << e.d << " chunk=" << e.chunk);
+      const KernelPath path = path_at<Exec, P>(*form, e.d, e.chunk);
+      CHECK(path.name == e.path);
+      if (*e.reason)
+        CHECK_THAT(path.reason, Catch::Contains(e.reason));
+      else
+        CHECK(path.reason.empty());
+      ++checked;
+    }
+    CHECK(checked >= 10);
+    // --tiles portable: every path portable, saying so.
+    tensor_cores_enabled() = false;
+    const KernelPath forced = path_at<Exec, P>(*find_form("linear/chunk"), 64, 64);
+    tensor_cores_enabled() = true;
+    CHECK(forced.name == paths::portable);
+    CHECK(forced.reason == "--tiles portable");
+  }
+}
+
+TEST_CASE("heads cut into blocks take the blocks' own path", "[forms][paths]") {
+  struct Restore {
+    ~Restore() { detail::head_block() = 0; }
+  } restore;
+  detail::head_block() = 32;  // as the tests do, to run the blocks on the host
+  const Form& form = *find_form("linear/chunk");
+  CHECK(path_at<HostBackend, float>(form, 64, 64).name == "head-blocks/portable");
+  CHECK(path_at<HostBackend, float>(form, 32, 64).name == paths::portable);
+}
