@@ -26,7 +26,9 @@ namespace {
 bool started = false;  // MPI_Init ran (Session)
 int this_rank = 0, rank_count = 1;
 int local_rank = 0, local_ranks = 1;  // among the ranks on this host
-std::atomic<bool> ranks_lost{false};  // rank 0: a rank stopped answering (Collector)
+// Rank 0: the job ends by MPI_Abort, not MPI_Finalize (Session): a rank
+// stopped answering (Collector), or a rank's points were left (end_failed).
+std::atomic<bool> job_failed{false};
 
 // Set by mpirun (Open MPI, MPICH, Intel MPI) or srun (PMI, PMIx) for each rank
 // it starts; not by a Slurm batch script itself, where bench runs alone.
@@ -38,7 +40,10 @@ bool launched_with_ranks() {
   return false;
 }
 
-enum Tag : int { row_tag = 1, done_tag = 2, heartbeat_tag = 3 };
+// Rows, then `done`, go from a rank to rank 0; heartbeats both ways; once
+// every rank is done and rank 0 has written every row, rank 0 sends `close`
+// and each rank answers `closed` before it finalizes MPI.
+enum Tag : int { row_tag = 1, done_tag = 2, heartbeat_tag = 3, close_tag = 4, closed_tag = 5 };
 
 // --- a row as bytes ---------------------------------------------------------------
 
@@ -174,10 +179,10 @@ constexpr auto silence_limit = std::chrono::seconds(10);
 constexpr auto poll_interval = std::chrono::milliseconds(
     10);  // rows are seconds apart; less would take CPU from the host backend
 
-// A heartbeat: an empty message nobody waits for (its request is freed at once).
-void send_heartbeat(int to) {
+// An empty message nobody waits for (its request is freed at once): a heartbeat, or close.
+void send_empty(int to, int tag) {
   MPI_Request request;
-  MPI_Isend(nullptr, 0, MPI_CHAR, to, heartbeat_tag, MPI_COMM_WORLD, &request);
+  MPI_Isend(nullptr, 0, MPI_CHAR, to, tag, MPI_COMM_WORLD, &request);
   MPI_Request_free(&request);
 }
 
@@ -217,9 +222,10 @@ Session::~Session() {
   if (!started) return;
   // Open MPI 4.1 under `--mca orte_abort_on_non_zero_status 0` keeps the
   // other ranks going when one is killed, but mpirun then never sees the job
-  // end: once rank 0 has written every row and closed the file, the job is
-  // ended here instead (mpirun exits 1).
-  if (ranks_lost) {
+  // end, and exits 0 whatever the ranks' statuses: once rank 0 has written
+  // every row and closed the file, a failed job is ended here instead
+  // (mpirun exits 1).
+  if (job_failed) {
     std::fflush(stdout);
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
@@ -227,6 +233,7 @@ Session::~Session() {
 }
 
 bool active() { return started && rank_count > 1; }
+void end_failed() { job_failed = true; }
 int rank() { return this_rank; }
 int ranks() { return rank_count; }
 
@@ -348,24 +355,31 @@ std::vector<std::string> gather_lines(const std::string& line) {
 
 Collector::Collector(Take take) : take_(std::move(take)), thread_([this] { receive(); }) {}
 
-Collector::~Collector() {
-  if (thread_.joinable()) thread_.join();
-}
+Collector::~Collector() { finish(); }
 
 std::vector<int> Collector::finish() {
+  finishing_ = true;
   if (thread_.joinable()) thread_.join();
   return lost_;
 }
 
 void Collector::receive() {
-  std::set<int> waiting;
+  // Ranks still measuring, and ranks done but not yet closed: both must be heard
+  // from every silence_limit, or they are taken for lost.
+  std::set<int> waiting, finished;
   std::map<int, Clock::time_point> heard;
   for (int r = 1; r < rank_count; ++r) {
     waiting.insert(r);
     heard[r] = Clock::now();
   }
+  bool closing = false;
   auto last_heartbeat = Clock::now() - heartbeat_interval;
-  while (!waiting.empty()) {
+  for (;;) {
+    if (!closing && waiting.empty() && finishing_) {  // every row is in: close the others
+      for (int r : finished) send_empty(r, close_tag);
+      closing = true;
+    }
+    if (closing && finished.empty()) return;
     int arrived = 0;
     MPI_Status status;
     MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &arrived, &status);
@@ -383,24 +397,28 @@ void Collector::receive() {
         } catch (const std::exception& e) {
           abort_job(fmt::format("bench: error: {}", e.what()));
         }
-      } else if (status.MPI_TAG == done_tag) {
-        waiting.erase(status.MPI_SOURCE);
+      } else if (status.MPI_TAG == done_tag && waiting.erase(status.MPI_SOURCE)) {
+        finished.insert(status.MPI_SOURCE);
+      } else if (status.MPI_TAG == closed_tag) {
+        finished.erase(status.MPI_SOURCE);
       }
       continue;
     }
     if (now - last_heartbeat >= heartbeat_interval) {
-      for (int r : waiting) send_heartbeat(r);
+      for (const std::set<int>* ranks : {&waiting, &finished})
+        for (int r : *ranks) send_empty(r, heartbeat_tag);
       last_heartbeat = now;
     }
-    for (auto it = waiting.begin(); it != waiting.end();) {
-      if (now - heard[*it] > silence_limit) {
-        lost_.push_back(*it);
-        ranks_lost = true;
-        it = waiting.erase(it);
-      } else {
-        ++it;
+    for (std::set<int>* ranks : {&waiting, &finished})
+      for (auto it = ranks->begin(); it != ranks->end();) {
+        if (now - heard[*it] > silence_limit) {
+          lost_.push_back(*it);
+          job_failed = true;
+          it = ranks->erase(it);
+        } else {
+          ++it;
+        }
       }
-    }
     std::this_thread::sleep_for(poll_interval);
   }
 }
@@ -455,6 +473,22 @@ void Sender::run() {
         "ending the job",
         this_rank));
   };
+  auto listen = [&] {  // rank 0's heartbeats
+    for (int arrived = 1; arrived;) {
+      MPI_Iprobe(0, heartbeat_tag, MPI_COMM_WORLD, &arrived, MPI_STATUS_IGNORE);
+      if (arrived) {
+        MPI_Recv(nullptr, 0, MPI_CHAR, 0, heartbeat_tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        heard = Clock::now();
+      }
+    }
+  };
+  auto beat = [&] {  // this rank's heartbeat; gone() when rank 0 went silent
+    if (Clock::now() - heard > silence_limit) gone();
+    if (Clock::now() - last_heartbeat >= heartbeat_interval) {
+      send_empty(0, heartbeat_tag);
+      last_heartbeat = Clock::now();
+    }
+  };
   for (;;) {
     std::vector<char> message;
     bool last = false;
@@ -469,24 +503,29 @@ void Sender::run() {
         last = queue_->done;
       }
     }
-    for (int arrived = 1; arrived;) {  // rank 0's heartbeats
-      MPI_Iprobe(0, heartbeat_tag, MPI_COMM_WORLD, &arrived, MPI_STATUS_IGNORE);
-      if (arrived) {
-        MPI_Recv(nullptr, 0, MPI_CHAR, 0, heartbeat_tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-        heard = Clock::now();
-      }
-    }
+    listen();
     if (last) {
       std::vector<char> none;
       if (!deliver(none, done_tag)) gone();
-      return;
+      break;
     }
     if (!message.empty() && !deliver(message, row_tag)) gone();
-    if (Clock::now() - heard > silence_limit) gone();
-    if (Clock::now() - last_heartbeat >= heartbeat_interval) {
-      send_heartbeat(0);
-      last_heartbeat = Clock::now();
+    beat();
+  }
+  // Done: alive (heartbeats both ways) until rank 0 closes, so that rank 0
+  // knows this rank reaches MPI_Finalize with it; then acknowledged.
+  for (;;) {
+    listen();
+    int closed = 0;
+    MPI_Iprobe(0, close_tag, MPI_COMM_WORLD, &closed, MPI_STATUS_IGNORE);
+    if (closed) {
+      MPI_Recv(nullptr, 0, MPI_CHAR, 0, close_tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      std::vector<char> none;
+      if (!deliver(none, closed_tag)) gone();
+      return;
     }
+    beat();
+    std::this_thread::sleep_for(poll_interval);
   }
 }
 

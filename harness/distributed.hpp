@@ -7,6 +7,7 @@
 #pragma once
 #include <Kokkos_Core.hpp>
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -31,6 +32,9 @@ class Session {
 };
 
 bool active();  // this process is one of several ranks
+// Rank 0: ends the job by MPI_Abort (exit 1 from mpirun) rather than
+// MPI_Finalize, once its rows are written: some points were left.
+void end_failed();
 int rank();
 int ranks();
 
@@ -84,13 +88,15 @@ class Collector {
   ~Collector();  // waits for the other ranks (see finish)
   Collector(const Collector&) = delete;
   Collector& operator=(const Collector&) = delete;
-  // Waits until every other rank is done or silent; returns the silent ones.
+  // Waits until every other rank is done and closed, or silent (then the job
+  // ends by MPI_Abort: Session); returns the silent ones.
   std::vector<int> finish();
 
  private:
   void receive();
   Take take_;
   std::vector<int> lost_;
+  std::atomic<bool> finishing_{false};  // rank 0 has measured its own points
   std::thread thread_;
 };
 

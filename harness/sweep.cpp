@@ -418,6 +418,12 @@ int measure_over_ranks(const Sweep& sweep, const std::vector<Point>& points, con
                        : fmt::format("rank{} {} stopped answering", lost.size() > 1 ? "s" : "",
                                      fmt::join(lost, ", ")),
           done, todo.points.size(), sweep.out, rerun);
+      distributed::end_failed();  // mpirun exits 1 whatever it is told of the ranks' statuses
+      return 1;
+    }
+    if (!lost.empty()) {  // after its last row: every point is in, but the job did not end whole
+      fmt::print("\nrank{} {} stopped answering after sending every row; {} keeps them all\n",
+                 lost.size() > 1 ? "s" : "", fmt::join(lost, ", "), sweep.out);
       return 1;
     }
     if (done < todo.points.size()) {

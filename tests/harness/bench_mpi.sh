@@ -21,7 +21,13 @@ for r in h5py.File(sys.argv[1], "r")["points"][...]:
 }
 table_rows() { sed '/^summary /q' "$1" | grep -c '^softmax/full '; }  # rows rank 0 printed as it wrote them
 
-rm -f one.h5 two.h5 killed.h5
+rm -f one.h5 two.h5 killed.h5 late.h5 late.hung termed.h5
+rank_of() {  # rank_of LAUNCHER N: the pid of rank N under that mpirun
+  local child
+  for child in $(pgrep -P "$1"); do
+    tr '\0' '\n' <"/proc/$child/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2" && echo "$child"
+  done
+}
 
 # --- (a) two ranks write the points of one -------------------------------------
 sweep=(sweep --forms softmax/full,linear/chunk --dk 16,32 --seq 64..512 --heads 1 --reps 1 --backend host)
@@ -46,10 +52,7 @@ total=16
 "${launch[@]}" -np 2 "$bench" "${sweep[@]}" >killed.out 2>killed.err &
 launcher=$!
 for _ in $(seq 1 3000); do [ "$(grep -c '^\[' killed.out)" -ge 6 ] && break; sleep 0.02; done
-rank1=""
-for child in $(pgrep -P "$launcher"); do
-  tr '\0' '\n' <"/proc/$child/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1' && rank1=$child
-done
+rank1=$(rank_of "$launcher" 1)
 if [ -z "$rank1" ]; then fail "no rank 1 to kill under mpirun $launcher"; kill "$launcher"; fi
 kill -KILL "$rank1"
 wait "$launcher"; rc=$?
@@ -72,6 +75,43 @@ elif [ "$(table_rows resumed.out)" != $((total - k)) ]; then fail "the resumptio
 elif [ "$(points_of killed.h5)" != "$(points_of whole.h5)" ]; then
   fail "the resumed file differs from a 1-process sweep:"; diff <(points_of whole.h5) <(points_of killed.h5)
 else pass "3 ranks resumed: $((total - k)) points measured, killed.h5 holds the $total points of 1 process"
+fi
+
+# --- (d) a rank killed after its last row -------------------------------------------
+# Rank 1 measures the short series (linear/chunk), rank 0 the long one
+# (softmax/full); rank 1, done, is killed while it waits for rank 0 to close
+# the job. mpirun had never exited: rank 0 ends the job, non-zero, naming it.
+sweep=(sweep --forms softmax/full,linear/chunk --dk 128 --seq 64..8k --heads 1 --reps 1 --check-flops 1e8
+       --backend host --out late.h5)
+"${launch[@]}" -np 2 "$bench" "${sweep[@]}" >late.out 2>late.err &
+launcher=$!
+for _ in $(seq 1 3000); do [ "$(grep -c '^linear/chunk ' late.out)" -ge 8 ] && break; sleep 0.02; done
+rank1=$(rank_of "$launcher" 1)
+[ -n "$rank1" ] && kill -KILL "$rank1"
+rm -f late.hung
+( sleep 120; touch late.hung; kill -KILL "$launcher" 2>/dev/null ) & guard=$!
+wait "$launcher"; rc=$?
+kill "$guard" 2>/dev/null
+# mpirun's status is the killed rank's (137: SIGKILL) or rank 0's (1), as in (b).
+if [ -e late.hung ]; then fail "a rank killed after its rows: mpirun never ended (stopped after 120 s)"
+elif [ "$rc" = 0 ]; then fail "a rank killed after its rows: mpirun exited 0"; cat late.out late.err
+elif ! grep -q '^rank 1 stopped answering after sending every row' late.out; then fail "rank 0 did not name rank 1"; cat late.out
+elif [ "$(rows_of late.h5)" != 16 ]; then fail "late.h5 has $(rows_of late.h5) of 16 rows"
+else pass "rank 1 killed after its rows: mpirun exit $rc, rank 1 named, late.h5 holds all 16 rows"
+fi
+
+# --- (e) a rank stopped by SIGTERM ------------------------------------------------------
+# It stops as Ctrl-C stops a sweep; its points are left, and mpirun had exited 0.
+sweep=(sweep --forms softmax/full --dk 16,32 --seq 64..8k --heads 1 --reps 1 --backend host --out termed.h5)
+"${launch[@]}" -np 2 "$bench" "${sweep[@]}" >termed.out 2>termed.err &
+launcher=$!
+for _ in $(seq 1 3000); do [ "$(grep -c '^\[' termed.out)" -ge 6 ] && break; sleep 0.02; done
+rank1=$(rank_of "$launcher" 1)
+[ -n "$rank1" ] && kill -TERM "$rank1"
+wait "$launcher"; rc=$?
+if [ "$rc" = 0 ]; then fail "a rank stopped by SIGTERM: mpirun exited 0"; cat termed.out termed.err
+elif [ "$(rows_of termed.h5)" -ge 16 ]; then fail "termed.h5 has every row: rank 1 was not stopped"
+else pass "rank 1 stopped by SIGTERM: mpirun exit $rc, $(rows_of termed.h5) of 16 rows kept"
 fi
 
 [ "$failures" = 0 ] || { echo "$failures check(s) failed"; exit 1; }
