@@ -34,6 +34,7 @@
 #include "registry.hpp"
 #include "sweep.hpp"
 #include "sweep_points.hpp"
+#include "tuning_options.hpp"
 #ifdef ATTN_MPI
 #include "distributed.hpp"
 #endif
@@ -179,11 +180,6 @@ po::options_description sweep_options() {
       "there (bench list shows each form's)")(
       "backend", po::value<std::string>(),
       "execution space: host, cuda (default: cuda when built with it, else host)")(
-      "tiles", po::value<std::string>()->default_value("auto"),
-      "auto: tensor-core kernels where a form's shape allows them (CUDA, float, tf32 and "
-      "bf16; bench list shows each form's kernel paths), the portable register-tiled kernels "
-      "elsewhere; portable: the portable kernels everywhere (rows record tiles=portable in "
-      "their variant). Each row's `kernel` column names the path it took")(
       "require-path", po::value<std::string>()->default_value(""),
       "a kernel path every point must take (tensor-core, portable, head-blocks, ...: bench "
       "list): a point whose kernel would take another is an error row saying why, not a "
@@ -236,6 +232,12 @@ po::options_description sweep_options() {
       "print each planned point as a JSON object a line (form, family, precision, backend, "
       "variant, options, axes), for a runner outside the harness; measure, read and write "
       "nothing (--out not needed)");
+  // How the kernels choose where the choice changes speed only (common/tuning.hpp):
+  // a row measured with another value than the default names it in its variant.
+  for (const TuningOption& option : tuning_options())
+    o.add_options()(option.name.c_str(),
+                    po::value<std::string>()->default_value(option.default_value),
+                    (option.help + " (a row not at the default names it in its variant)").c_str());
   return o;
 }
 
@@ -446,10 +448,8 @@ Sweep sweep_from(const po::variables_map& vm, const std::string& command_line) {
   sweep.forms = select_forms(vm["forms"].as<std::string>());
   sweep.precisions = select_precisions(vm["precision"].as<std::string>());
   read_axes_and_options(vm, sweep);
-  const std::string tiles = vm["tiles"].as<std::string>();
-  if (tiles != "auto" && tiles != "portable")
-    throw std::invalid_argument("--tiles: '" + tiles + "' is neither auto nor portable");
-  tensor_cores_enabled() = tiles == "auto";
+  for (const TuningOption& option : tuning_options())
+    option.set(tuning(), vm[option.name].as<std::string>());
   sweep.measure.require_path = vm["require-path"].as<std::string>();
   if (const std::string& path = sweep.measure.require_path;
       !path.empty() &&

@@ -1,5 +1,7 @@
 #include "registry.hpp"
 
+#include "tuning_options.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -215,7 +217,7 @@ std::string variant_of(const Form& form, const FormParams& params) {
     add(option.kind == OptionSpec::Kind::switch_ ? option.name
                                                  : option.name + "=" + option_text(value));
   }
-  if (!tensor_cores_enabled()) add("tiles=portable");  // bench --tiles portable
+  if (const std::string tuned = tuning_variant(tuning()); !tuned.empty()) add(tuned);
   return words;
 }
 

@@ -50,79 +50,6 @@
 #include <string>
 #include <type_traits>
 
-namespace attn {
-
-// How many segments the tensor-core chunk forms (this file's, and GSA's gated
-// chunks) cut each sequence's state walk into: 0 (the default) chooses by the
-// device's size (see tensor_core_chunked); the tests force one walk per
-// sequence, and several segments of several chunks. The environment variable
-// ATTN_STATE_SEGMENTS sets it for a whole run (to tune the choice by
-// measurement; at most the number of stored states is used); anything but a
-// whole number there is an error, reported by the first chunk form that
-// runs on the GPU.
-inline int& chunk_state_segments() {
-  static int segments = [] {
-    const char* text = std::getenv("ATTN_STATE_SEGMENTS");
-    if (!text) return 0;
-    char* end = nullptr;
-    const long count = std::strtol(text, &end, 10);
-    if (end == text || *end != '\0' || count < 0 || count > 1 << 20)
-      throw std::invalid_argument(
-          std::string("ATTN_STATE_SEGMENTS is '") + text +
-          "': expected a whole number of segments (0: chosen by the device)");
-    return int(count);
-  }();
-  return segments;
-}
-
-// How the tensor-core chunk forms of this file pass the state from chunk to
-// chunk: `chosen` (the default) as tensor_core_chunked chooses by the problem
-// and the device; `stored`: a walk stores every chunk's entering state and
-// the outputs are computed in parallel after; `walked`: each team walks its
-// chunks and computes their outputs as it goes (WalkedChunkOutputs). The
-// tests run both; ATTN_STATE_PASSING=stored or walked sets it for a whole run
-// (to tune the choice by measurement); any other word is an error, which
-// the first chunk form that runs on the GPU reports.
-enum class StatePassing { chosen, stored, walked };
-inline StatePassing& chunk_state_passing() {
-  static StatePassing passing = [] {
-    const std::string word = tuning_word("ATTN_STATE_PASSING", {"stored", "walked"});
-    return word == "stored"   ? StatePassing::stored
-           : word == "walked" ? StatePassing::walked
-                              : StatePassing::chosen;
-  }();
-  return passing;
-}
-
-// How the output kernel of the stored states waits for them: `chunk` (the
-// default), each team for the state of its own chunk, which the walk flags
-// once it has stored it (mma::publish_flag), where the sequence is walked in one
-// segment and the device overlaps kernels (mma::Start); `kernel`, every team
-// for the whole walk (and the join of its segments) to finish. So the
-// outputs of the first chunks are computed while the walk still runs.
-// ATTN_STATE_WAIT=chunk or kernel sets it for a whole run (to tune it by
-// measurement); any other word is an error, which the first chunk form that
-// runs on the GPU reports. With segments the outputs wait for the join.
-enum class StateWait { chunk, kernel };
-inline StateWait& chunk_state_wait() {
-  static StateWait wait = tuning_word("ATTN_STATE_WAIT", {"chunk", "kernel"}) == "kernel"
-                              ? StateWait::kernel
-                              : StateWait::chunk;
-  return wait;
-}
-
-// Which value blocks the tensor-core chunk forms' output kernel takes where
-// it has two widths (d = 128: every column per team, or half): 0 (the
-// default) chooses by the number of teams and, in float and tf32, of chunks
-// (see tensor_core_chunked), 1 forces every column and 2 half (the tests run
-// both).
-inline int& chunk_output_blocks() {
-  static int blocks = 0;
-  return blocks;
-}
-
-}  // namespace attn
-
 namespace attn::detail {
 
 #if defined(KOKKOS_ENABLE_CUDA)
@@ -157,7 +84,7 @@ KOKKOS_INLINE_FUNCTION float decay_power(float rate2, int n) {
 #endif
 }
 
-// The flags of the stored states (chunk_state_wait): [B H][chunk - 1][block
+// The flags of the stored states (Tuning::state_wait): [B H][chunk - 1][block
 // of the state], set to the call's number once the walk has stored that
 // block. A number is never reused in a process, so a flag left by an earlier
 // call never passes for this one's; the buffer is zeroed when allocated.
@@ -844,7 +771,7 @@ struct WalkedChunkOutputs {
 // Whether the tensor-core chunk form takes WalkedChunkOutputs<P, D> over the
 // stored states for `teams` walks. Measured on an H100 (132 SMs; d = 128,
 // B = 2, 4 and 8 with H = 32, L = 1k / 4k / 16k, lightning/fwd and
-// linear/chunk, one binary with ATTN_STATE_PASSING;
+// linear/chunk, one binary with --state-passing;
 // results/logs/walked_outputs_h100.log): 128 teams (one an SM) took
 // 1.45-1.67x the time of the stored states in every precision; 256 (two an
 // SM) 0.96-0.98x in bf16, 0.95-1.07x in tf32 and 0.99-1.05x in float; 512
@@ -890,7 +817,7 @@ bool tensor_core_chunked(const Kokkos::Cuda& exec, const char* label, const Shap
     if constexpr (D >= 64) {
       using Walked = WalkedChunkOutputs<P, D>;
       const int teams = BH * Walked::value_blocks;
-      const StatePassing passing = chunk_state_passing();
+      const StatePassing passing = tuning().state_passing;
       if (chunks > 1 && (passing == StatePassing::walked ||
                          (passing == StatePassing::chosen && walks_chosen<P, D>(exec, teams)))) {
         launch_tiles<2>(
@@ -917,7 +844,7 @@ bool tensor_core_chunked(const Kokkos::Cuda& exec, const char* label, const Shap
       // slots, the sequence is cut into segments walked in parallel and
       // joined after (a two-level scan), as many as fill about a fifth of
       // them, or, with fewer pieces than a tenth, at most half. Measured on an
-      // H100 with ATTN_STATE_SEGMENTS: at B=1 H=8 (256 pieces) lightning/fwd
+      // H100 with --state-segments: at B=1 H=8 (256 pieces) lightning/fwd
       // took 16-32 segments fastest (swept 1..64), 16 against the 7 that
       // filled a fifth 0.489 / 0.148 / 0.069 ms against 0.551 / 0.159 /
       // 0.076 at L = 16k / 4k / 1k in float, 0.280 / 0.098 / 0.038 against
@@ -946,7 +873,7 @@ bool tensor_core_chunked(const Kokkos::Cuda& exec, const char* label, const Shap
       const int one_round =
           std::max(1, mma::resident_teams<0, States>(States::shared_bytes) / walks);
       const int wanted =
-          chunk_state_segments() > 0 ? chunk_state_segments() : std::min(filling, one_round);
+          tuning().state_segments > 0 ? tuning().state_segments : std::min(filling, one_round);
       const int segments = std::min(chunks - 1, wanted);
       segment_chunks = ceil_div(chunks - 1, segments);
       // One walk per sequence in float and tf32 at d = 128: each team walks
@@ -961,7 +888,7 @@ bool tensor_core_chunked(const Kokkos::Cuda& exec, const char* label, const Shap
       auto walk = [&](auto block) {
         using Walk = ChunkStates<P, D, decltype(block)::value>;
         if (segments == 1 && mma::device_overlaps_kernels() &&
-            chunk_state_wait() == StateWait::chunk) {
+            tuning().state_wait == StateWait::chunk) {
           flags.stored = chunks - 1;
           flags.blocks = Walk::blocks;
           flags.values = workspace_view<Vector<Kokkos::Cuda, unsigned>>(
@@ -1010,15 +937,15 @@ bool tensor_core_chunked(const Kokkos::Cuda& exec, const char* label, const Shap
     using Whole = ChunkOutputs<P, D, D>;
     const int tiles = ceil_div(L, Whole::rows);
     const bool few = BH * tiles < 2 * (exec.concurrency() / 2048) * Whole::min_blocks;
-    const bool whole = chunk_output_blocks() != 0 ? chunk_output_blocks() == 1
-                       : std::is_same_v<P, bf16>  ? !few
-                                                  : chunks == 1 && !few;
+    const bool whole = tuning().output_blocks != 0 ? tuning().output_blocks == 1
+                       : std::is_same_v<P, bf16>   ? !few
+                                                   : chunks == 1 && !few;
     auto launch_outputs = [&](auto value_block) {
       using Outputs = ChunkOutputs<P, D, decltype(value_block)::value>;
       launch_tiles<Outputs::min_blocks>(
           std::string(label) + " outputs", exec, BH * tiles * Outputs::value_blocks,
           Outputs{q, k, v, o, decay_rate, states, normalisers, L, s.heads, tiles, C, s.dk, s.dv,
-                  mirror, segment_chunks, normalise, warpgroup_products_enabled(), flags},
+                  mirror, segment_chunks, normalise, tuning().warpgroup_products, flags},
           chunks > 1 ? mma::Start::overlapping_previous : mma::Start::after_previous,
           Outputs::shared_bytes);
     };

@@ -23,21 +23,14 @@
 
 namespace attn::detail {
 
-// The widest query/key and value axes a sweep takes whole; wider ones are cut
-// into blocks of this many columns. 0, the default, cuts only where the
-// tensor cores would otherwise decline (above 128, on CUDA in float, tf32
-// and bf16); the tests set it lower to run the blocks on every backend.
-inline int& head_block() {
-  static int block = 0;
-  return block;
-}
-
+// The widest query/key and value axes a sweep takes whole (Tuning::head_block,
+// else 128 where the tensor cores would decline wider ones); 0: any.
 template <class P, class Exec>
 int head_block_width() {
-  if (head_block() > 0) return head_block();
+  if (tuning().head_block > 0) return tuning().head_block;
 #if defined(KOKKOS_ENABLE_CUDA)
   if constexpr (std::is_same_v<Exec, Kokkos::Cuda> && !std::is_same_v<P, double>)
-    if (tensor_cores_enabled()) return widest_tensor_core_head;
+    if (tuning().tensor_cores) return widest_tensor_core_head;
 #endif
   return 0;
 }

@@ -11,6 +11,7 @@
 #include <string>
 #include <type_traits>
 
+#include "common/tuning.hpp"
 #include "common/views.hpp"
 
 namespace attn {
@@ -34,14 +35,6 @@ inline const char* const portable = "portable";
 inline const char* const parts[] = {tensor_core, "wide-head", head_blocks, portable};
 }  // namespace paths
 
-// Whether kernels that have a tensor-core path may take it (the default) or
-// run their portable path instead: the tests check both on CUDA, and
-// `bench --tiles portable` times the portable one.
-inline bool& tensor_cores_enabled() {
-  static bool enabled = true;
-  return enabled;
-}
-
 // The widest head (d_k and d_v) the tensor-core tiles are compiled for.
 inline constexpr int widest_tensor_core_head = 128;
 
@@ -54,7 +47,7 @@ KernelPath without_tensor_cores() {
     return {paths::portable, ""};
   else if constexpr (std::is_same_v<P, double>)
     return {paths::portable, "double has no tensor-core kernels"};
-  else if (!tensor_cores_enabled())
+  else if (!tuning().tensor_cores)
     return {paths::portable, "--tiles portable"};
   return {};
 }

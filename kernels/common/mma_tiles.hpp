@@ -21,7 +21,7 @@
 //   row_max / row_sum          over a row of C: a thread's share, then its quad
 //   add_ab_core(C, A, ...)     C += A B for a team of one warpgroup, float, B a
 //                              CoreMatrices tile (K-major): by wgmma on sm_90a
-//                              (warpgroup_products_enabled), else by mma.sync
+//                              (Tuning::warpgroup_products), else by mma.sync
 // Fragment layouts (g = lane / 4, t = lane % 4), from the PTX ISA:
 //   m16n8k8 tf32   A: (g, t) (g+8, t) (g, t+4) (g+8, t+4)   B: (k=t, n=g) (k=t+4, n=g)
 //   m16n8k16 bf16  A: (g, 2t..2t+1) (g+8, 2t..) (g, 2t+8..) (g+8, 2t+8..)
@@ -51,34 +51,6 @@
 #if defined(ATTN_MMA_DEVICE_PASS) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define ATTN_WARPGROUP_MMA 1  // wgmma (sm_90a)
 #endif
-
-namespace attn {
-
-// The tuning variable `name` from the environment: "" when unset, else one of
-// `words`; any other value throws, naming the variable and its words.
-inline std::string tuning_word(const char* name, const std::vector<std::string>& words) {
-  const char* text = std::getenv(name);
-  if (!text) return "";
-  std::string expected;
-  for (const auto& word : words) {
-    if (word == text) return word;
-    expected += (expected.empty() ? "" : " or ") + word;
-  }
-  throw std::invalid_argument(std::string(name) + " is '" + text + "': expected " + expected);
-}
-
-// Whether tile products that have a warpgroup path (wgmma, compiled for
-// sm_90a) take it (the default) or their warp path (mma.sync, sm_80 on): the
-// tests check both on CUDA; ATTN_WARPGROUP_PRODUCTS=0 in the environment
-// sets the warp path for a whole run (to compare the two), =1 the default;
-// any other value is an error on first use. Where the warpgroup path is not
-// compiled, the warp path runs either way.
-inline bool& warpgroup_products_enabled() {
-  static bool enabled = tuning_word("ATTN_WARPGROUP_PRODUCTS", {"0", "1"}) != "0";
-  return enabled;
-}
-
-}  // namespace attn
 
 namespace attn::mma {
 

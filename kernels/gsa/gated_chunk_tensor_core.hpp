@@ -872,7 +872,7 @@ TileSweep tensor_core_gated_chunk(const Kokkos::Cuda& exec, const std::string& n
                 warp_slots = exec.concurrency() / 32;
       const int pieces = walks * States::warps * States::row_tiles;
       const int one_round = std::max(1, mma::resident_teams<0, States>() / walks);
-      const int wanted = chunk_state_segments() > 0 ? chunk_state_segments()
+      const int wanted = tuning().state_segments > 0 ? tuning().state_segments
                          : 10 * pieces < warp_slots
                              ? std::min(ceil_div(warp_slots / 5, pieces), one_round)
                              : 1;

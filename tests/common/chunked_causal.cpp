@@ -93,7 +93,7 @@ TEMPLATE_LIST_TEST_CASE("chunked causal forms with heads cut into column blocks"
   using P = typename TestType::Precision;
   const std::uint64_t seed = test_seed();
   struct Restore {
-    ~Restore() { detail::head_block() = 0; }
+    ~Restore() { tuning().head_block = 0; }
   } restore;
   const ChunkCase cases[] = {
       {{1, 2, 150, 40, 24}, 64}, {{2, 1, 70, 16, 48}, 64}, {{1, 1, 1, 33, 17}, 64}};
@@ -105,11 +105,11 @@ TEMPLATE_LIST_TEST_CASE("chunked causal forms with heads cut into column blocks"
                     << " dk=" << s.dk << " dv=" << s.dv << ", seed " << seed);
           const HostProblem p = random_problem(s, form, seed, params);
           const ref::Outputs want = form.reference(p, params, {});
-          detail::head_block() = 16;
+          tuning().head_block = 16;
           // Each key block's part is stored (rounded to storage_t<P>) before the
           // sum: up to three roundings here where the whole sweep has one.
           check_close<P>(run_form<Exec, P>(form, p, params), want, 2);
-          detail::head_block() = 0;
+          tuning().head_block = 0;
         });
   });
 }

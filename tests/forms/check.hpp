@@ -82,11 +82,11 @@ inline const Form& form_named(const char* name) {
 template <class Exec, class F>
 void for_each_tile_path(F f) {
   struct Restore {
-    ~Restore() { tensor_cores_enabled() = true; }
+    ~Restore() { tuning().tensor_cores = true; }
   } restore;
   for (const bool tensor_cores : {true, false}) {
     if (!tensor_cores && is_host_space<Exec>()) continue;
-    tensor_cores_enabled() = tensor_cores;
+    tuning().tensor_cores = tensor_cores;
     f(tensor_cores);
   }
 }
@@ -111,36 +111,36 @@ void for_each_setting(T& setting, bool tensor_cores, const std::vector<T>& on_gp
 }
 
 // f(segments) for each way a test cuts the tensor-core chunk forms' state
-// walk (chunk_state_segments; 0: as the device's size chooses): each of
+// walk (Tuning::state_segments; 0: as the device's size chooses): each of
 // `forced` on a GPU, else 0.
 template <class Exec, class F>
 void for_each_state_walk(bool tensor_cores, const std::vector<int>& forced, F f) {
-  for_each_setting<Exec>(chunk_state_segments(), tensor_cores, forced, 0, f);
+  for_each_setting<Exec>(tuning().state_segments, tensor_cores, forced, 0, f);
 }
 
 // f(passing) for each way the tensor-core chunk forms pass the state between
-// chunks (chunk_state_passing): stored, then walked with the outputs, on a
+// chunks (Tuning::state_passing): stored, then walked with the outputs, on a
 // GPU; else as chosen.
 template <class Exec, class F>
 void for_each_state_passing(bool tensor_cores, F f) {
-  for_each_setting<Exec>(chunk_state_passing(), tensor_cores,
+  for_each_setting<Exec>(tuning().state_passing, tensor_cores,
                          {StatePassing::stored, StatePassing::walked}, StatePassing::chosen, f);
 }
 
 // f(blocks) for each value-block width the tensor-core chunk forms' output
-// kernel takes (chunk_output_blocks: 1 wide, 2 narrow; 0: as the number of
+// kernel takes (Tuning::output_blocks: 1 wide, 2 narrow; 0: as the number of
 // teams chooses): both on a GPU, else 0.
 template <class Exec, class F>
 void for_each_output_width(bool tensor_cores, F f) {
-  for_each_setting<Exec>(chunk_output_blocks(), tensor_cores, {1, 2}, 0, f);
+  for_each_setting<Exec>(tuning().output_blocks, tensor_cores, {1, 2}, 0, f);
 }
 
 // f(warpgroup) for each way the tensor-core kernels multiply where they have
-// both (warpgroup_products_enabled: wgmma, where compiled for sm_90a, or
+// both (Tuning::warpgroup_products: wgmma, where compiled for sm_90a, or
 // mma.sync): both on a GPU, else warpgroup products.
 template <class Exec, class F>
 void for_each_product_path(bool tensor_cores, F f) {
-  for_each_setting<Exec>(warpgroup_products_enabled(), tensor_cores, {true, false}, true, f);
+  for_each_setting<Exec>(tuning().warpgroup_products, tensor_cores, {true, false}, true, f);
 }
 
 // Runs form in precision P (a tag); the form must have a kernel in it.

@@ -106,7 +106,7 @@ TEMPLATE_LIST_TEST_CASE("every form allocates what its memory kind says, no more
         // and their normalisers, in fp32 at most; none where chunks run in order.
         const std::size_t states = 2 * 4 * (32 * 32 + 32) * sizeof(float);
         CHECK(extra <= states);
-        if (!is_host_space<Exec>() && !std::is_same_v<P, double> && tensor_cores_enabled())
+        if (!is_host_space<Exec>() && !std::is_same_v<P, double> && tuning().tensor_cores)
           CHECK(extra > 0);
         break;
       }

@@ -59,9 +59,10 @@ const Expected on_cuda[] = {
 
 }  // namespace
 
-TEMPLATE_LIST_TEST_CASE("each form's kernel path: the host's portable kernels, on CUDA the "
-                        "tensor cores where their tiles hold the chunk and head",
-                        "[forms][paths]", Configs) {
+TEMPLATE_LIST_TEST_CASE(
+    "each form's kernel path: the host's portable kernels, on CUDA the "
+    "tensor cores where their tiles hold the chunk and head",
+    "[forms][paths]", Configs) {
   using Exec = typename TestType::Exec;
   using P = typename TestType::Precision;
   int ran = 0;
@@ -100,9 +101,9 @@ TEMPLATE_LIST_TEST_CASE("each form's kernel path: the host's portable kernels, o
     }
     CHECK(checked >= 10);
     // --tiles portable: every path portable, saying so.
-    tensor_cores_enabled() = false;
+    tuning().tensor_cores = false;
     const KernelPath forced = path_at<Exec, P>(*find_form("linear/chunk"), 64, 64);
-    tensor_cores_enabled() = true;
+    tuning().tensor_cores = true;
     CHECK(forced.name == paths::portable);
     CHECK(forced.reason == "--tiles portable");
   }
@@ -110,9 +111,9 @@ TEMPLATE_LIST_TEST_CASE("each form's kernel path: the host's portable kernels, o
 
 TEST_CASE("heads cut into blocks take the blocks' own path", "[forms][paths]") {
   struct Restore {
-    ~Restore() { detail::head_block() = 0; }
+    ~Restore() { tuning().head_block = 0; }
   } restore;
-  detail::head_block() = 32;  // as the tests do, to run the blocks on the host
+  tuning().head_block = 32;  // as the tests do, to run the blocks on the host
   const Form& form = *find_form("linear/chunk");
   CHECK(path_at<HostBackend, float>(form, 64, 64).name == "head-blocks/portable");
   CHECK(path_at<HostBackend, float>(form, 32, 64).name == paths::portable);

@@ -22,7 +22,19 @@ expect_error "--out is required" sweep --seq 1k
 expect_error "cannot create" sweep --seq 8 --forms softmax/full --out /proc/attn/x.h5
 expect_error "unrecognised option" sweep --bogus 3 --out x.h5
 expect_error "unknown precision 'half'" sweep --precision half --out x.h5
-expect_error "neither auto nor portable" sweep --tiles fast --out x.h5
+expect_error "--tiles 'fast': expected auto or portable" sweep --tiles fast --out x.h5
+# The kernels' tuning: options checked like any other, and a row measured with
+# one off its default names it in its variant (no kernel reads the environment).
+expect_error "--state-passing 'often': expected chosen or stored or walked" sweep --state-passing often --out x.h5
+expect_error "--state-segments '-3': expected a whole number from 0 to 1048576" sweep --state-segments -3 --out x.h5
+expect_error "--warpgroup-products 'maybe': expected on or off" sweep --warpgroup-products maybe --out x.h5
+rm -f tuned.h5
+"$bench" sweep --forms linear/chunk --seq 64 --heads 1 --dk 8 --reps 1 --backend host --out tuned.h5 \
+  --state-segments 8 --head-block 4 --tiles portable >/dev/null 2>&1
+variant=$("$bench" export tuned.h5 --format json | /usr/bin/python3 -c 'import json, sys; print(json.load(sys.stdin)[0]["variant"])')
+[ "$variant" = "tiles=portable state-segments=8 head-block=4" ] &&
+  pass "tuning off its defaults in the row's variant: $variant" || fail "tuned variant: '$variant'"
+rm -f tuned.h5
 expect_error "--reps must be at least 1" sweep --reps 0 --out x.h5
 expect_error "--min-time must be a finite number >= 0" sweep --min-time -1 --out x.h5
 expect_error "--max-noise must be a finite number >= 0" sweep --max-noise nan --out x.h5

@@ -373,7 +373,7 @@ fi
 # are, and a table with an axis this build never had (`pass`, added here to a committed v3 file)
 # is exported and compared on it; two files are matched on the axes both have.
 "$bench" export "$source_dir/tests/data/fixtures/lion_fig3.h5" --format csv | head -1 >v2_columns.csv
-if ! grep -qx 'form,family,backend,precision,status,note,variant,batch,heads,seq,dk,dv,chunk,reps,.*,iterations,err_rows' v2_columns.csv; then
+if ! grep -qx 'form,family,backend,precision,status,note,variant,batch,heads,seq,dk,dv,chunk,reps,.*,iterations,err_rows,kernel,kernel_reason' v2_columns.csv; then
   fail "export of a v2 file: $(cat v2_columns.csv)"
 else pass "export of a v2 file: its axis columns, batch to chunk, no slots"
 fi
@@ -444,7 +444,7 @@ compare_error "(precision 'half' is none of float, double, tf32, bf16)" resume.h
 damage_row junk_bytes.h5 'row["variant"] = b"\xff\xfe\x1b[2J"'
 compare_error "(a text column holds control bytes or bytes of no UTF-8 character)" resume.h5 junk_bytes.h5
 damage_row junk_note.h5 'row["note"] = b"\x1b[2J"'
-compare_error "(the note holds control bytes)" resume.h5 junk_note.h5
+compare_error "(the note holds control bytes or bytes of no UTF-8 character)" resume.h5 junk_note.h5
 "$bench" sweep --forms softmax/full --seq 64 --heads 1 --dk 16 --reps 1 --backend host --out junk.h5 \
   >junk.out 2>junk.err; rc=$?
 if [ "$rc" != 2 ] || [ "$(stderr_lines junk.err)" != 1 ] || ! grep -q "cannot resume: row 1 of 'junk.h5' is damaged" junk.err; then
