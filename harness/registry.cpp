@@ -253,7 +253,10 @@ std::vector<PathSeen> kernel_paths_seen(const Form& form) {
   std::vector<PathSeen> seen;
   for_each_type(static_cast<Backends*>(nullptr), [&](auto* backend_tag) {
     using Exec = std::remove_pointer_t<decltype(backend_tag)>;
-    for (const auto& [probe, params] : probes) {
+    for (const auto& probe_params : probes) {
+      // Named, not a structured binding: the lambda below captures them.
+      const std::string& probe = probe_params.first;
+      const FormParams& params = probe_params.second;
       const int d = probe == "d=256" ? 256 : 64;
       const Shape s{1, 1, 4096, d, d};
       for_each_precision([&](auto* tag) {

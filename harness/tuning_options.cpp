@@ -16,8 +16,8 @@ std::size_t word_of(const char* flag, const std::string& text,
                     const std::vector<std::string>& words) {
   const auto found = std::find(words.begin(), words.end(), text);
   if (found == words.end())
-    throw std::invalid_argument(fmt::format("--{} '{}': expected {}", flag, printable(text),
-                                            fmt::join(words, " or ")));
+    throw std::invalid_argument(
+        fmt::format("--{} '{}': expected {}", flag, printable(text), fmt::join(words, " or ")));
   return std::size_t(found - words.begin());
 }
 
