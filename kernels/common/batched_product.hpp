@@ -21,12 +21,12 @@ namespace attn::detail {
 // 64 x 64 tile of C), a warp per 16 rows; the inner dimension in steps of 32
 // through shared tiles that the callables fill (zero past the edges), A as
 // [row][inner] and B as [inner][column], as the warp products read them.
-// Each step's products go into a fresh accumulator, added into C by fp32
-// additions: the tensor cores' own accumulation truncates, and over an inner
-// dimension of L (scores times values) would drift (mma::attend_streamed's
-// ExactSums). The second accumulator costs time (lightning/vanilla_fwd at
-// B=1 H=8 L=8k d=128: 22.4 ms without it, 31.8 with it); adding every 4 steps
-// instead took as long (32.7 ms) and was less exact (relative error at 8k
+// Each step's products go into a fresh accumulator, added into C as a
+// compensated sum (mma::CompensatedAccumulator): the tensor cores' own
+// accumulation truncates, and plain fp32 additions round against a growing
+// total; over an inner dimension of L (scores times values) either drifts. The second accumulator
+// costs time (lightning/vanilla_fwd at B=1 H=8 L=8k d=128: 22.4 ms without it, 31.8 with it);
+// adding every 4 steps instead took as long (32.7 ms) and was less exact (relative error at 8k
 // 1.5e-6, against 4.3e-7).
 template <class A, class Bop, class Store>
 struct TensorCoreBatchedProduct {
@@ -46,7 +46,7 @@ struct TensorCoreBatchedProduct {
               rt = (team.league_rank() / col_tiles) % row_tiles;
     const int bt = team.league_rank() / (col_tiles * row_tiles), i0 = rt * tile, j0 = ct * tile;
     const int tid = team.team_rank(), size = team.team_size(), first_row = 16 * (tid / 32);
-    mma::Accumulator<tile> C;
+    mma::CompensatedAccumulator<tile> C;
     mma::zero(C);
     for (int p0 = 0; p0 < inner; p0 += depth) {
       team.team_barrier();  // the previous step's tiles are consumed
@@ -67,9 +67,9 @@ struct TensorCoreBatchedProduct {
         mma::fragment_from_shared<float>(raw, As + first_row * lda, lda, kk);
         mma::add_ab_step<float>(part, mma::prepare<float>(raw), Bs, ldb, kk);
       }
-      mma::for_each_entry(C, part, [](int, int, float& total, float& x) { total += x; });
+      mma::add_into(C, part);
     }
-    mma::for_each_entry(C, [&](int r, int c, float& x) {
+    mma::for_each_entry(mma::total(C), [&](int r, int c, float& x) {
       if (i0 + first_row + r < rows && j0 + c < cols) store(bt, i0 + first_row + r, j0 + c, x);
     });
 #endif

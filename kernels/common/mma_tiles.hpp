@@ -293,6 +293,28 @@ struct Accumulator {
   float c[N / 8][4];
 };
 
+// An accumulator for a sum over a whole sequence in fp32: each addition's
+// rounding error is carried beside the sum (compensated summation, Kahan 1965,
+// the carries kept apart as Neumaier 1974 does) and added back once, by
+// total(). Plain fp32 additions into one running total round against a total
+// that keeps growing, and the sum's error grows with the square root of the
+// number of additions (thousands over 128k keys); compensated, it stays at a
+// few roundings of the result at any length. One more register per entry.
+template <int N>
+struct CompensatedAccumulator {
+  Accumulator<N> sum, carry;
+};
+// The accumulator of a sum over a whole sequence in precision P: compensated
+// in float, whose error must stay at fp32's; plain in tf32 and bf16, whose
+// tolerances are far above the drift.
+template <class P, int N>
+using SequenceSum =
+    std::conditional_t<std::is_same_v<P, float>, CompensatedAccumulator<N>, Accumulator<N>>;
+template <class T>
+inline constexpr bool is_compensated = false;
+template <int N>
+inline constexpr bool is_compensated<CompensatedAccumulator<N>> = true;
+
 // Value columns per team of the kernels that keep each warp's 16 output rows
 // and its RowTile of Q (D columns) in registers: a 64-column block in float
 // and tf32 for D = 128, so that both fit (the scores are then computed once
@@ -572,6 +594,28 @@ __device__ __forceinline__ void mma_exact_sum(float (&c)[4], const AFragment<P>&
   mma<P>(part, a, b0, b1);
 #pragma unroll
   for (int i = 0; i < 4; ++i) c[i] += part[i];
+}
+
+// sum + x into sum, the addition's rounding error into carry (Fast2Sum,
+// Dekker 1971: (sum - total) + x is that error exactly when |sum| >= |x|, which
+// a running total over many terms keeps after its first few; before, the
+// error it misses is of one addition). The _rn intrinsics keep the compiler
+// from fusing or reordering the three operations, which would lose the error.
+__device__ __forceinline__ void add_carrying(float& sum, float& carry, float x) {
+  const float total = __fadd_rn(sum, x);
+  carry = __fadd_rn(carry, __fadd_rn(__fsub_rn(sum, total), x));
+  sum = total;
+}
+
+// The same as mma_exact_sum, each entry's addition compensated.
+template <class P>
+__device__ __forceinline__ void mma_compensated_sum(float (&c)[4], float (&carry)[4],
+                                                    const AFragment<P>& a, std::uint32_t b0,
+                                                    std::uint32_t b1) {
+  float part[4] = {0.f, 0.f, 0.f, 0.f};
+  mma<P>(part, a, b0, b1);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) add_carrying(c[i], carry[i], part[i]);
 }
 
 // Where step `row` of a sweep is stored: row itself, or mirror - row for a
@@ -1057,8 +1101,30 @@ __device__ __forceinline__ void add_ab_core(Accumulator<N>& C, const RowTile<P, 
   }
 }
 
+// f(j, a, b0, b1) for each instruction of W (16 x K) B in float and tf32, W an
+// accumulator (K keys wide), B = rows 0 .. K-1 of a [k][n] shared tile (e.g.
+// values), N columns: a, W's k-step as an A fragment; b0, b1, the B registers
+// of n-tile j. See the header for the TF32 k order.
+template <class P, int N, int K, class F>
+__device__ __forceinline__ void for_each_ab_step(const Accumulator<K>& W, const operand_t<P>* B,
+                                                 int ld, F f) {
+  const int g = lane_id() >> 2, t = lane_id() & 3;
+#pragma unroll
+  for (int kk = 0; kk < K / 8; ++kk) {
+    const float(&w)[4] = W.c[kk];
+    const AFragment<P> a = prepare<P>({__float_as_uint(w[0]), __float_as_uint(w[2]),
+                                       __float_as_uint(w[1]), __float_as_uint(w[3])});
+    const float* rows = B + (kk * 8 + 2 * t) * ld + g;
+#pragma unroll
+    for (int j = 0; j < N / 8; ++j) {
+      const float* p = rows + 8 * j;
+      f(j, a, __float_as_uint(p[0]), __float_as_uint(p[ld]));
+    }
+  }
+}
+
 // C (16 x N) += W (16 x K) B, W an accumulator (K keys wide), B = rows 0 .. K-1
-// of a [k][n] shared tile (e.g. values). See the header for the TF32 k order.
+// of a [k][n] shared tile (e.g. values).
 // ExactSums (float and tf32): each instruction's sum goes into C by fp32
 // additions (mma_exact_sum), for a C that sums over a whole sequence; bf16
 // keeps the tensor cores' own sums (its tolerance is far above the drift).
@@ -1078,22 +1144,34 @@ __device__ __forceinline__ void add_ab(Accumulator<N>& C, const Accumulator<K>& 
       add_bf16_fragment_pairs<true, 1>(&C, &a, B, ld, kk);
     }
   } else {
-    const int g = lane_id() >> 2, t = lane_id() & 3;
-#pragma unroll
-    for (int kk = 0; kk < K / 8; ++kk) {
-      const float(&w)[4] = W.c[kk];
-      const AFragment<P> a = prepare<P>({__float_as_uint(w[0]), __float_as_uint(w[2]),
-                                         __float_as_uint(w[1]), __float_as_uint(w[3])});
-      const float* rows = B + (kk * 8 + 2 * t) * ld + g;
-#pragma unroll
-      for (int j = 0; j < N / 8; ++j) {
-        const float* p = rows + 8 * j;
-        if constexpr (ExactSums)
-          mma_exact_sum<P>(C.c[j], a, __float_as_uint(p[0]), __float_as_uint(p[ld]));
-        else
-          mma<P>(C.c[j], a, __float_as_uint(p[0]), __float_as_uint(p[ld]));
-      }
-    }
+    for_each_ab_step<P, N>(W, B, ld,
+                           [&](int j, const AFragment<P>& a, std::uint32_t b0, std::uint32_t b1) {
+                             if constexpr (ExactSums)
+                               mma_exact_sum<P>(C.c[j], a, b0, b1);
+                             else
+                               mma<P>(C.c[j], a, b0, b1);
+                           });
+  }
+}
+
+// The same into a compensated sum: in float and tf32 each instruction's sum is
+// added with its error carried; in bf16 the whole product, from a fresh
+// accumulator (N / 2 more registers per thread while it lives). ExactSums is
+// implied (taken so that a kernel calls either sum alike).
+template <class P, Bf16Rounding Rounding = Bf16Rounding::conversion_unit, bool ExactSums = true,
+          int N, int K>
+__device__ __forceinline__ void add_ab(CompensatedAccumulator<N>& C, const Accumulator<K>& W,
+                                       const operand_t<P>* B, int ld) {
+  if constexpr (std::is_same_v<P, bf16>) {
+    Accumulator<N> part;
+    zero(part);
+    add_ab<P, Rounding>(part, W, B, ld);
+    add_into(C, part);
+  } else {
+    for_each_ab_step<P, N>(W, B, ld,
+                           [&](int j, const AFragment<P>& a, std::uint32_t b0, std::uint32_t b1) {
+                             mma_compensated_sum<P>(C.sum.c[j], C.carry.c[j], a, b0, b1);
+                           });
   }
 }
 
@@ -1320,6 +1398,35 @@ __device__ __forceinline__ void zero(Accumulator<N>& C) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) C.c[j][e] = 0.f;
 }
+template <int N>
+__device__ __forceinline__ void zero(CompensatedAccumulator<N>& C) {
+  zero(C.sum);
+  zero(C.carry);
+}
+
+// C += part, each entry's addition compensated.
+template <int N>
+__device__ __forceinline__ void add_into(CompensatedAccumulator<N>& C, const Accumulator<N>& part) {
+#pragma unroll
+  for (int j = 0; j < N / 8; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) add_carrying(C.sum.c[j][e], C.carry.c[j][e], part.c[j][e]);
+}
+
+// The compensated sum as one accumulator: the carries added back into the
+// sums (once, when the sum is complete), which it returns.
+template <int N>
+__device__ __forceinline__ Accumulator<N>& total(CompensatedAccumulator<N>& C) {
+#pragma unroll
+  for (int j = 0; j < N / 8; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) C.sum.c[j][e] += C.carry.c[j][e];
+  return C.sum;
+}
+template <int N>
+__device__ __forceinline__ Accumulator<N>& total(Accumulator<N>& C) {
+  return C;
+}
 
 // The team's dynamic shared memory (launch_tiles' dynamic_shared bytes).
 __device__ __forceinline__ unsigned char* dynamic_shared() {
@@ -1431,6 +1538,30 @@ __device__ __forceinline__ void add_row_sums(const Accumulator<N>& C, float (&s)
     s[1] += C.c[j][2] + C.c[j][3];
   }
 }
+// The same into running row sums over a whole sequence, each tile's share
+// added with its error carried (see CompensatedAccumulator); the sums are
+// s + carry.
+template <int N>
+__device__ __forceinline__ void add_row_sums(const Accumulator<N>& C, float (&s)[2],
+                                             float (&carry)[2]) {
+  float tile[2] = {0.f, 0.f};
+  add_row_sums(C, tile);
+  for (int half = 0; half < 2; ++half) add_carrying(s[half], carry[half], tile[half]);
+}
+
+// Row r of C times factor[r / 8] (the thread's rows g and g + 8), carries too.
+template <int N>
+__device__ __forceinline__ void scale_rows(Accumulator<N>& C, const float (&factor)[2]) {
+#pragma unroll
+  for (int j = 0; j < N / 8; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) C.c[j][e] *= factor[e >> 1];
+}
+template <int N>
+__device__ __forceinline__ void scale_rows(CompensatedAccumulator<N>& C, const float (&factor)[2]) {
+  scale_rows(C.sum, factor);
+  scale_rows(C.carry, factor);
+}
 
 // The thread's share of A's rows (g and g + 8) dotted with z (K floats in
 // shared memory); reduce with quad_sum.
@@ -1472,7 +1603,9 @@ __device__ __forceinline__ void add_row_dots(const RowTile<P, K>& A, const float
 // ExactSums: O is summed by fp32 additions, not in the tensor cores'
 // accumulator, whose truncation makes a sum over thousands of keys drift
 // (see mma_exact_sum): in float and tf32 each instruction's sum, in bf16 each
-// tile's (a fresh accumulator, DV / 2 more registers per thread). Rounding: how the
+// tile's (a fresh accumulator, DV / 2 more registers per thread). An O that is
+// a CompensatedAccumulator is summed so, every addition compensated (ExactSums
+// is then implied). Rounding: how the
 // weights become bf16 operands (see Bf16Rounding); Addressing: how the tiles
 // are copied (see CopyAddressing). first(): called once the first key and
 // value tiles' copies are issued (two commit groups), before anything reads
@@ -1484,13 +1617,14 @@ struct NothingFirst {
 template <class P, int D, int Keys, bool ExactSums = false,
           Bf16Rounding Rounding = Bf16Rounding::conversion_unit,
           CopyAddressing Addressing = CopyAddressing::per_piece, int DV, class Member, class View,
-          class Seen, class Weigh, class First = NothingFirst>
+          class Seen, class Weigh, class First = NothingFirst,
+          template <int> class Output = Accumulator>
 __device__ __forceinline__ void attend_streamed(const Member& team, const RowTile<P, D>& Q,
-                                                Accumulator<DV>& O, operand_t<P>* Ks,
-                                                operand_t<P>* Vs, const View& k, const View& v,
-                                                int b, int h, int L, int begin, int end, int dk,
-                                                int dv, int first_value, int mirror, Seen seen,
-                                                Weigh weigh, First first = {}) {
+                                                Output<DV>& O, operand_t<P>* Ks, operand_t<P>* Vs,
+                                                const View& k, const View& v, int b, int h, int L,
+                                                int begin, int end, int dk, int dv, int first_value,
+                                                int mirror, Seen seen, Weigh weigh,
+                                                First first = {}) {
   constexpr int ld = padded_stride<P>(D), ldv = padded_stride<P>(DV);
   const int tid = team.team_rank(), size = team.team_size(), value_cols = dv - first_value;
   auto rows_from = [&](int k0) { return L - k0 < Keys ? L - k0 : Keys; };
@@ -1529,7 +1663,9 @@ __device__ __forceinline__ void attend_streamed(const Member& team, const RowTil
       finish_tile_copy<0, P>(Vs, ldv, Keys, DV, value_cols, tid, size);
     team.team_barrier();
     if (visible) {
-      if constexpr (ExactSums && std::is_same_v<P, bf16>) {
+      if constexpr (is_compensated<Output<DV>>) {
+        add_ab<P, Rounding>(O, S, Vs, ldv);
+      } else if constexpr (ExactSums && std::is_same_v<P, bf16>) {
         Accumulator<DV> part;
         zero(part);
         add_ab<P, Rounding>(part, S, Vs, ldv);

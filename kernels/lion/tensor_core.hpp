@@ -15,8 +15,8 @@
 //   keys after:  M_ij = exp(G_last - G_i) exp(G_j - G_last)
 // every factor <= 1: one exponential per query row (once per team) and one per
 // key column of a tile, instead of one per entry. For Scale, the row sums of
-// the weights are kept beside O, every key tile's products summed into O by
-// fp32 additions (the sums run over the whole sequence). Memory O(L d), like
+// the weights are kept beside O; the sums run over the whole sequence, and in
+// float they are compensated (mma::CompensatedAccumulator). Memory O(L d), like
 // the portable tiled forms.
 #pragma once
 #include "common/mma_tiles.hpp"
@@ -66,9 +66,12 @@ struct LionTensorCoreTiles {
     // waited for (attend_streamed's `first`).
     mma::RowTile<P, D> Q;
     mma::start_row_tiles<P, D, copies>(team, shared.queries, q, b, h, tile.first, L, dk);
-    mma::Accumulator<value_block> O;
+    // Every key of the sequence adds into O and the row sums: compensated sums
+    // in float, exact sums in tf32 and bf16 (see attend_streamed).
+    mma::SequenceSum<P, value_block> O;
     mma::zero(O);
-    float den[2] = {0.f, 0.f};  // the thread's share of its two rows' sums of weights
+    // The thread's share of its two rows' sums of weights, compensated.
+    float den[2] = {0.f, 0.f}, den_carry[2] = {0.f, 0.f};
     // The coordinates of the thread's two query rows (padding rows take the
     // last token's: their outputs are never stored).
     MaskCoordinate forward_row[2], backward_row[2];
@@ -89,7 +92,6 @@ struct LionTensorCoreTiles {
                                  expf(float(forward_row[1] - first_forward))};
     const float row_after[2] = {expf(float(last_backward - backward_row[0])),
                                 expf(float(last_backward - backward_row[1]))};
-    // Every key of the sequence adds into O: exact sums (see attend_streamed).
     mma::attend_streamed<P, D, keys, true, mma::Bf16Rounding::conversion_unit, copies>(
         team, Q, O, shared.keys, shared.values, k, v, b, h, L, 0, L, dk, dv, first_value, -1,
         [](int) { return true; },
@@ -123,11 +125,12 @@ struct LionTensorCoreTiles {
               }
             });
           }
-          if (scaled) mma::add_row_sums(S, den);
+          if (scaled) mma::add_row_sums(S, den, den_carry);
         },
         [&] { mma::finish_row_tiles<2>(team, Q, shared.queries, dk); });
-    const float total[2] = {mma::quad_sum(den[0]), mma::quad_sum(den[1])};
-    mma::for_each_entry(O, [&](int r, int c, float& x) {
+    const float total[2] = {mma::quad_sum(den[0] + den_carry[0]),
+                            mma::quad_sum(den[1] + den_carry[1])};
+    mma::for_each_entry(mma::total(O), [&](int r, int c, float& x) {
       if (row0 + r < L && first_value + c < dv)
         o(b, h, row0 + r, first_value + c) = storage_t<P>(scaled ? x / total[r >> 3] : x);
     });

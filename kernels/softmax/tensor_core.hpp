@@ -36,9 +36,13 @@ using CudaRows = Tensor3<Kokkos::Cuda, float>;
 // mma::Bf16Rounding).
 constexpr auto weight_rounding = mma::Bf16Rounding::integer_units;
 // Every output and gradient here sums over the whole sequence (O and dQ over
-// the keys, dK and dV over the queries): in float those sums are fp32
-// additions (mma::mma_exact_sum), so that the error stays at fp32's as L
-// grows; tf32 and bf16 keep the tensor cores' sums, within their tolerances.
+// the keys, dK and dV over the queries). In float the forward's O and row sums
+// and the backward's dQ are compensated fp32 sums (mma::SequenceSum,
+// mma::CompensatedAccumulator), whose error stays at fp32's at any L; dK and
+// dV are fp32 additions (mma::mma_exact_sum, exact_sums), whose error grows
+// slowly with L: compensating both would take one more register per entry of
+// each, past the dK dV pass's register budget. tf32 and bf16 keep the tensor
+// cores' sums, within their tolerances.
 template <class P>
 constexpr bool exact_sums = std::is_same_v<P, float>;
 
@@ -56,16 +60,17 @@ __device__ __forceinline__ float weight_exp2(float x) {
 }
 
 // The online softmax of a warp's 16 query rows (Alg. 1 lines 8-10), the two
-// rows of each thread: running max m and sum l, in base-2 units.
+// rows of each thread: running max m and sum l, in base-2 units; l is a
+// compensated sum where O is one, its rounding errors in l_carry.
 struct OnlineSoftmax {
-  float m[2] = {-FLT_MAX, -FLT_MAX}, l[2] = {0.f, 0.f};
+  float m[2] = {-FLT_MAX, -FLT_MAX}, l[2] = {0.f, 0.f}, l_carry[2] = {0.f, 0.f};
 
   // S (raw scores q.k of keys k0 .. k0 + nk - 1 against the warp's rows from
   // row0) becomes the weights exp2(s2 - m_new); O is rescaled by
   // exp2(m_old - m_new) <= 1. Masked pairs are -inf, never exponentiated.
-  template <class P, int Keys, int DV>
-  __device__ __forceinline__ void weigh(mma::Accumulator<Keys>& S, mma::Accumulator<DV>& O, int k0,
-                                        int nk, int row0, bool causal, float scale_log2) {
+  template <class P, int Keys, class Output>
+  __device__ __forceinline__ void weigh(mma::Accumulator<Keys>& S, Output& O, int k0, int nk,
+                                        int row0, bool causal, float scale_log2) {
     mma::for_each_entry(S, [&](int r, int c, float& s) {
       const bool visible = c < nk && (!causal || k0 + c <= row0 + r);
       s = visible ? s * scale_log2 : -INFINITY;
@@ -77,12 +82,16 @@ struct OnlineSoftmax {
     });
     const float alpha[2] = {weight_exp2<P>(m[0] - m_new[0]),
                             weight_exp2<P>(m[1] - m_new[1])};  // <= 1
-    mma::for_each_entry(O, [&](int r, int, float& x) { x *= alpha[r >> 3]; });
+    mma::scale_rows(O, alpha);
     for (int i = 0; i < 2; ++i) {
       l[i] *= alpha[i];
+      l_carry[i] *= alpha[i];
       m[i] = m_new[i];
     }
-    mma::add_row_sums(S, l);
+    if constexpr (mma::is_compensated<Output>)
+      mma::add_row_sums(S, l, l_carry);
+    else
+      mma::add_row_sums(S, l);
   }
 
   // o(b, h, row0 + r, first_col + c) = O(r, c) / l for the columns below dv;
@@ -91,7 +100,7 @@ struct OnlineSoftmax {
   __device__ __forceinline__ void store(mma::Accumulator<DV>& O, const CudaTensor<P>& o,
                                         const CudaRows& logsumexp, int b, int h, int row0, int L,
                                         int first_col, int dv) const {
-    const float sum[2] = {mma::quad_sum(l[0]), mma::quad_sum(l[1])};
+    const float sum[2] = {mma::quad_sum(l[0] + l_carry[0]), mma::quad_sum(l[1] + l_carry[1])};
     mma::for_each_entry(O, [&](int r, int c, float& x) {
       if (row0 + r < L && first_col + c < dv)
         o(b, h, row0 + r, first_col + c) = storage_t<P>(x / sum[r >> 3]);
@@ -140,13 +149,13 @@ struct FlashForward {
     // waited for (attend_streamed's `first`), as ChunkOutputs does.
     mma::RowTile<P, D> Q;
     mma::start_row_tiles<P, D, copies>(team, shared.queries, q, b, h, tile.first, L, dk);
-    mma::Accumulator<D> O;
+    mma::SequenceSum<P, D> O;
     mma::zero(O);
     OnlineSoftmax softmax;
 
     // Online softmax over the key tiles; past the diagonal they are skipped.
     const int end = causal ? (tile.first + tile.count < L ? tile.first + tile.count : L) : L;
-    mma::attend_streamed<P, D, keys, exact_sums<P>, weight_rounding, copies>(
+    mma::attend_streamed<P, D, keys, false, weight_rounding, copies>(
         team, Q, O, shared.keys, shared.values, k, v, b, h, L, 0, end, dk, dv, 0, -1,
         [&](int k0) {
           return !causal || k0 <= row0 + 15;
@@ -155,7 +164,7 @@ struct FlashForward {
           softmax.template weigh<P>(S, O, k0, nk, row0, causal, scale_log2);
         },
         [&] { mma::finish_row_tiles<2>(team, Q, shared.queries, dk); });
-    softmax.store<P>(O, o, logsumexp, b, h, row0, L, 0, dv);
+    softmax.store<P>(mma::total(O), o, logsumexp, b, h, row0, L, 0, dv);
 #endif
   }
 };
@@ -194,7 +203,7 @@ struct WideFlashForward {
       return total - first < block ? total - first : block;
     };
 
-    mma::Accumulator<block> O;
+    mma::SequenceSum<P, block> O;
     mma::zero(O);
     OnlineSoftmax softmax;
     const int end = causal ? (tile.first + tile.count < L ? tile.first + tile.count : L) : L;
@@ -220,11 +229,10 @@ struct WideFlashForward {
                               size, -1, first_value);
       mma::finish_tile_copy<0, P>(KVs, ld, keys, block, columns(dv, first_value), tid, size);
       team.team_barrier();
-      if (visible)
-        mma::add_ab<P, weight_rounding, exact_sums<P>>(O, S, KVs, ld);  // O += P V[:, value block]
+      if (visible) mma::add_ab<P, weight_rounding>(O, S, KVs, ld);  // O += P V[:, value block]
     }
-    softmax.store<P>(O, o, value_block == 0 ? logsumexp : CudaRows{}, b, h, row0, L, first_value,
-                     dv);
+    softmax.store<P>(mma::total(O), o, value_block == 0 ? logsumexp : CudaRows{}, b, h, row0, L,
+                     first_value, dv);
 #endif
   }
 };
@@ -283,7 +291,8 @@ struct FlashBackwardPass {
           row_lse[half] = logsumexp(b, h, row) * log2_e;
           row_delta[half] = delta(b, h, row);
         }
-    mma::Accumulator<D> acc1, acc2;
+    std::conditional_t<OwnsKeys, mma::Accumulator<D>, mma::SequenceSum<P, D>> acc1;  // dK or dQ
+    mma::Accumulator<D> acc2;                                                        // dV
     mma::zero(acc1);
     if (OwnsKeys) mma::zero(acc2);
 
@@ -327,7 +336,7 @@ struct FlashBackwardPass {
         mma::add_ab<P, weight_rounding, exact_sums<P>>(acc1, dP, Y1, ld);  // dQ += dS K
       }
     }
-    mma::for_each_entry(acc1, [&](int r, int c, float& x) {
+    mma::for_each_entry(mma::total(acc1), [&](int r, int c, float& x) {
       if (row0 + r < L && c < d1) out1(b, h, row0 + r, c) = storage_t<P>(scale * x);
     });
     if (OwnsKeys)
