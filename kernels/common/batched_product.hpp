@@ -24,10 +24,10 @@ namespace attn::detail {
 // Each step's products go into a fresh accumulator, added into C as a
 // compensated sum (mma::CompensatedAccumulator): the tensor cores' own
 // accumulation truncates, and plain fp32 additions round against a growing
-// total; over an inner dimension of L (scores times values) either drifts. The second accumulator
-// costs time (lightning/vanilla_fwd at B=1 H=8 L=8k d=128: 22.4 ms without it, 31.8 with it);
-// adding every 4 steps instead took as long (32.7 ms) and was less exact (relative error at 8k
-// 1.5e-6, against 4.3e-7).
+// total; over an inner dimension of L (scores times values) either drifts.
+// The second accumulator costs time; adding into C every 4 steps instead was
+// no faster and less exact, so every step is added
+// (docs/performance-history.md, "Measurements moved out of code comments").
 template <class A, class Bop, class Store>
 struct TensorCoreBatchedProduct {
   static constexpr int warps = 4, tile = 64, depth = 32;

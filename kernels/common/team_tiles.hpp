@@ -132,8 +132,9 @@ KOKKOS_INLINE_FUNCTION void load_rows(const Member& team, const Scratch& dst, co
 // load_rows of the same token rows of two tensors (a tile's queries and
 // keys). On a GPU in one pass, each thread's two loads in flight together:
 // the recurrent forms' teams are a single warp, bound by these loads'
-// latency, and two passes took 1.10-1.23x the time of linear/recurrent and
-// lion-*/rnn (an H200).
+// latency, and two passes were slower for linear/recurrent and lion-*/rnn
+// (an H200; docs/performance-history.md, "Measurements moved out of code
+// comments").
 template <class P = void, class Member, class Scratch, class View>
 KOKKOS_INLINE_FUNCTION void load_rows(const Member& team, const Scratch& dst, const View& x,
                                       const Scratch& dst2, const View& x2, int b, int h, int first,
@@ -205,7 +206,7 @@ struct LowerBand {
 // host_cols / vector-width fused multiply-adds per row. (8 x 128 bytes was the
 // fastest of 4, 6, 8 rows by 128 or 256 bytes for the softmax and chunked
 // forms at d = 64 on the AVX-512 machine.) Blocks cut by the tile's edge take
-// plain dot products (a masked-load form of the same block ran 10x slower:
+// plain dot products (a masked-load form of the same block ran far slower:
 // its sums left the registers).
 // GPU: each thread keeps one output (the portable kernels' tiles, ~32 x 33
 // outputs, would leave most of a 128-thread team idle in blocks); the GPU's

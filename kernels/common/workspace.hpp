@@ -1,12 +1,12 @@
 // Buffers for a kernel's intermediates (the chunk forms' stored states, the
 // materialised forms' L x L scores, ...), in any memory space, that stay
 // allocated from one call to the next while their size does not change, as a
-// framework's caching allocator keeps them: a cudaMalloc and
-// cudaFree of the states each call cost about a millisecond on the H100
-// (bench time against the kernels' own time at B=4 H=32 L=16k d=128: 11.8
-// against 10.5 ms in float, 7.1 against 5.6 in bf16). The harness releases
-// them after every point, so that a point's peak memory counts its own; Kokkos
-// releases them at finalize.
+// framework's caching allocator keeps them: a cudaMalloc and cudaFree of
+// the states at every call added a visible share to the chunk forms' bench
+// time over their kernels' own time on the H100
+// (docs/performance-history.md, "Measurements moved out of code comments").
+// The harness releases them after every point, so that a point's peak memory
+// counts its own; Kokkos releases them at finalize.
 #pragma once
 #include <Kokkos_Core.hpp>
 

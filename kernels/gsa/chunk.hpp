@@ -15,9 +15,10 @@ namespace detail {
 
 // An uninitialised tensor of x's shape, kept from one call to the next
 // (common/workspace.hpp). Allocated at every call, the four [B, H, L, m]
-// intermediates made most of a gsa/chunk call at B=2 H=16 d=64 L=1k: 0.83-
-// 0.86 ms on an H200, of which ncu counted about 0.22 ms of kernels, varying
-// by process; kept, 0.28 ms on an H100.
+// intermediates made most of a gsa/chunk call at B=2 H=16 d=64 L=1k: ncu
+// counted a small part of the call in kernels, and the call's time varied by
+// process; kept, the call is close to its kernels' time
+// (docs/performance-history.md, "GSA's intermediates kept as workspace").
 template <class View>
 View like(const View& x, const char* label) {
   return workspace_view<View>(label, x.extent(0), x.extent(1), x.extent(2), x.extent(3));

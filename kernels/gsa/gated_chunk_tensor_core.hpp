@@ -216,9 +216,9 @@ struct GatedChunkStates {
   // A 64 x 64 block goes to 8 warps of 16 x 32. ChunkStates' 4 warps of 32 x
   // 32 (each B fragment meeting two A fragments) measured faster there, but
   // these walks are fewer (B=4 H=32 d=128 m=64: 256 teams, 12 % of an H100's
-  // warp slots with 4 warps): with 8, ncu counted 283 and 267 us for the two
-  // passes' walks against 294 and 291 (bf16, L=4k), and gsa/chunk took
-  // 0.98-1.00x the time.
+  // warp slots with 4 warps): with 8, ncu counted shorter walks in both
+  // passes (bf16, L=4k), and gsa/chunk took no longer
+  // (results/logs/gsa_outputs_staging_b1af20b_h100.log).
   static constexpr int block = 64, warp_columns = 32;
   using Pieces = StateBlockWarps<block, 16, warp_columns>;
   static constexpr int warps = Pieces::warps, row_tiles = Pieces::row_tiles, threads = 32 * warps;
@@ -406,8 +406,8 @@ enum class KeyWeights { computed, written, read };
 // block). Without, every column offset is the constant 0 and no key block
 // sums are read or written: compiled with them at every head size, the output
 // kernels spilled more registers (bf16, key gate, 64 x 128: 256 / 336 bytes
-// stored / loaded against 220 / 276) and gsa/chunk at d = 128 took 1.17x the
-// time.
+// stored / loaded against 220 / 276) and gsa/chunk at d = 128 was slower
+// (results/logs/gsa_blocks_launch_h100.log, gsa_unblocked_outputs_h100.log).
 template <class P, int XD, int YD, bool KeyGated, bool Blocked,
           KeyWeights Weights = KeyWeights::computed>
 struct GatedChunkOutputs {
@@ -435,8 +435,8 @@ struct GatedChunkOutputs {
   // scaled by exp(r_j - b_u) is one more tile. Two stages of the copies, the
   // next sub-chunk's in flight while this one is used, where they fit in the
   // 48 KB of static shared memory a team's arrays may take (with 4 KB to spare),
-  // in bf16; one in float and tf32 (at d = 64, where two fit, float took
-  // 1.01-1.02x the time with them, its registers spilling more).
+  // in bf16; one in float and tf32 (at d = 64, where two fit, float was no
+  // faster with them, its registers spilling more).
   static constexpr int copies = reads_weights ? 1 : KeyGated && !writes_only_weights ? 4 : 3;
   static constexpr int copied = keys * ld + keys * ldv + (KeyGated ? keys * ld : 0);
   static constexpr int gated_elements = keys * (KeyGated ? ld : ldv);
@@ -859,15 +859,15 @@ TileSweep tensor_core_gated_chunk(const Kokkos::Cuda& exec, const std::string& n
       // chunked_causal does), as many as fill about a fifth of them. The join
       // reads and writes every stored state once, and costs more than the
       // segments gain unless the walks are very few: at B=4 H=32 d=128 m=64
-      // (256 walks) four segments made the walk 0.23 ms faster and the join
-      // took 0.29 ms (bf16, 4k); at B=4 H=4 d=512 m=64 (128 walks of the four
-      // column blocks, an eighth of an H100's warp slots) one walk per
-      // sequence took 1.614 / 6.264 ms against 1.773 / 6.946 with the two
-      // segments that filled a fifth (bf16, L = 4k / 16k; 4, 8 and 16 slower
-      // still), while at B=1 H=8 d=128 m=64 (16 walks) the 7 that filled a
-      // tenth took 1.01-1.02x the time of the 14 that fill a fifth. Never
-      // more segments than one round of resident walk teams holds (as
-      // chunked_causal's walk).
+      // (256 walks) the join took longer than four segments saved in the
+      // walk; at B=4 H=4 d=512 m=64 (128 walks of the four column blocks, an
+      // eighth of an H100's warp slots) one walk per sequence was faster than
+      // the two segments that filled a fifth (4, 8 and 16 slower still),
+      // while at B=1 H=8 d=128 m=64 (16 walks) the 14 that fill a fifth were
+      // slightly faster than the 7 that filled a tenth
+      // (docs/performance-history.md, "Measurements moved out of code
+      // comments"). Never more segments than one round of resident walk
+      // teams holds (as chunked_causal's walk).
       const int walks = blocks.count() * B * H * States::x_blocks * States::y_blocks,
                 warp_slots = exec.concurrency() / 32;
       const int pieces = walks * States::warps * States::row_tiles;
@@ -902,10 +902,11 @@ TileSweep tensor_core_gated_chunk(const Kokkos::Cuda& exec, const std::string& n
       // key axis is whole and they take at most 256 columns (a chunk's keys,
       // whole 16-key sub-chunks: a lone chunk of L steps, C = L, is written to
       // L rounded up to 16; never L x L). At B=4 H=4 d=512 m=64 (four value
-      // blocks) gsa/chunk took 0.98-1.00x the time of the first value block's
-      // teams computing and writing them while making their outputs; with one
-      // value block (d = 128) the two launches took 1.05x the time of one
-      // (bf16; ncu at L = 4k: 873 + 612 us against 1295 us).
+      // blocks) the separate launch was a little faster than the first value
+      // block's teams computing and writing them while making their outputs;
+      // with one value block (d = 128) two launches were slower than one
+      // (results/logs/gsa_key_weights_once_h100.log,
+      // gsa_key_weights_split_h100.log).
       const int weight_columns = 16 * ceil_div(C, 16);
       if constexpr (KeyGated)
         if (blocks.value_blocks() > 1 && blocks.key_blocks() == 1 && weight_columns <= 256) {

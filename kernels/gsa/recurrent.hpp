@@ -53,8 +53,8 @@ KOKKOS_INLINE_FUNCTION T key_slot_step(const Member& team, T* slot, T alpha, T w
 // sum_i p_i slots(i, c) with p = softmax(o'_t); alpha, s and o' are the rows
 // of `step`. On a GPU a thread per column walks the slots and takes the
 // softmax as it goes (m exponentials per column, all columns at once: one
-// thread's softmax for the team, behind a barrier, took 1.3x the time on an
-// H200); on the host the softmax once, into step's third row, then slot
+// thread's softmax for the team, behind a barrier, was slower on an H200);
+// on the host the softmax once, into step's third row, then slot
 // after slot, each a vectorised row (a column's walk was one serial chain of
 // dependent additions).
 template <class Member, class Scratch, class In, class Out>
