@@ -1,5 +1,6 @@
 // This CPU's measured ceilings, for the roofline of host-backend results (the
-// GPU's come from its datasheet, by device name, in plots/render).
+// GPU's come from its datasheet, by device name, in python/attn_harness/render.py,
+// which plots/render runs).
 #pragma once
 
 namespace attn {
