@@ -72,8 +72,9 @@ done
 "$render" "$repo/tests/data/fixtures/gsa_seq.h5" --panels none --out "$tmp/none" >"$tmp/out.txt" 2>&1 || fail "--panels none: $(cat "$tmp/out.txt")"
 # What the figures hold, read from the axes just before they are saved.
 /usr/bin/python3 - "$render" "$tmp/peer.h5" "$repo/tests/data/fixtures/lightning_fig4_baselines.h5" "$tmp/drawn" "$tmp/levels.h5" <<'PY' || fail "figure contents"
-import importlib.machinery, sys
-render = importlib.machinery.SourceFileLoader("render", sys.argv[1]).load_module()
+import os, sys
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(sys.argv[1]))), "python"))
+from attn_harness import render  # the module plots/render runs
 drawn = {}
 def capture(fig, axes, titles, heading, xlabel, ylabel, statuses, out_dir, name, kind, turned=False):
     fig.canvas.draw()  # the constrained layout places the axes
@@ -122,8 +123,9 @@ assert ours.get_color() == peer.get_color()
 PY
 # Units and ceilings, on rows and devices made up here.
 /usr/bin/python3 - "$render" <<'PY' || fail "memory units, lion panel, ceilings"
-import argparse, importlib.machinery, sys
-render = importlib.machinery.SourceFileLoader("render", sys.argv[1]).load_module()
+import argparse, os, sys
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(sys.argv[1]))), "python"))
+from attn_harness import render  # the module plots/render runs
 def unit(peak):
     return render.memory_unit([{"status": "ok", "peak_bytes": peak}, {"status": "oom", "peak_bytes": 2**40}])[0]
 assert (unit(3 * 2**30), unit(5 * 2**20), unit(2**21 - 1), unit(300)) == ("GiB", "MiB", "MiB", "KiB")
@@ -218,8 +220,9 @@ fi
 # The selection itself, on rows made up here: the fastest ok chunk per (form, L); a form without
 # chunks kept as it is; where no chunk is ok, the smallest chunk's failure.
 /usr/bin/python3 - "$render" <<'PY' || fail "select_rows / fastest_over"
-import importlib.machinery, sys
-render = importlib.machinery.SourceFileLoader("render", sys.argv[1]).load_module()
+import os, sys
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(sys.argv[1]))), "python"))
+from attn_harness import render  # the module plots/render runs
 AXES = ["batch", "heads", "dk", "dv", "seq", "slots", "chunk"]
 def row(form, seq, chunk, status, t, slots=0):
     r = {c: 0 for c in AXES}
@@ -248,8 +251,9 @@ PY
 # slots column) merged with a v3 one reads slots 0 there.
 /usr/bin/python3 "$repo"/tests/harness/with_pass_axis.py "$repo/tests/data/fixtures/gsa_seq.h5" "$tmp/pass.h5" || fail "writing a table with a pass axis"
 /usr/bin/python3 - "$render" "$tmp/pass.h5" "$repo/tests/data/fixtures/lion_fig3.h5" <<'PY' || fail "axes read from the file"
-import importlib.machinery, sys
-render = importlib.machinery.SourceFileLoader("render", sys.argv[1]).load_module()
+import os, sys
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(sys.argv[1]))), "python"))
+from attn_harness import render  # the module plots/render runs
 rows, _, axes = render.load_results(sys.argv[2])
 assert axes == ["batch", "heads", "seq", "dk", "dv", "chunk", "slots", "pass"], axes
 one_l = render.select_rows(rows, axes, ["seq=4096"], None)
