@@ -607,17 +607,6 @@ __device__ __forceinline__ void add_carrying(float& sum, float& carry, float x) 
   sum = total;
 }
 
-// The same as mma_exact_sum, each entry's addition compensated.
-template <class P>
-__device__ __forceinline__ void mma_compensated_sum(float (&c)[4], float (&carry)[4],
-                                                    const AFragment<P>& a, std::uint32_t b0,
-                                                    std::uint32_t b1) {
-  float part[4] = {0.f, 0.f, 0.f, 0.f};
-  mma<P>(part, a, b0, b1);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) add_carrying(c[i], carry[i], part[i]);
-}
-
 // Where step `row` of a sweep is stored: row itself, or mirror - row for a
 // sweep that runs from the last token to the first (mirror = L - 1).
 __device__ __forceinline__ int stored_row(int row, int mirror) {
@@ -1101,28 +1090,6 @@ __device__ __forceinline__ void add_ab_core(Accumulator<N>& C, const RowTile<P, 
   }
 }
 
-// f(j, a, b0, b1) for each instruction of W (16 x K) B in float and tf32, W an
-// accumulator (K keys wide), B = rows 0 .. K-1 of a [k][n] shared tile (e.g.
-// values), N columns: a, W's k-step as an A fragment; b0, b1, the B registers
-// of n-tile j. See the header for the TF32 k order.
-template <class P, int N, int K, class F>
-__device__ __forceinline__ void for_each_ab_step(const Accumulator<K>& W, const operand_t<P>* B,
-                                                 int ld, F f) {
-  const int g = lane_id() >> 2, t = lane_id() & 3;
-#pragma unroll
-  for (int kk = 0; kk < K / 8; ++kk) {
-    const float(&w)[4] = W.c[kk];
-    const AFragment<P> a = prepare<P>({__float_as_uint(w[0]), __float_as_uint(w[2]),
-                                       __float_as_uint(w[1]), __float_as_uint(w[3])});
-    const float* rows = B + (kk * 8 + 2 * t) * ld + g;
-#pragma unroll
-    for (int j = 0; j < N / 8; ++j) {
-      const float* p = rows + 8 * j;
-      f(j, a, __float_as_uint(p[0]), __float_as_uint(p[ld]));
-    }
-  }
-}
-
 // C (16 x N) += W (16 x K) B, W an accumulator (K keys wide), B = rows 0 .. K-1
 // of a [k][n] shared tile (e.g. values).
 // ExactSums (float and tf32): each instruction's sum goes into C by fp32
@@ -1144,34 +1111,44 @@ __device__ __forceinline__ void add_ab(Accumulator<N>& C, const Accumulator<K>& 
       add_bf16_fragment_pairs<true, 1>(&C, &a, B, ld, kk);
     }
   } else {
-    for_each_ab_step<P, N>(W, B, ld,
-                           [&](int j, const AFragment<P>& a, std::uint32_t b0, std::uint32_t b1) {
-                             if constexpr (ExactSums)
-                               mma_exact_sum<P>(C.c[j], a, b0, b1);
-                             else
-                               mma<P>(C.c[j], a, b0, b1);
-                           });
+    const int g = lane_id() >> 2, t = lane_id() & 3;
+#pragma unroll
+    for (int kk = 0; kk < K / 8; ++kk) {
+      const float(&w)[4] = W.c[kk];
+      const AFragment<P> a = prepare<P>({__float_as_uint(w[0]), __float_as_uint(w[2]),
+                                         __float_as_uint(w[1]), __float_as_uint(w[3])});
+      const float* rows = B + (kk * 8 + 2 * t) * ld + g;
+#pragma unroll
+      for (int j = 0; j < N / 8; ++j) {
+        const float* p = rows + 8 * j;
+        if constexpr (ExactSums)
+          mma_exact_sum<P>(C.c[j], a, __float_as_uint(p[0]), __float_as_uint(p[ld]));
+        else
+          mma<P>(C.c[j], a, __float_as_uint(p[0]), __float_as_uint(p[ld]));
+      }
+    }
   }
 }
 
-// The same into a compensated sum: in float and tf32 each instruction's sum is
-// added with its error carried; in bf16 the whole product, from a fresh
-// accumulator (N / 2 more registers per thread while it lives). ExactSums is
-// implied (taken so that a kernel calls either sum alike).
+// The same into a compensated sum: the product summed from zero in a fresh
+// accumulator (the tensor cores' truncation bounded by the product's own few
+// instructions), then added with its rounding errors carried: three more
+// additions per entry per call. The fresh product is taken in blocks of 32
+// columns where C is wider than 64 (C and its carries already take 2N / 4
+// registers per thread), whole otherwise. ExactSums is implied (taken so that
+// a kernel calls either sum alike).
 template <class P, Bf16Rounding Rounding = Bf16Rounding::conversion_unit, bool ExactSums = true,
           int N, int K>
 __device__ __forceinline__ void add_ab(CompensatedAccumulator<N>& C, const Accumulator<K>& W,
                                        const operand_t<P>* B, int ld) {
-  if constexpr (std::is_same_v<P, bf16>) {
-    Accumulator<N> part;
+  constexpr int block = N > 64 ? 32 : N;
+  static_assert(N % block == 0, "whole blocks of columns");
+#pragma unroll
+  for (int first = 0; first < N; first += block) {
+    Accumulator<block> part;
     zero(part);
-    add_ab<P, Rounding>(part, W, B, ld);
-    add_into(C, part);
-  } else {
-    for_each_ab_step<P, N>(W, B, ld,
-                           [&](int j, const AFragment<P>& a, std::uint32_t b0, std::uint32_t b1) {
-                             mma_compensated_sum<P>(C.sum.c[j], C.carry.c[j], a, b0, b1);
-                           });
+    add_ab<P, Rounding>(part, W, B + first, ld);
+    add_into(C, part, first / 8);
   }
 }
 
@@ -1404,13 +1381,15 @@ __device__ __forceinline__ void zero(CompensatedAccumulator<N>& C) {
   zero(C.carry);
 }
 
-// C += part, each entry's addition compensated.
-template <int N>
-__device__ __forceinline__ void add_into(CompensatedAccumulator<N>& C, const Accumulator<N>& part) {
+// C's columns from 8 first_tile on += part, each entry's addition compensated.
+template <int N, int M>
+__device__ __forceinline__ void add_into(CompensatedAccumulator<N>& C, const Accumulator<M>& part,
+                                         int first_tile = 0) {
 #pragma unroll
-  for (int j = 0; j < N / 8; ++j)
+  for (int j = 0; j < M / 8; ++j)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) add_carrying(C.sum.c[j][e], C.carry.c[j][e], part.c[j][e]);
+    for (int e = 0; e < 4; ++e)
+      add_carrying(C.sum.c[first_tile + j][e], C.carry.c[first_tile + j][e], part.c[j][e]);
 }
 
 // The compensated sum as one accumulator: the carries added back into the
