@@ -4,7 +4,7 @@
 #include <limits>
 #include <stdexcept>
 
-#include "sweep.hpp"
+#include "sweep_config.hpp"
 
 namespace attn {
 namespace {

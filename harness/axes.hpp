@@ -11,16 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "registry.hpp"
+#include "sweep_config.hpp"
 
 namespace attn {
-
-struct Sweep;
-
-struct Axis {
-  std::string name;
-  std::vector<long long> values;
-};
 
 // Throws std::invalid_argument naming the axis and the offending text when a
 // spec is empty, malformed, reversed, or holds a value below `minimum`.

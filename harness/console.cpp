@@ -11,6 +11,7 @@
 #include <sstream>
 #include <utility>
 
+#include "axes.hpp"
 #include "resume.hpp"
 #include "statistics.hpp"
 #include "text.hpp"

@@ -6,7 +6,7 @@
 
 #include "plan.hpp"
 #include "results_file.hpp"
-#include "sweep.hpp"
+#include "sweep_config.hpp"
 
 namespace attn {
 

@@ -7,6 +7,8 @@
 #include <set>
 #include <tuple>
 
+#include "axes.hpp"
+
 namespace attn {
 
 std::vector<Point> plan_points(const Sweep& sweep, const std::string& backend) {

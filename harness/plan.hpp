@@ -12,7 +12,7 @@
 #include "measure.hpp"
 #include "registry.hpp"
 #include "results_file.hpp"
-#include "sweep.hpp"
+#include "sweep_config.hpp"
 
 namespace attn {
 

@@ -4,36 +4,9 @@
 // resumption), console.hpp (table rows, the progress line with its ETA, the
 // summary, the --dry-run plan), signals.hpp (Ctrl-C), measure.hpp (one point).
 #pragma once
-#include <map>
-#include <string>
-#include <vector>
-
-#include "axes.hpp"
-#include "measure.hpp"
-#include "registry.hpp"
+#include "sweep_config.hpp"
 
 namespace attn {
-
-struct Sweep {
-  std::vector<const Form*> forms;
-  std::vector<std::string>
-      precisions;  // names of Precisions; a form is measured in those it has kernels for
-  Axis batch, heads, dk, dv, seq;
-  std::map<std::string, Axis>
-      param_values;           // of every declared parameter, by name: chunk, slots, ...
-  bool dv_follows_dk = true;  // dv takes each dk (no --dv given)
-  FormParams params;          // the options that are not swept
-  MeasureOptions measure;
-  std::string backend;  // as given to --backend: host, openmp, serial, cuda
-  std::string out;
-  bool fresh = false;  // replace --out instead of resuming it
-  std::string json;    // Google Benchmark's JSON report of the points measured ok; empty: none
-  bool dry_run =
-      false;  // print the plan (points, those in --out, predicted time) and measure nothing
-  std::string command_line;  // for the file's attributes and the resume hint
-  std::string config_file,
-      config_text;  // bench run's configuration file and its text; empty for bench sweep
-};
 
 // With dry_run, prints the planned points instead, each with what --out holds
 // of it and its predicted time, and returns 0 having written nothing.

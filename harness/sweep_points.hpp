@@ -4,7 +4,7 @@
 #pragma once
 #include <string>
 
-#include "sweep.hpp"
+#include "sweep_config.hpp"
 
 namespace attn {
 

@@ -9,7 +9,7 @@
 #include "axes.hpp"
 #include "forms/check.hpp"
 #include "measure.hpp"
-#include "sweep.hpp"
+#include "sweep_config.hpp"
 
 namespace attn::test {
 
