@@ -28,9 +28,9 @@
 // (mma::Start::overlapping_previous): each team of the outputs computes its
 // intra-chunk part, which needs no state, while the walk and the join still
 // run, and waits for them only before it reads S_n. Where the chain of these
-// kernels sets the time (few heads), that took 0.85-1.00x the time of the
-// kernels one after the other (H100, B=1 H=8, d=128, L = 1k..16k;
-// kernels/README.md, "Kernels started overlapping").
+// kernels sets the time (few heads), that took less time than the kernels one
+// after the other, the most at the shortest sequences (H100, B=1 H=8, d=128,
+// L=1k..16k; docs/performance-history.md, "Kernels started overlapping").
 // Every power is exp(-s k) with k >= 0. The states are stored as the inputs
 // are (fp32, or bf16 for bf16 inputs: the operand of the q^T S product); they
 // are accumulated in fp32. Stored states: (L/C - 1) d^2 per (batch, head),
@@ -61,9 +61,9 @@ using mma::launch_tiles;
 // Whether the chunk states are stored transposed ([d_v][d_k]): in float,
 // whose output kernels multiply by them with warpgroup products (on sm_90a),
 // which take fp32 operands only K-major (mma::add_ab_core). tf32 and bf16
-// keep [d_k][d_v] and warp products: tf32 so took 1.01-1.06x the time of
-// its warp products on [d_k][d_v] (H100, results/logs/
-// warpgroup_state_products_h100.log).
+// keep [d_k][d_v] and warp products: tf32 so took longer than with its warp
+// products on [d_k][d_v] (H100,
+// results/logs/warpgroup_state_products_h100.log).
 template <class P>
 inline constexpr bool states_transposed = std::is_same_v<P, float>;
 
@@ -120,9 +120,11 @@ struct StateBlockWarps {
 // one tile of Tokens steps: the A operand read transposed from `keys`
 // ([token][row], stride keys_ld, from the warp's first row) and, with a
 // decay, scaled per token by factor[] as each fragment is read (scaling the
-// tile in shared memory once, with a barrier more, measured 1.03-1.09x the
-// time in tf32 and bf16); B from `values` ([token][column], stride
-// values_ld). Without a decay the keys go as they are.
+// tile in shared memory once, with a barrier more, took longer in tf32 and
+// bf16: docs/performance-history.md, "Walk warps of 32 × 32, TF32 rounding in
+// the copy, base-2 decays; where the instructions go (H100)"); B from `values`
+// ([token][column], stride values_ld). Without a decay the keys go as they
+// are.
 template <class P, int Tokens, int RowTiles, int N>
 __device__ __forceinline__ void add_decayed_key_values(mma::Accumulator<N> (&S)[RowTiles],
                                                        const mma::operand_t<P>* keys, int keys_ld,
@@ -157,8 +159,10 @@ struct ChunkStates {
   // or 16 for the whole state at d = 128): each B fragment (values) then
   // meets two A fragments (keys) and each A fragment four n-tiles, 2 operand
   // registers loaded (and in float split) per product where 16 x 32 pieces
-  // over 8 warps took 3 (measured 0.94-0.98x the time of lightning/fwd and
-  // linear/chunk, with the conversion instruction's rounding of tf32 tiles).
+  // over 8 warps took 3 (lightning/fwd and linear/chunk took less time so,
+  // measured together with the conversion instruction's rounding of tf32
+  // tiles: docs/performance-history.md, "Walk warps of 32 × 32, TF32 rounding
+  // in the copy, base-2 decays; where the instructions go (H100)").
   static constexpr int block = Block, blocks = D / block, columns = block >= 64 ? 32 : block;
   using Pieces = StateBlockWarps<block, block >= 64 ? 32 : 16, columns>;
   static constexpr int warps = Pieces::warps, row_tiles = Pieces::row_tiles;
@@ -169,8 +173,8 @@ struct ChunkStates {
   static constexpr int ld = mma::k_major_stride<P>(block);
   static constexpr std::size_t shared_bytes = 2 * stages * tokens * ld * sizeof(mma::operand_t<P>);
   // A thread copies 2 (bf16) or 4 pieces of a tile. With strided copies in
-  // bf16 too, lightning/fwd bf16 took 1.02-1.03x the time at B=4 H=32, 1k
-  // and 4k; per piece there, 1.00-1.01x.
+  // bf16 too, lightning/fwd bf16 took longer at B=4 H=32, 1k and 4k; per piece
+  // there, no longer (docs/performance-history.md, "Tile copies").
   static constexpr auto copies =
       std::is_same_v<P, bf16> ? mma::CopyAddressing::per_piece : mma::CopyAddressing::strided;
 
@@ -444,11 +448,11 @@ __device__ __forceinline__ void store_output_rows(const CudaTensor<P>& o, mma::A
 #endif
 
 // ValueBlock: value columns per team (flash-linear-attention's chunk_fwd_o
-// splits V so too). With many teams, the most the registers hold: every
-// column in bf16 measured faster than 64-column blocks (2.3 against 2.9 ms
-// at B=4 H=32 L=16k d=128); float and tf32 at d = 128 hold 64 at three teams
-// an SM, or all 128 at two (see tensor_core_chunked for which). With few
-// teams, half as many.
+// splits V so too). With many teams, the most the registers hold: every column
+// in bf16 took less time than 64-column blocks (at B=4 H=32 L=16k d=128:
+// docs/performance-history.md, "Measurements moved out of code comments");
+// float and tf32 at d = 128 hold 64 at three teams an SM, or all 128 at two
+// (see tensor_core_chunked for which). With few teams, half as many.
 template <class P, int D, int ValueBlock = mma::register_value_block<P, D>>
 struct ChunkOutputs {
   static constexpr int warps = 4, rows = 16 * warps;
@@ -456,12 +460,13 @@ struct ChunkOutputs {
   // Teams resident per SM the registers must allow: 3 (168 registers; 171
   // in float and 192 in bf16 without the cap left room for 2, 12 % of the
   // warps). bf16's narrow blocks, taken when teams are few: 4 (128
-  // registers, spilling 92 / 72 bytes, where 3 left 165), 0.87-0.95x the
-  // time at B=1 H=8 L = 2k and 4k, B=2 H=16 and B=1 H=32 at 1k, 1.01-1.03x
+  // registers, spilling 92 / 72 bytes, where 3 left 165), which took less time
+  // at B=1 H=8 L = 2k and 4k, B=2 H=16 and B=1 H=32 at 1k, and slightly more
   // at B=1 H=8 1k, where the teams fit in one round either way (H100, three
   // interleaved rounds, results/logs/narrow_outputs_four_teams_h100.log).
-  // Float and tf32 at d = 128 at 4: 1.11-1.14x at B=1 H=8 1k, 1.01-1.03x at
-  // B=4 H=32 16k (results/logs/float_outputs_four_teams_not_kept_h100.log).
+  // Float and tf32 at d = 128 at 4 took longer at B=1 H=8 1k and B=4 H=32 16k,
+  // and were not kept
+  // (results/logs/float_outputs_four_teams_not_kept_h100.log).
   // Float's and tf32's 128-column blocks: 2 (220 and 247 registers, no
   // spills).
   static constexpr bool bf16_operands = std::is_same_v<P, bf16>;
@@ -511,7 +516,7 @@ struct ChunkOutputs {
     // order. Else the last tiles start first: they see the most keys (all
     // before them with one chunk, linear/parallel), and waiting for a join,
     // the first chunks, which need no state, are left for last (in chunk
-    // order bf16 took 1.01-1.04x the time at B=1 H=8, 1k and 4k, H200:
+    // order bf16 took longer at B=1 H=8, 1k and 4k, H200:
     // results/logs/chunk_forms_peers_s17_h200.log).
     const int vb = team.league_rank() % value_blocks, first_value = vb * value_block;
     const int item = team.league_rank() / value_blocks, items = team.league_size() / value_blocks;
@@ -529,9 +534,9 @@ struct ChunkOutputs {
     // The query rows' copy, then the first key and value tiles', before Q is
     // waited for: the three in flight together, where the query rows went
     // first alone (through the key tile) and the key and value tiles after;
-    // so lightning/fwd and linear/chunk took 0.96-0.99x the time at B=4
-    // H=32, 1k-16k, every precision (H200, two interleaved rounds;
-    // B=1 H=8 within their spread: results/logs/query_key_value_copies_s19_h200.log).
+    // so lightning/fwd and linear/chunk took less time at B=4 H=32, 1k-16k,
+    // every precision (H200, two interleaved rounds; B=1 H=8 within their
+    // spread: results/logs/query_key_value_copies_s19_h200.log).
     mma::RowTile<P, D> Q;
     mma::start_row_tiles<P, D, copies>(team, shared.queries, q, b, h, tile.first, L, dk, mirror);
     mma::Accumulator<value_block> O;
@@ -669,9 +674,10 @@ struct ChunkOutputs {
 // (batch, head, value block) teams are many (walks_chosen). Not kept: the
 // state in shared memory between the updates instead of registers (163-168
 // registers, three teams an SM in float and bf16, against 231-240 and two)
-// took 1.01-1.20x the time of the stored states at B = 4 and 8, H = 32 in
-// float and bf16, where the registers took 0.87-1.05x (same log): at B = 4
-// the 256 teams are two an SM either way.
+// took longer than the stored states at B = 4 and 8, H = 32 in float and bf16,
+// where the registers' walk took about as long or less
+// (results/logs/walked_outputs_h100.log; docs/performance-history.md, "States
+// walked with the outputs"): at B = 4 the 256 teams are two an SM either way.
 template <class P, int D>
 struct WalkedChunkOutputs {
   static_assert(D >= 64, "a team takes 64 value columns and 16 state rows a warp or more");
@@ -772,18 +778,19 @@ struct WalkedChunkOutputs {
 // stored states for `teams` walks. Measured on an H100 (132 SMs; d = 128,
 // B = 2, 4 and 8 with H = 32, L = 1k / 4k / 16k, lightning/fwd and
 // linear/chunk, one binary with --state-passing;
-// results/logs/walked_outputs_h100.log): 128 teams (one an SM) took
-// 1.45-1.67x the time of the stored states in every precision; 256 (two an
-// SM) 0.96-0.98x in bf16, 0.95-1.07x in tf32 and 0.99-1.05x in float; 512
-// 0.87-0.95x in bf16, 0.91-1.02x in tf32 and 0.96-1.02x in float. So there
-// bf16 walks from 1.5 teams an SM (between the measured 1 and 2), tf32 from
-// 3 (between 2 and 4), at d = 128 only (the one head size measured); float
-// keeps the stored states. On an H200 (as many SMs, 1.47x the bandwidth)
-// the stored states' traffic costs less and the walk never won:
-// lightning/fwd at B = 4 took 1.04-1.09x their time in bf16, 1.06-1.09x in
-// tf32 and 1.08-1.12x in float, at B = 8 1.01-1.02x in bf16 and 1.08-1.10x
-// in tf32 (results/logs/chunk_forms_peers_s14_h200.log,
-// walked_stored_b8_h200.log). So it walks only where an SM has less than
+// results/logs/walked_outputs_h100.log; docs/performance-history.md, "States
+// walked with the outputs"): with 128 teams (one an SM) the walk took much
+// longer than the stored states in every precision; with 256 (two an SM) bf16
+// took less time, tf32 about as long and float as long or longer; with 512
+// bf16 took less, tf32 mostly less and float about as long. So there bf16
+// walks from 1.5 teams an SM (between the measured 1 and 2), tf32 from 3
+// (between 2 and 4), at d = 128 only (the one head size measured); float keeps
+// the stored states. On an H200 (as many SMs, more DRAM bandwidth) the stored
+// states' traffic costs less and the walk never won: lightning/fwd took longer
+// with it at B = 4 in bf16, tf32 and float, and at B = 8 in bf16 and tf32
+// (results/logs/chunk_forms_peers_s14_h200.log, walked_stored_b8_h200.log;
+// docs/performance-history.md, "The walked outputs on the H200, and the
+// bandwidth rule of walks_chosen"). So it walks only where an SM has less than
 // 30 GB/s of DRAM bandwidth, between the two devices' 25 and 37.
 template <class P, int D>
 inline bool walks_chosen(const Kokkos::Cuda& exec, int teams) {
@@ -844,28 +851,29 @@ bool tensor_core_chunked(const Kokkos::Cuda& exec, const char* label, const Shap
       // slots, the sequence is cut into segments walked in parallel and
       // joined after (a two-level scan), as many as fill about a fifth of
       // them, or, with fewer pieces than a tenth, at most half. Measured on an
-      // H100 with --state-segments: at B=1 H=8 (256 pieces) lightning/fwd
-      // took 16-32 segments fastest (swept 1..64), 16 against the 7 that
-      // filled a fifth 0.489 / 0.148 / 0.069 ms against 0.551 / 0.159 /
-      // 0.076 at L = 16k / 4k / 1k in float, 0.280 / 0.098 / 0.038 against
-      // 0.314 / 0.106 / 0.046 in bf16; at B=2 H=16 (1024 pieces)
-      // lightning/fwd_bwd in float took 1.05x the time with the 5 that filled
-      // half against 2; at B=4 H=32 (4096 pieces: one walk) 2-4 segments
-      // took 1.00-1.31x the time of one (results/logs/segments_b4h32_h100.log).
-      // Joining every stored state took as long as the walk (0.17 ms at B=1
-      // H=8 L=16k bf16); only the segments' first states are joined here, the
-      // others as the outputs read them. Never more segments than one round
-      // of resident walk teams holds: those past it would wait for a second
-      // round. On an H200 float's walk holds 528 teams (4 an SM at 101
-      // registers), and half the warp slots asked for 544 at B=1 H=8 L=16k
-      // (17 segments of 32 walks) and 576 at B=1 H=16 4k and 16k (9 of 64):
-      // capped at 16 and 8, lightning/fwd and linear/chunk took 0.91-0.97x
-      // the time (results/logs/segments_b1h8_h200.log). tf32's and bf16's
-      // walks hold more, but past half the warp slots (four 64 x 64 walks an
-      // SM) some SMs take a fifth and set the walk's time: at B=1 H=8 L=16k
-      // 16 segments against 17 took 0.94-0.96x the time in tf32 and 0.95x in
-      // bf16 (three interleaved rounds, H200;
-      // results/logs/segments_half_s20_h200.log), so half is a ceiling.
+      // H100 with --state-segments: at B=1 H=8 (256 pieces) lightning/fwd was
+      // fastest with 16-32 segments (swept 1..64), and 16 took less time than
+      // the 7 that filled a fifth at L = 1k, 4k and 16k in float and bf16; at
+      // B=2 H=16 (1024 pieces) lightning/fwd_bwd in float took longer with the
+      // 5 that filled half than with 2; at B=4 H=32 (4096 pieces: one walk)
+      // 2-4 segments took as long as one or longer
+      // (results/logs/segments_b4h32_h100.log). Joining every stored state
+      // took as long as the walk (B=1 H=8 L=16k bf16); only the segments'
+      // first states are joined here, the others as the outputs read them
+      // (docs/performance-history.md, "Measurements moved out of code
+      // comments"). Never more segments than one round of resident walk teams
+      // holds: those past it would wait for a second round. On an H200 float's
+      // walk holds 528 teams (4 an SM at 101 registers), and half the warp
+      // slots asked for 544 at B=1 H=8 L=16k (17 segments of 32 walks) and 576
+      // at B=1 H=16 4k and 16k (9 of 64): capped at 16 and 8, lightning/fwd
+      // and linear/chunk took less time (results/logs/segments_b1h8_h200.log;
+      // docs/performance-history.md, "Segments and a second round"). tf32's
+      // and bf16's walks hold more, but past half the warp slots (four 64 x 64
+      // walks an SM) some SMs take a fifth and set the walk's time: at B=1 H=8
+      // L=16k 16 segments took less time than 17 in tf32 and bf16 (three
+      // interleaved rounds, H200; results/logs/segments_half_s20_h200.log;
+      // docs/performance-history.md, "Half the warp slots, a ceiling"), so
+      // half is a ceiling.
       const int walks = BH * States::blocks * States::blocks, warp_slots = exec.concurrency() / 32;
       const int pieces = walks * States::warps * States::row_tiles;
       const int filling = 10 * pieces < warp_slots ? std::max(1, warp_slots / 2 / pieces)
@@ -879,11 +887,12 @@ bool tensor_core_chunked(const Kokkos::Cuda& exec, const char* label, const Shap
       // One walk per sequence in float and tf32 at d = 128: each team walks
       // the whole state (16 warps, one team an SM), reading each key and value
       // once. Against 64 x 64 blocks at B=4 H=32 (H200, two rounds):
-      // lightning/fwd and linear/chunk 0.91-0.96x the time at 4k and 16k in
-      // tf32, 0.95-1.00x in float; bf16 took 1.06-1.08x and the segments'
-      // walks at B=1 H=8 up to 1.12x, so they keep the blocks
-      // (results/logs/whole_state_walk_s18_h200.log). The segments above are
-      // counted for the 64 x 64 walks either way.
+      // lightning/fwd and linear/chunk took less time at 4k and 16k in tf32,
+      // and no more in float; bf16 took longer, and so did the segments' walks
+      // at B=1 H=8, so they keep the blocks
+      // (results/logs/whole_state_walk_s18_h200.log;
+      // docs/performance-history.md, "The whole state in one walk"). The
+      // segments above are counted for the 64 x 64 walks either way.
       const bool whole_state = !std::is_same_v<P, bf16> && D == 128 && segments == 1;
       auto walk = [&](auto block) {
         using Walk = ChunkStates<P, D, decltype(block)::value>;
@@ -921,19 +930,22 @@ bool tensor_core_chunked(const Kokkos::Cuda& exec, const char* label, const Shap
     // and products sets the time: then each team of the 128-column blocks
     // takes half the value columns, twice the teams with about half the
     // products each (the query-key products repeated). Kokkos counts 2048
-    // threads per SM. At B=1 H=8 (H100) bf16 went from 0.052 / 0.106 to 0.046
-    // / 0.101 ms at L = 1k / 4k; float's 64-column blocks halved went from
-    // 0.063 to 0.078 ms at 1k (its query-key products cost three).
+    // threads per SM. At B=1 H=8 (H100) bf16 took less time so at L = 1k and
+    // 4k (docs/performance-history.md, "Measurements moved out of code
+    // comments"); float's 64-column blocks halved took longer at 1k, its
+    // query-key products costing three (docs/performance-history.md, "Segments
+    // for few heads (H100)").
     // Float and tf32 take every column per team only where the sequence is
     // one chunk (linear/parallel, L <= C): each row tile then attends over
     // all the keys before it, and the query-key products that 64-column
     // blocks repeat dominate. With more than one chunk the state part does,
     // which needs three teams an SM to hide its latency. Every column (two
-    // teams an SM) against 64 (three) on an H200: linear/parallel 0.69-0.73x
-    // the time in float and 0.82-0.85x in tf32 at B=4 H=32 1k and 4k and
-    // B=2 H=16 4k; lightning/fwd, linear/chunk and lightning/fwd_bwd with
-    // chunks of 64 1.03-1.26x at B=4 H=32 4k and 16k and 1.07-1.36x at B=1
-    // H=8 16k, so they keep 64 (results/logs/whole_value_outputs_h200.log).
+    // teams an SM) against 64 (three) on an H200: linear/parallel took less
+    // time in float and tf32 at B=4 H=32 1k and 4k and B=2 H=16 4k;
+    // lightning/fwd, linear/chunk and lightning/fwd_bwd with chunks of 64 took
+    // longer at B=4 H=32 4k and 16k and at B=1 H=8 16k, so they keep 64
+    // (results/logs/whole_value_outputs_h200.log; docs/performance-history.md,
+    // "Every value column per team in float and tf32").
     using Whole = ChunkOutputs<P, D, D>;
     const int tiles = ceil_div(L, Whole::rows);
     const bool few = BH * tiles < 2 * (exec.concurrency() / 2048) * Whole::min_blocks;

@@ -60,14 +60,14 @@ template <class P>
 using CudaTensor = Tensor4<Kokkos::Cuda, storage_t<P>>;
 
 // The team a tensor-core kernel runs as: one CUDA block of whole warps, of
-// which the kernels use only the ranks and sizes and a barrier. These
-// kernels are CUDA's alone (inline PTX), and launch_tiles launches them as
-// plain CUDA kernels rather than through a Kokkos TeamPolicy: the same
-// functors took 0.92x the time (geometric mean over the tensor-core forms,
-// H100; kernels/README.md, "Launched as plain CUDA kernels"). They no longer build a
-// Kokkos team member, their lane index is one instruction (Kokkos lays a
-// team out as a 1 x n block), and ptxas allocates their registers afresh;
-// which of these the time owes to was not measured.
+// which the kernels use only the ranks and sizes and a barrier. These kernels
+// are CUDA's alone (inline PTX), and launch_tiles launches them as plain CUDA
+// kernels rather than through a Kokkos TeamPolicy: the same functors took less
+// time so over the tensor-core forms (H100; docs/performance-history.md,
+// "Launched as plain CUDA kernels"). They no longer build a Kokkos team
+// member, their lane index is one instruction (Kokkos lays a team out as one
+// 1 x n block), and ptxas allocates their registers afresh; which of these the
+// time owes to was not measured.
 struct CudaTeam {
 #if defined(__CUDA_ARCH__)
   __device__ int league_rank() const { return blockIdx.x; }
@@ -329,11 +329,12 @@ inline constexpr int register_value_block = D > 64 && !std::is_same_v<P, bf16> ?
 // thread takes the same column piece of every few rows, its addresses
 // advancing by a fixed pitch, fewer instructions but more registers live.
 // Strided everywhere, against per_piece everywhere (one H100 call, B=4 H=32
-// d=128): float and tf32 lightning/fwd and linear/chunk 0.96-0.99x the time,
-// LION 0.95-0.96x, float softmax 0.93x; but kernels at their register cap
+// d=128), took less time in float and tf32 lightning/fwd and linear/chunk, in
+// LION and in float softmax; but kernels at their register cap
 // (FlashForward<bf16, 128> at 168, the bf16 chunk outputs of 128 columns,
-// GSA's outputs) lost a team per SM or spilled, 1.02-1.11x. Each kernel
-// picks (its `copies`); kernels/README.md, "Tile copies", has the table.
+// GSA's outputs) lost a team per SM or spilled, and took longer. Each kernel
+// picks (its `copies`); docs/performance-history.md, "Tile copies", has the
+// table.
 enum class CopyAddressing { per_piece, strided };
 
 // A RowTile<tf32> holds values already rounded to TF32 (load_row_tiles and
@@ -441,10 +442,12 @@ __device__ __forceinline__ Tf32Split split_tf32(float x) {
 // How fp32 values are rounded to bf16 operands (to nearest even; NaN stays
 // NaN): one cvt.rn.bf16x2.f32 per pair on the conversion unit, or bf16's own
 // rounding, about six integer instructions per value. The conversion unit
-// is the default (the GSA output kernels spent 5-11 % of their instructions
-// rounding, ncu; lightning/fwd in bf16 took 0.84-0.87x the time with it);
-// softmax, whose exponentials keep the same unit busy, keeps the integer
-// rounding (its forward took 1.16x the time with the conversion unit).
+// is the default (ncu found the integer rounding among the largest shares of
+// the GSA output kernels' instructions, and lightning/fwd in bf16 took less
+// time with the conversion unit); softmax, whose exponentials keep the same
+// unit busy, keeps the integer rounding (its forward took longer with the
+// conversion unit; docs/performance-history.md, "Exponentials and bf16
+// rounding").
 enum class Bf16Rounding { conversion_unit, integer_units };
 
 // lo and hi rounded to bf16 and packed, lo in the low half.
@@ -816,9 +819,9 @@ __device__ __forceinline__ void add_abt_step(Accumulator<N>& C, const AFragment<
 // hoists every k-step's prepared fragment out of the loop: K / 8 x 4 more
 // registers in tf32 and twice that in float (3xTF32 halves), with which
 // ChunkOutputs<float, 128> reached 255 registers and spilled. Preparing again
-// per use costs a few integer operations; at K = 64 the hoisted copy fits,
-// and keeping it measured faster (softmax in float at d = 64: 1.12x slower
-// without it).
+// per use costs a few integer operations; at K = 64 the hoisted copy fits, and
+// softmax in float at d = 64 was slower without it
+// (docs/performance-history.md, "Measurements moved out of code comments").
 template <class P, int K>
 __device__ __forceinline__ void row_tile_raw(const RowTile<P, K>& A, int kk,
                                              std::uint32_t (&out)[4]) {
@@ -923,8 +926,9 @@ __device__ __forceinline__ int tile_offset(CoreMatrices tile, int r, int c) {
 // finish_tile_copy's rounding and split_own_pieces_3xtf32 take the same ones.
 // Row-major tiles go row by row; CoreMatrices tiles in the order they are
 // stored (piece i at operand 4 i), so that the 8 threads of one bank cycle
-// write one 128-byte core matrix (row by row, those 8 wrote the same banks:
-// tf32's output kernel took 1.22x the time, ncu).
+// write one 128-byte core matrix (row by row, those 8 wrote the same banks,
+// and tf32's output kernel took longer under ncu: docs/performance-history.md,
+// "Warpgroup products").
 struct Piece {
   int row, col;  // col in operands
 };

@@ -47,10 +47,13 @@ template <class P>
 constexpr bool exact_sums = std::is_same_v<P, float>;
 
 // A forward's softmax weight 2^x, x <= 0: mma::exp2_ftz in float and tf32
-// (softmax/causal and softmax/full 0.95x the time of exp2f at B=4 H=32 d=128
-// L=4k, H100), exp2f in bf16, where the ftz form took 1.11x the time. The
-// backward takes exp2_ftz in every precision (softmax/causal_fwd_bwd: 0.93x
-// in float, and in bf16 as fast with the forward 1.11x slower).
+// (softmax/causal and softmax/full took less time with it than with exp2f at
+// B=4 H=32 d=128 L=4k, H100), exp2f in bf16, where the ftz form took longer:
+// it took FlashForward<bf16, 128> past the registers of three teams per SM
+// (docs/performance-history.md, "Tile copies"). The backward takes exp2_ftz in
+// every precision (softmax/causal_fwd_bwd took less time in float, and in bf16
+// as long even with the slower forward; docs/performance-history.md,
+// "ex2.approx.ftz for the decay powers and the softmax weights").
 template <class P>
 __device__ __forceinline__ float weight_exp2(float x) {
   if constexpr (std::is_same_v<P, bf16>)
@@ -126,7 +129,8 @@ struct FlashForward {
   // shared memory: 52 KB in bf16 and 68 KB in float and tf32 at d = 128.
   using SharedTiles = mma::StreamedTiles<P, D, D, keys, rows>;
   // bf16 at d = 128 is at 168 registers, three teams per SM: strided copies
-  // took it to 173, two teams, 1.11x the time.
+  // took it past them, to two teams, and took longer
+  // (docs/performance-history.md, "Tile copies").
   static constexpr auto copies =
       std::is_same_v<P, bf16> ? mma::CopyAddressing::per_piece : mma::CopyAddressing::strided;
 
@@ -410,13 +414,14 @@ bool tensor_core_backward(const Kokkos::Cuda& exec, const Shape& s, const CudaTe
                     causal});
     // The dK dV pass of float at d = 128 and of tf32 at d = 64 compiled for
     // its block size (launch bounds, one team per SM): left to ptxas under
-    // launch_tiles they took 168 and 96 registers (209 and 126 under Kokkos's
-    // launch) and the forward and backward 1.09-1.15x and 1.05x the time of
-    // Kokkos's (B=2 H=16, one H100 call); declared, 210 and 128. Elsewhere
+    // launch_tiles they took fewer registers than under Kokkos's launch, and
+    // the forward and backward took longer than with Kokkos's (B=2 H=16, one
+    // H100 call); declared, they take about as many as there. Elsewhere
     // ptxas's own choice was kept: with it the softmax forward+backward forms
-    // took 0.88-1.03x the time of Kokkos's launch at d = 32, 64, 128 (the
-    // 1.03 tf32 at d = 32), where float at d = 64 declared (141 registers)
-    // took 1.13x.
+    // took as long as with Kokkos's launch or less at d = 32, 64, 128 (tf32 at
+    // d = 32 slightly longer), where float at d = 64 declared took longer
+    // (docs/performance-history.md, "Launched as plain CUDA kernels";
+    // results/logs/launch_tiles_compare_h100.log).
     constexpr bool declared =
         (std::is_same_v<P, float> && Dh == 128) || (std::is_same_v<P, tf32> && Dh == 64);
     launch_tiles<declared ? 1 : 0>(
