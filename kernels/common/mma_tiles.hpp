@@ -1137,23 +1137,17 @@ __device__ __forceinline__ void add_ab(Accumulator<N>& C, const Accumulator<K>& 
 // The same into a compensated sum: the product summed from zero in a fresh
 // accumulator (the tensor cores' truncation bounded by the product's own few
 // instructions), then added with its rounding errors carried: three more
-// additions per entry per call. The fresh product is taken in blocks of 32
-// columns where C is wider than 64 (C and its carries already take 2N / 4
-// registers per thread), whole otherwise. ExactSums is implied (taken so that
-// a kernel calls either sum alike).
+// additions per entry per call, N / 2 more registers per thread while the
+// product lives. ExactSums is implied (taken so that a kernel calls either
+// sum alike).
 template <class P, Bf16Rounding Rounding = Bf16Rounding::conversion_unit, bool ExactSums = true,
           int N, int K>
 __device__ __forceinline__ void add_ab(CompensatedAccumulator<N>& C, const Accumulator<K>& W,
                                        const operand_t<P>* B, int ld) {
-  constexpr int block = N > 64 ? 32 : N;
-  static_assert(N % block == 0, "whole blocks of columns");
-#pragma unroll
-  for (int first = 0; first < N; first += block) {
-    Accumulator<block> part;
-    zero(part);
-    add_ab<P, Rounding>(part, W, B + first, ld);
-    add_into(C, part, first / 8);
-  }
+  Accumulator<N> part;
+  zero(part);
+  add_ab<P, Rounding>(part, W, B, ld);
+  add_into(C, part);
 }
 
 // One 16-byte piece from global memory to shared address `to` by cp.async,
@@ -1385,15 +1379,13 @@ __device__ __forceinline__ void zero(CompensatedAccumulator<N>& C) {
   zero(C.carry);
 }
 
-// C's columns from 8 first_tile on += part, each entry's addition compensated.
-template <int N, int M>
-__device__ __forceinline__ void add_into(CompensatedAccumulator<N>& C, const Accumulator<M>& part,
-                                         int first_tile = 0) {
+// C += part, each entry's addition compensated.
+template <int N>
+__device__ __forceinline__ void add_into(CompensatedAccumulator<N>& C, const Accumulator<N>& part) {
 #pragma unroll
-  for (int j = 0; j < M / 8; ++j)
+  for (int j = 0; j < N / 8; ++j)
 #pragma unroll
-    for (int e = 0; e < 4; ++e)
-      add_carrying(C.sum.c[first_tile + j][e], C.carry.c[first_tile + j][e], part.c[j][e]);
+    for (int e = 0; e < 4; ++e) add_carrying(C.sum.c[j][e], C.carry.c[j][e], part.c[j][e]);
 }
 
 // The compensated sum as one accumulator: the carries added back into the
