@@ -27,6 +27,29 @@ KOKKOS_INLINE_FUNCTION T log(T x) {
 #endif
 }
 
+// sum + x into sum, the addition's rounding error into carry (Fast2Sum,
+// Dekker 1971: (sum - total) + x is that error exactly when |sum| >= |x|, which
+// a running total over many terms keeps after its first few; before, the
+// error it misses is of one addition): compensated summation, the carries
+// added back once the sum is read (Kahan 1965; kept apart as Neumaier 1974
+// does). On a GPU the _rn intrinsics keep the compiler from fusing or
+// reordering the three operations, which would lose the error; the host
+// build neither fuses additions nor reassociates (no -ffast-math).
+template <class T>
+KOKKOS_INLINE_FUNCTION void add_carrying(T& sum, T& carry, T x) {
+#if defined(__CUDA_ARCH__)
+  if constexpr (std::is_same_v<T, float>) {
+    const float total = __fadd_rn(sum, x);
+    carry = __fadd_rn(carry, __fadd_rn(__fsub_rn(sum, total), x));
+    sum = total;
+    return;
+  }
+#endif
+  const T total = sum + x;
+  carry += (sum - total) + x;
+  sum = total;
+}
+
 // exp(x) - 1, accurate for x near 0 (a decay lambda = exp(a) near 1).
 template <class T>
 KOKKOS_INLINE_FUNCTION T expm1(T x) {

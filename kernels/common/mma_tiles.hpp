@@ -34,6 +34,7 @@
 // permutation. The sum over k does not depend on its order.
 #pragma once
 #include "common/kernel_path.hpp"
+#include "common/math.hpp"
 #include "common/precision.hpp"
 #include "common/views.hpp"
 
@@ -597,17 +598,6 @@ __device__ __forceinline__ void mma_exact_sum(float (&c)[4], const AFragment<P>&
   mma<P>(part, a, b0, b1);
 #pragma unroll
   for (int i = 0; i < 4; ++i) c[i] += part[i];
-}
-
-// sum + x into sum, the addition's rounding error into carry (Fast2Sum,
-// Dekker 1971: (sum - total) + x is that error exactly when |sum| >= |x|, which
-// a running total over many terms keeps after its first few; before, the
-// error it misses is of one addition). The _rn intrinsics keep the compiler
-// from fusing or reordering the three operations, which would lose the error.
-__device__ __forceinline__ void add_carrying(float& sum, float& carry, float x) {
-  const float total = __fadd_rn(sum, x);
-  carry = __fadd_rn(carry, __fadd_rn(__fsub_rn(sum, total), x));
-  sum = total;
 }
 
 // Where step `row` of a sweep is stored: row itself, or mirror - row for a

@@ -22,10 +22,13 @@ void linear_recurrent_forward(const Exec& exec, const Tensor4<Exec, T>& q,
   if (s.seq == 0 || s.batch == 0 || s.heads == 0) return;
   const int dk = s.dk, dv = s.dv, L = s.seq, H = s.heads;
 
-  // Per team: state S (dk x cols+1), a tile of tokens' q, k, v and outputs.
+  // Per team: state S (dk x cols+1) and its carries (float: each entry's
+  // rounding error, detail::step_state), a tile of tokens' q, k, v and outputs.
+  constexpr bool carried = detail::carries_state_error<T>;
+  const int carry_rows = carried ? dk : 1;  // one unread row without carries
   auto bytes = [&](int tokens, int cols) {
-    return scratch_bytes<Exec, T>(dk, cols + 1) + 2 * scratch_bytes<Exec, T>(tokens, dk) +
-           2 * scratch_bytes<Exec, T>(tokens, cols + 1);
+    return scratch_bytes<Exec, T>(dk + carry_rows, cols + 1) +
+           2 * scratch_bytes<Exec, T>(tokens, dk) + 2 * scratch_bytes<Exec, T>(tokens, cols + 1);
   };
   // On a GPU, 31 value columns + the normaliser column = one 32-thread warp;
   // on the host, every column in one team (they are its vector lanes).
@@ -49,12 +52,15 @@ void linear_recurrent_forward(const Exec& exec, const Tensor4<Exec, T>& q,
         const int c0 = blk * cols;
         const int w = (dv - c0 < cols) ? dv - c0 : cols;  // value columns here; column w is z
 
-        Scratch S(team.team_scratch(0), dk, cols + 1);
+        Scratch S(team.team_scratch(0), dk, cols + 1),
+            E(team.team_scratch(0), carry_rows, cols + 1);
         Scratch Qs(team.team_scratch(0), tokens, dk), Ks(team.team_scratch(0), tokens, dk);
         Scratch Vs(team.team_scratch(0), tokens, cols + 1),
             out(team.team_scratch(0), tokens, cols + 1);
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, dk * (w + 1)),
-                             [&](int i) { S(i / (w + 1), i % (w + 1)) = T(0); });
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, dk * (w + 1)), [&](int i) {
+          S(i / (w + 1), i % (w + 1)) = T(0);
+          if (carried) E(i / (w + 1), i % (w + 1)) = T(0);
+        });
 
         for (int t0 = 0; t0 < L; t0 += tokens) {
           const int nt = (L - t0 < tokens) ? L - t0 : tokens;
@@ -72,17 +78,15 @@ void linear_recurrent_forward(const Exec& exec, const Tensor4<Exec, T>& q,
             for (int t = 0; t < nt; ++t) {
               const T vc = Vs(t, c);
               T num = 0;
-              for (int i = 0; i < dk; ++i) {
-                const T state = S(i, c) + Ks(t, i) * vc;
-                S(i, c) = state;
-                num += Qs(t, i) * state;
-              }
+              for (int i = 0; i < dk; ++i)
+                num += Qs(t, i) * detail::step_state<false, carried>(S(i, c), E(carried ? i : 0, c),
+                                                                     T(0), Ks(t, i) * vc);
               out(t, c) = num;
             }
           });
 #else
       Kokkos::single(Kokkos::PerTeam(team), [&]() {
-        detail::host_recurrent_tile<false>(S, Ks, Vs, Qs, out, nt, dk, w + 1, false,
+        detail::host_recurrent_tile<false>(S, E, Ks, Vs, Qs, out, nt, dk, w + 1, false,
                                            [](int) { return T(0); });
       });
 #endif

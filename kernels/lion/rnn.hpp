@@ -13,7 +13,9 @@
 // registers (host_recurrent_tile).
 // The decay is applied as S + ((g - 1) S + k v^T) with g - 1 = expm1(ln g):
 // in fp32, g = 1 - 1e-6 itself would be off by ~3% in 1 - g, which over 16K
-// steps costs ~1e-4 relative error; this form keeps ~5e-7.
+// steps costs ~1e-4 relative error; this form keeps ~5e-7. In float each
+// state entry carries its rounding error beside it (detail::step_state), so
+// that Lion-lit's undecayed sums over up to L tokens stay at fp32 accuracy.
 // Only per-token results are stored, O(L d) temporaries: y^F in a [B,H,L,dv]
 // view, y^B straight into o, c^F and c^B in two [B,H,L] views; a combine kernel
 // then applies Eq. 84b.
@@ -53,10 +55,13 @@ void lion_rnn_forward(const Exec& exec, const Tensor4<Exec, T>& q, const Tensor4
   const int width = dv + (scaled ? 1 : 0);  // state columns; column dv is z
   const auto step_decay = detail::lion_step_decay<Exec, T>(options, decay_rate, log_decay);
 
-  // Per team: state block S (dk x cols); a tile of tokens' q, k, v; per token
-  // the step decay minus one and (q . k)/2; each token's q.S per column (host).
+  // Per team: state block S (dk x cols) and its carries (float); a tile of
+  // tokens' q, k, v; per token the step decay minus one and (q . k)/2; each
+  // token's q.S per column (host).
+  constexpr bool carried = detail::carries_state_error<T>;
+  const int carry_rows = carried ? dk : 1;  // one unread row without carries
   auto bytes = [&](int tokens, int cols) {
-    return scratch_bytes<Exec, T>(dk, cols) + 2 * scratch_bytes<Exec, T>(tokens, dk) +
+    return scratch_bytes<Exec, T>(dk + carry_rows, cols) + 2 * scratch_bytes<Exec, T>(tokens, dk) +
            scratch_bytes<Exec, T>(tokens, cols) + scratch_bytes<Exec, T>(tokens, 2) +
            scratch_bytes<Exec, T>(is_host_space<Exec>() ? tokens : 1, cols);
   };
@@ -95,15 +100,17 @@ void lion_rnn_forward(const Exec& exec, const Tensor4<Exec, T>& q, const Tensor4
         const Tensor4<Exec, T> y = backward ? o : forward_y;
         const Tensor3<Exec, T> c_out = backward ? backward_c : forward_c;
 
-        Scratch S(team.team_scratch(0), dk, cols);
+        Scratch S(team.team_scratch(0), dk, cols), E(team.team_scratch(0), carry_rows, cols);
         Scratch Qs(team.team_scratch(0), tokens, dk), Ks(team.team_scratch(0), tokens, dk);
         Scratch Vs(team.team_scratch(0), tokens, cols);
         Scratch token_scalars(team.team_scratch(0), tokens, 2);  // g_t - 1, (q_t . k_t)/2
 #if !defined(__CUDA_ARCH__)
         Scratch q_state(team.team_scratch(0), tokens, cols);  // q_t . S[:, c] per token, column
 #endif
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, dk * w),
-                             [&](int i) { S(i / w, i % w) = T(0); });
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, dk * w), [&](int i) {
+          S(i / w, i % w) = T(0);
+          if (carried) E(i / w, i % w) = T(0);
+        });
 
         for (int n = 0; n < tiles; ++n) {
           // Tile n in sweep order: tokens [first, first + nt), walked up or down.
@@ -145,18 +152,16 @@ void lion_rnn_forward(const Exec& exec, const Tensor4<Exec, T>& q, const Tensor4
               const int t = backward ? nt - 1 - step_index : step_index;
               const T vc = Vs(t, c), decay_minus_one = token_scalars(t, 0);
               T qS = 0;
-              for (int i = 0; i < dk; ++i) {
-                const T state =
-                    S(i, c) + (decay_minus_one * S(i, c) + Ks(t, i) * vc);  // (83a, 83b)
-                S(i, c) = state;
-                qS += Qs(t, i) * state;
-              }
-              write(t, c, qS - token_scalars(t, 1) * vc);  // (84a, 83c)
+              for (int i = 0; i < dk; ++i)
+                qS += Qs(t, i) * detail::step_state<true, carried>(S(i, c), E(carried ? i : 0, c),
+                                                                   decay_minus_one,
+                                                                   Ks(t, i) * vc);  // (83a, 83b)
+              write(t, c, qS - token_scalars(t, 1) * vc);                           // (84a, 83c)
             }
           });
 #else
       Kokkos::single(Kokkos::PerTeam(team), [&]() {
-        detail::host_recurrent_tile<true>(S, Ks, Vs, Qs, q_state, nt, dk, w, backward,
+        detail::host_recurrent_tile<true>(S, E, Ks, Vs, Qs, q_state, nt, dk, w, backward,
                                           [&](int t) { return token_scalars(t, 0); });  // (83a, 83b)
         const int values = dv - c0 < w ? dv - c0 : w;  // the block's columns of y; then z's
         for (int t = 0; t < nt; ++t) {
