@@ -272,7 +272,7 @@ std::map<std::string, std::string> input_keys(const Shape& s, const Form& form, 
     if (t.role == Role::input)
       keys[t.name] = fmt::format("{} {} {} {} {} | {}:{}:{} | {} |{} | {}", s.batch, s.heads, s.seq,
                                  s.dk, s.dv, t.name, t.draw->name, t.stream, seed, options,
-                                 has_slots(t) ? params.slots : 0);
+                                 has_slots(t) ? params.axis("slots") : 0);
   return keys;
 }
 
@@ -382,7 +382,7 @@ std::string int_overflow(const Form& form, const Shape& s, const FormParams& par
   const std::pair<const char*, double> counts[] = {
       {"B x H", pairs},
       {"B x H x L", pairs * s.seq},
-      {"B x H x slots", pairs * params.slots},
+      {"B x H x slots", pairs * params.axis("slots")},
       {"B x H x (L/32)^2", form.score_matrices() ? pairs * tiles * tiles : 0}};
   for (const auto& [what, count] : counts)
     if (count > std::numeric_limits<int>::max())

@@ -98,8 +98,8 @@ TEST_CASE("planned points run by shape, L ascending, then form, slots, precision
                   {"bf16", "float"}, "256,64", "8,16", "16,32");
   std::vector<std::string> order;
   for (const auto& p : attn::plan_points(sweep, "openmp"))
-    order.push_back(fmt::format("{} {} m{} {} c{}", p.shape.seq, p.form->name, p.params.slots,
-                                p.precision, p.params.chunk));
+    order.push_back(fmt::format("{} {} m{} {} c{}", p.shape.seq, p.form->name,
+                                p.params.axis("slots"), p.precision, p.params.axis("chunk")));
   std::vector<std::string> want;
   for (int seq : {64, 256}) {
     for (int slots : {8, 16})
