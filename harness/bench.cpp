@@ -916,6 +916,72 @@ int import_command(const std::vector<std::string>& args, const std::string& comm
   return 0;
 }
 
+// bench sweep and bench run (`command`, its options from argv[2] on, or
+// argv[3] on after run's experiment file): the sweep they describe, listed
+// (--list-points), planned (--dry-run) or measured. Returns the exit status.
+int sweep_command(const std::string& command, int argc, char* argv[],
+                  const std::string& command_line, bool help_asked) {
+  const auto options = sweep_options();
+  const std::string usage =
+      command == "run" ? "bench run FILE.cfg [options]" : "bench sweep [options]";
+  if (help_asked) {
+    const std::string what = command == "run"
+                                 ? "\nA sweep whose options are read from FILE (name = value "
+                                   "lines, # comments, the names\n"
+                                   "of the options below); options on the command line win.\n"
+                                 : "\nMeasures forms over a grid of shapes into an HDF5 file.\n";
+    fmt::print("{}\n", command_help(usage, options, what + sweep_notes));
+    return 0;
+  }
+#ifdef ATTN_MPI
+  const distributed::Session mpi(argc, argv);  // one rank of several under mpirun or srun
+#endif
+  int first = 2;
+  std::string config_file;
+  if (command == "run") {
+    if (argc < 3 || argv[2][0] == '-')
+      throw std::invalid_argument("run needs an experiment file: bench run FILE.cfg");
+    config_file = argv[2];
+    first = 3;
+  }
+  // A stray word (`sweep garbage`, `--decay-floor 0`) is an error, not ignored.
+  po::variables_map vm =
+      parse_command_options(std::vector<std::string>(argv + first, argv + argc), options, command);
+  if (vm.count("help")) {  // after other words: bench run FILE.cfg --help
+    fmt::print("{}\n", command_help(usage, options, sweep_notes));
+    return 0;
+  }
+  SetIn set_in_file;
+  const std::string config_text =
+      config_file.empty() ? "" : store_experiment_file(config_file, options, vm, set_in_file);
+  po::notify(vm);
+  Sweep sweep;
+  try {
+    sweep = sweep_from(vm, command_line);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(located(e.what(), set_in_file));
+  }
+  sweep.config_file = config_file;
+  sweep.config_text = config_text;
+  if (vm["list-points"].as<bool>()) {
+    print_point_list(sweep);
+    return 0;
+  }
+  if (sweep.dry_run)
+    return run_sweep(sweep);  // plans and reads --out only: no Kokkos, no Google Benchmark
+  int benchmark_argc = 1;     // its flags at their defaults: bench's options set what it runs
+  benchmark::Initialize(&benchmark_argc, argv);
+  default_openmp_placement();
+#ifdef ATTN_MPI
+  Kokkos::ScopeGuard kokkos(
+      distributed::kokkos_arguments());  // this rank's GPU or share of the cores
+#else
+  Kokkos::ScopeGuard kokkos;
+#endif
+  memory::install_hooks();
+  return run_sweep(sweep);
+}
+
 }  // namespace
 
 int run_command(int argc, char* argv[]) {
@@ -963,65 +1029,7 @@ int run_command(int argc, char* argv[]) {
       throw std::invalid_argument(
           "unknown command '" + command +
           "' (expected list, sweep, run, compare, export, problem, import, ceiling or --version)");
-    const auto options = sweep_options();
-    const std::string usage =
-        command == "run" ? "bench run FILE.cfg [options]" : "bench sweep [options]";
-    if (help_asked) {
-      const std::string what = command == "run"
-                                   ? "\nA sweep whose options are read from FILE (name = value "
-                                     "lines, # comments, the names\n"
-                                     "of the options below); options on the command line win.\n"
-                                   : "\nMeasures forms over a grid of shapes into an HDF5 file.\n";
-      fmt::print("{}\n", command_help(usage, options, what + sweep_notes));
-      return 0;
-    }
-#ifdef ATTN_MPI
-    const distributed::Session mpi(argc, argv);  // one rank of several under mpirun or srun
-#endif
-    int first = 2;
-    std::string config_file;
-    if (command == "run") {
-      if (argc < 3 || argv[2][0] == '-')
-        throw std::invalid_argument("run needs an experiment file: bench run FILE.cfg");
-      config_file = argv[2];
-      first = 3;
-    }
-    // A stray word (`sweep garbage`, `--decay-floor 0`) is an error, not ignored.
-    po::variables_map vm = parse_command_options(
-        std::vector<std::string>(argv + first, argv + argc), options, command);
-    if (vm.count("help")) {  // after other words: bench run FILE.cfg --help
-      fmt::print("{}\n", command_help(usage, options, sweep_notes));
-      return 0;
-    }
-    SetIn set_in_file;
-    const std::string config_text =
-        config_file.empty() ? "" : store_experiment_file(config_file, options, vm, set_in_file);
-    po::notify(vm);
-    Sweep sweep;
-    try {
-      sweep = sweep_from(vm, command_line);
-    } catch (const std::invalid_argument& e) {
-      throw std::invalid_argument(located(e.what(), set_in_file));
-    }
-    sweep.config_file = config_file;
-    sweep.config_text = config_text;
-    if (vm["list-points"].as<bool>()) {
-      print_point_list(sweep);
-      return 0;
-    }
-    if (sweep.dry_run)
-      return run_sweep(sweep);  // plans and reads --out only: no Kokkos, no Google Benchmark
-    int benchmark_argc = 1;     // its flags at their defaults: bench's options set what it runs
-    benchmark::Initialize(&benchmark_argc, argv);
-    default_openmp_placement();
-#ifdef ATTN_MPI
-    Kokkos::ScopeGuard kokkos(
-        distributed::kokkos_arguments());  // this rank's GPU or share of the cores
-#else
-    Kokkos::ScopeGuard kokkos;
-#endif
-    memory::install_hooks();
-    return run_sweep(sweep);
+    return sweep_command(command, argc, argv, command_line, help_asked);
   } catch (const po::error& e) {  // messages quote the user's input: printed escaped (text.hpp)
     fmt::print(stderr, "bench: {} (see bench --help)\n", printable(e.what()));
     return 2;
