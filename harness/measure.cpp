@@ -83,12 +83,6 @@ class CallBudget {
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
 };
 
-ResultRow& mark_timed_out(ResultRow& row, const CallBudget& budget) {
-  row.status = "timeout";
-  row.note = budget.note();
-  return row;
-}
-
 // --flush-cache: a buffer four times the last-level cache of the backend
 // (the CPU's largest cache; the GPU's L2), at least 64 MiB, overwritten before
 // each timed call, so that no call finds what the one before left in the
@@ -408,7 +402,8 @@ ResultRow point_row(const Form& form, const Shape& shape, const FormParams& para
 
 namespace {
 
-ResultRow& mark_not_run(ResultRow& row, const char* status, const std::string& note) {
+// A row that did not end ok: its status (error, oom, timeout) and why.
+ResultRow& mark_failed(ResultRow& row, const char* status, const std::string& note) {
   row.status = status;
   row.note = note;
   return row;
@@ -489,11 +484,11 @@ bool run_calls(const Form& form, const HostProblem& problem, const FormParams& p
                                                 flush ? &*flush : nullptr, budget, row, report);
   row.peak_bytes = memory::peak_since_reset(space);
   if (!timed) {
-    mark_timed_out(row, budget);
+    mark_failed(row, "timeout", budget.note());
     return false;
   }
   if (!all_finite(exec, x)) {
-    mark_not_run(row, "error", "non-finite output");
+    mark_failed(row, "error", "non-finite output");
     return false;
   }
   if (!check.heads.empty()) output = download(x, check.heads);
@@ -531,12 +526,12 @@ ResultRow measure_point(const Form& form, const Shape& shape, const FormParams& 
                         const MeasureOptions& options, PointCache* cache) {
   ResultRow row = point_row(form, shape, params, backend_name<Exec>(), precision_name<P>());
   if (!form.runner<Exec, P>())
-    return mark_not_run(row, "error", fmt::format("no {} kernel", precision_name<P>()));
+    return mark_failed(row, "error", fmt::format("no {} kernel", precision_name<P>()));
   const KernelPath path = form.kernel_path<Exec, P>(shape, params);
   row.kernel = path.name;
   row.kernel_reason = path.reason;
   if (const std::string note = not_run_note(form, shape, params, path, options); !note.empty())
-    return mark_not_run(row, "error", note);
+    return mark_failed(row, "error", note);
   PointCache uncached;
   PointCache& kept = cache ? *cache : uncached;
   kept.select(shape, form, options.seed, params);
@@ -546,7 +541,7 @@ ResultRow measure_point(const Form& form, const Shape& shape, const FormParams& 
   if (const std::string note =
           memory_shortfall<Exec, storage_t<P>>(form, shape, params, check, kept.reusable_bytes());
       !note.empty())
-    return mark_not_run(row, "oom", note);
+    return mark_failed(row, "oom", note);
   try {
     // Kernels' kept buffers (common/workspace.hpp) go with the point, however
     // it ends: the next point's peak counts its own.
