@@ -35,9 +35,9 @@ struct SweptAxis {
 // slots, ..., chunk), those the reference reads before those it does not (the
 // chunk size, innermost: its points share inputs and reference). Result rows
 // have one column per axis, in this order: a parameter a form declares is
-// swept, written, read, resumed, compared, exported and plotted. The console's
-// table and --dry-run plan name their columns themselves (their output stays
-// as it was) and show any other axis as name=value after a row.
+// swept, written, read, resumed, compared, exported, plotted and given a
+// column of the console's table and --dry-run plan (which put L first and show
+// batch and heads in the plan only).
 // swept_axes(params) for parameters of one's own (a test's).
 const std::vector<SweptAxis>& swept_axes();
 std::vector<SweptAxis> swept_axes(const std::vector<Param>& params);

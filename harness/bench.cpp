@@ -557,117 +557,110 @@ int compare_command(const std::vector<std::string>& args) {
   return compare_result_files(files[0], files[1], compare);
 }
 
-int list_command(const std::vector<std::string>& args) {
-  po::options_description options("list options");
-  options.add_options()("help,h", "this help")(
-      "format", po::value<std::string>()->default_value("text"), "text (a table) or json");
-  po::variables_map vm = parse_command_options(args, options, "list");
-  po::notify(vm);
-  if (vm.count("help")) {
-    fmt::print(
-        "{}\n",
-        command_help(
-            "bench list [--format text|json]", options,
-            "\nEvery form: its family, whether it is causal, its parameters (the swept ones,\n"
-            "then its options: bench sweep --help), the precisions it has kernels for, and\n"
-            "what it computes (json: an array of objects, each also with the options the\n"
-            "form declares: name, kind, default, choices and help; and the tensors: name,\n"
-            "shape, role and how an input is drawn). Then the kernel paths each form's\n"
-            "kernels take on each backend of this build: at B = H = 1, L = 4096, d = 64\n"
-            "and every parameter's default, then those a head of 256 columns or a chunk\n"
-            "of 16 or 96 reaches, each with why a faster path did not apply (json: each\n"
-            "form's kernel_paths: backend, precisions, path, reason and probe).\n"));
-    return 0;
+constexpr const char* list_notes = R"(
+Every form: its family, whether it is causal, its parameters (the swept ones,
+then its options: bench sweep --help), the precisions it has kernels for, and
+what it computes (json: an array of objects, each also with the options the
+form declares: name, kind, default, choices and help; and the tensors: name,
+shape, role and how an input is drawn). Then the kernel paths each form's
+kernels take on each backend of this build: at B = H = 1, L = 4096, d = 64
+and every parameter's default, then those a head of 256 columns or a chunk
+of 16 or 96 reaches, each with why a faster path did not apply (json: each
+form's kernel_paths: backend, precisions, path, reason and probe).
+)";
+
+std::string json_list(const std::vector<std::string>& words) {
+  std::vector<std::string> quoted;
+  for (const auto& w : words) quoted.push_back(json_string(w));
+  return fmt::format("[{}]", fmt::join(quoted, ", "));
+}
+
+// A form's declared tensors: {"name": "q", "shape": ["B", "H", "L", "dk"], "role": "input",
+// "draw": "normal"}.
+std::vector<std::string> tensor_objects(const Form& f) {
+  std::vector<std::string> objects;
+  for (const TensorSpec& t : f.tensors) {
+    std::vector<std::string> sizes;
+    for (Size size : t.shape) sizes.push_back(json_string(size_name(size)));
+    objects.push_back(fmt::format("{{\"name\": {}, \"shape\": [{}], \"role\": {}, \"draw\": {}}}",
+                                  json_string(t.name), fmt::join(sizes, ", "),
+                                  json_string(role_name(t.role)),
+                                  json_string(t.draw ? t.draw->name : "none")));
   }
-  const std::string format = vm["format"].as<std::string>();
-  if (format != "text" && format != "json")
-    throw std::invalid_argument("--format '" + format + "': expected text or json");
-  // A form's declared tensors: {"name": "q", "shape": ["B", "H", "L", "dk"], "role": "input",
-  // "draw": "normal"}.
-  auto tensor_objects = [](const Form& f) {
-    std::vector<std::string> objects;
-    for (const TensorSpec& t : f.tensors) {
-      std::vector<std::string> sizes;
-      for (Size size : t.shape) sizes.push_back(json_string(size_name(size)));
-      objects.push_back(fmt::format("{{\"name\": {}, \"shape\": [{}], \"role\": {}, \"draw\": {}}}",
-                                    json_string(t.name), fmt::join(sizes, ", "),
-                                    json_string(role_name(t.role)),
-                                    json_string(t.draw ? t.draw->name : "none")));
-    }
-    return objects;
-  };
-  auto json_list = [](const std::vector<std::string>& words) {
-    std::vector<std::string> quoted;
-    for (const auto& w : words) quoted.push_back(json_string(w));
-    return fmt::format("[{}]", fmt::join(quoted, ", "));
-  };
-  // Its declared options: {"name": "mask-convention", "kind": "choice", "default": "A",
-  // "choices": ["A", "B"], "help": "..."}.
-  auto option_objects = [&](const Form& f) {
-    std::vector<std::string> objects;
-    for (const OptionSpec& o : f.options)
-      objects.push_back(fmt::format(
-          "{{\"name\": {}, \"kind\": {}, \"default\": {}, \"choices\": {}, \"help\": {}}}",
-          json_string(o.name), json_string(kind_name(o.kind)),
-          std::visit(
-              [](const auto& v) {
-                using V = std::decay_t<decltype(v)>;
-                if constexpr (std::is_same_v<V, std::string>)
-                  return json_string(v);
-                else
-                  return fmt::format("{}", v);
-              },
-              o.default_value),
-          json_list(o.choices), json_string(o.help)));
-    return objects;
-  };
-  // The paths its kernels take: {"backend": "cuda", "precisions": ["float"], "path":
-  // "portable", "reason": "chunk 96 is not a multiple of 64", "probe": "chunk=96"}.
-  auto path_objects = [&](const Form& f) {
-    std::vector<std::string> objects;
-    for (const PathSeen& p : kernel_paths_seen(f))
-      objects.push_back(fmt::format(
-          "{{\"backend\": {}, \"precisions\": {}, \"path\": {}, \"reason\": {}, \"probe\": {}}}",
-          json_string(p.backend), json_list(p.precisions), json_string(p.path.name),
-          json_string(p.path.reason), json_string(p.probe)));
-    return objects;
-  };
-  // The parameters a form takes: its swept ones, then its options.
-  auto params_of = [](const Form& f) {
-    std::vector<std::string> params;
-    for (const Param& p : f.params) params.push_back(p.name);
-    for (const OptionSpec& o : f.options) params.push_back(o.name);
-    return params;
-  };
+  return objects;
+}
+
+// Its declared options: {"name": "mask-convention", "kind": "choice", "default": "A",
+// "choices": ["A", "B"], "help": "..."}.
+std::vector<std::string> option_objects(const Form& f) {
+  std::vector<std::string> objects;
+  for (const OptionSpec& o : f.options)
+    objects.push_back(fmt::format(
+        "{{\"name\": {}, \"kind\": {}, \"default\": {}, \"choices\": {}, \"help\": {}}}",
+        json_string(o.name), json_string(kind_name(o.kind)),
+        std::visit(
+            [](const auto& v) {
+              using V = std::decay_t<decltype(v)>;
+              if constexpr (std::is_same_v<V, std::string>)
+                return json_string(v);
+              else
+                return fmt::format("{}", v);
+            },
+            o.default_value),
+        json_list(o.choices), json_string(o.help)));
+  return objects;
+}
+
+// The paths its kernels take: {"backend": "cuda", "precisions": ["float"], "path":
+// "portable", "reason": "chunk 96 is not a multiple of 64", "probe": "chunk=96"}.
+std::vector<std::string> path_objects(const Form& f) {
+  std::vector<std::string> objects;
+  for (const PathSeen& p : kernel_paths_seen(f))
+    objects.push_back(fmt::format(
+        "{{\"backend\": {}, \"precisions\": {}, \"path\": {}, \"reason\": {}, \"probe\": {}}}",
+        json_string(p.backend), json_list(p.precisions), json_string(p.path.name),
+        json_string(p.path.reason), json_string(p.probe)));
+  return objects;
+}
+
+// The parameters a form takes: its swept ones, then its options.
+std::vector<std::string> params_of(const Form& f) {
+  std::vector<std::string> params;
+  for (const Param& p : f.params) params.push_back(p.name);
+  for (const OptionSpec& o : f.options) params.push_back(o.name);
+  return params;
+}
+
+// bench list --format json: an array of one object per form.
+void print_forms_json() {
+  fmt::print("[");
+  for (std::size_t i = 0; i < forms().size(); ++i) {
+    const Form& f = forms()[i];
+    fmt::print(
+        "{}\n  {{\"name\": {}, \"family\": {}, \"causal\": {}, \"params\": {}, \"options\": "
+        "[{}], \"precisions\": {}, \"tensors\": [{}], \"kernel_paths\": [{}], "
+        "\"description\": {}}}",
+        i ? "," : "", json_string(f.name), json_string(f.family), f.causal() ? "true" : "false",
+        json_list(params_of(f)), fmt::join(option_objects(f), ", "), json_list(f.precisions()),
+        fmt::join(tensor_objects(f), ", "), fmt::join(path_objects(f), ", "),
+        json_string(f.description));
+  }
+  fmt::print("\n]\n");
+}
+
+// bench list: a table of the forms, then the kernel paths of each.
+void print_forms_text() {
   std::size_t params_width = 22;
   for (const Form& f : forms())
     params_width = std::max(params_width, fmt::format("{}", fmt::join(params_of(f), ",")).size());
-  if (format == "text")
-    fmt::print("{:<26} {:<10} {:<7} {:<{}} {:<23} {}\n", "form", "family", "causal", "params",
-               params_width, "precisions", "description");
-  else
-    fmt::print("[");
-  for (std::size_t i = 0; i < forms().size(); ++i) {
-    const Form& f = forms()[i];
+  fmt::print("{:<26} {:<10} {:<7} {:<{}} {:<23} {}\n", "form", "family", "causal", "params",
+             params_width, "precisions", "description");
+  for (const Form& f : forms()) {
     const std::vector<std::string> params = params_of(f);
-    if (format == "text")
-      fmt::print("{:<26} {:<10} {:<7} {:<{}} {:<23} {}\n", f.name, f.family,
-                 f.causal() ? "yes" : "no",
-                 params.empty() ? "-" : fmt::format("{}", fmt::join(params, ",")), params_width,
-                 fmt::format("{}", fmt::join(f.precisions(), ",")), f.description);
-    else
-      fmt::print(
-          "{}\n  {{\"name\": {}, \"family\": {}, \"causal\": {}, \"params\": {}, \"options\": "
-          "[{}], \"precisions\": {}, \"tensors\": [{}], \"kernel_paths\": [{}], "
-          "\"description\": {}}}",
-          i ? "," : "", json_string(f.name), json_string(f.family), f.causal() ? "true" : "false",
-          json_list(params), fmt::join(option_objects(f), ", "), json_list(f.precisions()),
-          fmt::join(tensor_objects(f), ", "), fmt::join(path_objects(f), ", "),
-          json_string(f.description));
-  }
-  if (format == "json") {
-    fmt::print("\n]\n");
-    return 0;
+    fmt::print("{:<26} {:<10} {:<7} {:<{}} {:<23} {}\n", f.name, f.family,
+               f.causal() ? "yes" : "no",
+               params.empty() ? "-" : fmt::format("{}", fmt::join(params, ",")), params_width,
+               fmt::format("{}", fmt::join(f.precisions(), ",")), f.description);
   }
   fmt::print(
       "\nkernel paths (at B = H = 1, L = 4096, d = 64, each parameter its default; then what a\n"
@@ -681,6 +674,25 @@ int list_command(const std::vector<std::string>& args) {
       first = false;
     }
   }
+}
+
+int list_command(const std::vector<std::string>& args) {
+  po::options_description options("list options");
+  options.add_options()("help,h", "this help")(
+      "format", po::value<std::string>()->default_value("text"), "text (a table) or json");
+  po::variables_map vm = parse_command_options(args, options, "list");
+  po::notify(vm);
+  if (vm.count("help")) {
+    fmt::print("{}\n", command_help("bench list [--format text|json]", options, list_notes));
+    return 0;
+  }
+  const std::string format = vm["format"].as<std::string>();
+  if (format != "text" && format != "json")
+    throw std::invalid_argument("--format '" + format + "': expected text or json");
+  if (format == "json")
+    print_forms_json();
+  else
+    print_forms_text();
   return 0;
 }
 
@@ -904,6 +916,72 @@ int import_command(const std::vector<std::string>& args, const std::string& comm
   return 0;
 }
 
+// bench sweep and bench run (`command`, its options from argv[2] on, or
+// argv[3] on after run's experiment file): the sweep they describe, listed
+// (--list-points), planned (--dry-run) or measured. Returns the exit status.
+int sweep_command(const std::string& command, int argc, char* argv[],
+                  const std::string& command_line, bool help_asked) {
+  const auto options = sweep_options();
+  const std::string usage =
+      command == "run" ? "bench run FILE.cfg [options]" : "bench sweep [options]";
+  if (help_asked) {
+    const std::string what = command == "run"
+                                 ? "\nA sweep whose options are read from FILE (name = value "
+                                   "lines, # comments, the names\n"
+                                   "of the options below); options on the command line win.\n"
+                                 : "\nMeasures forms over a grid of shapes into an HDF5 file.\n";
+    fmt::print("{}\n", command_help(usage, options, what + sweep_notes));
+    return 0;
+  }
+#ifdef ATTN_MPI
+  const distributed::Session mpi(argc, argv);  // one rank of several under mpirun or srun
+#endif
+  int first = 2;
+  std::string config_file;
+  if (command == "run") {
+    if (argc < 3 || argv[2][0] == '-')
+      throw std::invalid_argument("run needs an experiment file: bench run FILE.cfg");
+    config_file = argv[2];
+    first = 3;
+  }
+  // A stray word (`sweep garbage`, `--decay-floor 0`) is an error, not ignored.
+  po::variables_map vm =
+      parse_command_options(std::vector<std::string>(argv + first, argv + argc), options, command);
+  if (vm.count("help")) {  // after other words: bench run FILE.cfg --help
+    fmt::print("{}\n", command_help(usage, options, sweep_notes));
+    return 0;
+  }
+  SetIn set_in_file;
+  const std::string config_text =
+      config_file.empty() ? "" : store_experiment_file(config_file, options, vm, set_in_file);
+  po::notify(vm);
+  Sweep sweep;
+  try {
+    sweep = sweep_from(vm, command_line);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(located(e.what(), set_in_file));
+  }
+  sweep.config_file = config_file;
+  sweep.config_text = config_text;
+  if (vm["list-points"].as<bool>()) {
+    print_point_list(sweep);
+    return 0;
+  }
+  if (sweep.dry_run)
+    return run_sweep(sweep);  // plans and reads --out only: no Kokkos, no Google Benchmark
+  int benchmark_argc = 1;     // its flags at their defaults: bench's options set what it runs
+  benchmark::Initialize(&benchmark_argc, argv);
+  default_openmp_placement();
+#ifdef ATTN_MPI
+  Kokkos::ScopeGuard kokkos(
+      distributed::kokkos_arguments());  // this rank's GPU or share of the cores
+#else
+  Kokkos::ScopeGuard kokkos;
+#endif
+  memory::install_hooks();
+  return run_sweep(sweep);
+}
+
 }  // namespace
 
 int run_command(int argc, char* argv[]) {
@@ -951,65 +1029,7 @@ int run_command(int argc, char* argv[]) {
       throw std::invalid_argument(
           "unknown command '" + command +
           "' (expected list, sweep, run, compare, export, problem, import, ceiling or --version)");
-    const auto options = sweep_options();
-    const std::string usage =
-        command == "run" ? "bench run FILE.cfg [options]" : "bench sweep [options]";
-    if (help_asked) {
-      const std::string what = command == "run"
-                                   ? "\nA sweep whose options are read from FILE (name = value "
-                                     "lines, # comments, the names\n"
-                                     "of the options below); options on the command line win.\n"
-                                   : "\nMeasures forms over a grid of shapes into an HDF5 file.\n";
-      fmt::print("{}\n", command_help(usage, options, what + sweep_notes));
-      return 0;
-    }
-#ifdef ATTN_MPI
-    const distributed::Session mpi(argc, argv);  // one rank of several under mpirun or srun
-#endif
-    int first = 2;
-    std::string config_file;
-    if (command == "run") {
-      if (argc < 3 || argv[2][0] == '-')
-        throw std::invalid_argument("run needs an experiment file: bench run FILE.cfg");
-      config_file = argv[2];
-      first = 3;
-    }
-    // A stray word (`sweep garbage`, `--decay-floor 0`) is an error, not ignored.
-    po::variables_map vm = parse_command_options(
-        std::vector<std::string>(argv + first, argv + argc), options, command);
-    if (vm.count("help")) {  // after other words: bench run FILE.cfg --help
-      fmt::print("{}\n", command_help(usage, options, sweep_notes));
-      return 0;
-    }
-    SetIn set_in_file;
-    const std::string config_text =
-        config_file.empty() ? "" : store_experiment_file(config_file, options, vm, set_in_file);
-    po::notify(vm);
-    Sweep sweep;
-    try {
-      sweep = sweep_from(vm, command_line);
-    } catch (const std::invalid_argument& e) {
-      throw std::invalid_argument(located(e.what(), set_in_file));
-    }
-    sweep.config_file = config_file;
-    sweep.config_text = config_text;
-    if (vm["list-points"].as<bool>()) {
-      print_point_list(sweep);
-      return 0;
-    }
-    if (sweep.dry_run)
-      return run_sweep(sweep);  // plans and reads --out only: no Kokkos, no Google Benchmark
-    int benchmark_argc = 1;     // its flags at their defaults: bench's options set what it runs
-    benchmark::Initialize(&benchmark_argc, argv);
-    default_openmp_placement();
-#ifdef ATTN_MPI
-    Kokkos::ScopeGuard kokkos(
-        distributed::kokkos_arguments());  // this rank's GPU or share of the cores
-#else
-    Kokkos::ScopeGuard kokkos;
-#endif
-    memory::install_hooks();
-    return run_sweep(sweep);
+    return sweep_command(command, argc, argv, command_line, help_asked);
   } catch (const po::error& e) {  // messages quote the user's input: printed escaped (text.hpp)
     fmt::print(stderr, "bench: {} (see bench --help)\n", printable(e.what()));
     return 2;

@@ -7,7 +7,6 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
-#include <set>
 #include <sstream>
 #include <utility>
 
@@ -64,15 +63,42 @@ void Console::clear_status() {
 
 namespace {
 
-// The axes the tables give columns of their own (batch and heads show in the
-// plan only); any other, a parameter a family declares, follows its row as
-// name=value where the form takes it, so that existing sweeps print as before.
-std::string other_axes_text(const ResultRow& row) {
-  static const std::set<std::string> in_columns{"batch", "heads", "dk",   "dv",
-                                                "seq",   "chunk", "slots"};
+// A column the tables give an axis: the axis (its name in ResultRow::axes),
+// the column's heading and its width.
+struct AxisColumn {
+  std::string axis;
+  std::string heading;
+  int width;
+};
+
+// The tables' axis columns: the sizes under their symbols (batch and heads,
+// which most sweeps hold fixed, in the --dry-run plan only), then every
+// parameter the forms declare under its own name, one wider than the name, so
+// that a parameter a family adds gets its column without a change here.
+std::vector<AxisColumn> table_axis_columns(bool with_batch_and_heads) {
+  std::vector<AxisColumn> columns;
+  if (with_batch_and_heads)
+    columns.insert(columns.end(),
+                   {{"batch", size_name(Size::batch), 4}, {"heads", size_name(Size::heads), 4}});
+  columns.insert(columns.end(), {{"seq", size_name(Size::seq), 7},
+                                 {"dk", size_name(Size::dk), 5},
+                                 {"dv", size_name(Size::dv), 5}});
+  for (const Param& param : declared_params())
+    columns.push_back({param.name, param.name, int(param.name.size()) + 1});
+  return columns;
+}
+
+// The columns' headings, or a row's values ("-" for a parameter its form does
+// not take), each right-aligned after a space.
+std::string axis_headings(const std::vector<AxisColumn>& columns) {
   std::string text;
-  for (const auto& [name, value] : row.axes)
-    if (value && !in_columns.count(name)) text += fmt::format(" {}={}", name, value);
+  for (const AxisColumn& c : columns) text += fmt::format(" {:>{}}", c.heading, c.width);
+  return text;
+}
+std::string axis_cells(const std::vector<AxisColumn>& columns, const ResultRow& row) {
+  std::string text;
+  for (const AxisColumn& c : columns)
+    text += fmt::format(" {:>{}}", axis_text(row.axis(c.axis)), c.width);
   return text;
 }
 
@@ -84,21 +110,17 @@ std::string kernel_text(const ResultRow& row) {
 }
 
 std::string table_header() {
-  return fmt::format(
-      "{:<26} {:>6} {:>7} {:>5} {:>5} {:>6} {:>5} {:>7} {:>11} {:>10} {:>9} {:>8} {:>9}  {}",
-      "form", "prec", "L", "dk", "dv", "chunk", "slots", "status", "median ms", "peak MiB",
-      "GFLOP/s", "GB/s", "rel err", "kernel");
+  return fmt::format("{:<26} {:>6}{} {:>7} {:>11} {:>10} {:>9} {:>8} {:>9}  {}", "form", "prec",
+                     axis_headings(table_axis_columns(false)), "status", "median ms", "peak MiB",
+                     "GFLOP/s", "GB/s", "rel err", "kernel");
 }
 
 std::string table_row(const ResultRow& row) {
-  return fmt::format(
-      "{:<26} {:>6} {:>7} {:>5} {:>5} {:>6} {:>5} {:>7} {:>11.3f} {:>10.1f} {:>9.1f} {:>8.1f} "
-      "{:>9}  {}{}{}",
-      row.form, row.precision, row.axis("seq"), row.axis("dk"), row.axis("dv"),
-      axis_text(row.axis("chunk")), axis_text(row.axis("slots")), row.status,
-      row.time_median_s * 1e3, row.peak_bytes / 1048576.0, row.gflops, row.gbps,
-      row.err_heads ? fmt::format("{:.1e}", row.rel_l2_err) : "-", kernel_text(row),
-      other_axes_text(row), row.note.empty() ? "" : "  (" + row.note + ")");
+  return fmt::format("{:<26} {:>6}{} {:>7} {:>11.3f} {:>10.1f} {:>9.1f} {:>8.1f} {:>9}  {}{}",
+                     row.form, row.precision, axis_cells(table_axis_columns(false), row),
+                     row.status, row.time_median_s * 1e3, row.peak_bytes / 1048576.0, row.gflops,
+                     row.gbps, row.err_heads ? fmt::format("{:.1e}", row.rel_l2_err) : "-",
+                     kernel_text(row), row.note.empty() ? "" : "  (" + row.note + ")");
 }
 
 void print_summary(const std::vector<ResultRow>& rows) {
@@ -148,9 +170,9 @@ void print_plan(const Sweep& sweep, const std::vector<Point>& points,
                 const std::vector<ResultRow>& rows) {
   const auto row_of = index_rows(rows);
   const EtaModel eta(sweep.measure, rows);
-  fmt::print("{:<26} {:>6} {:>4} {:>4} {:>7} {:>5} {:>5} {:>6} {:>5}  {:<22} {:>10}  {}\n", "form",
-             "prec", "B", "H", "L", "dk", "dv", "chunk", "slots", "in " + sweep.out, "predicted",
-             "kernel");
+  const std::vector<AxisColumn> columns = table_axis_columns(true);
+  fmt::print("{:<26} {:>6}{}  {:<22} {:>10}  {}\n", "form", "prec", axis_headings(columns),
+             "in " + sweep.out, "predicted", "kernel");
   std::size_t kept = 0, unknown = 0;
   double predicted_s = 0;
   for (const auto& p : points) {
@@ -170,11 +192,8 @@ void print_plan(const Sweep& sweep, const std::vector<Point>& points,
       ++unknown;
       prediction = "?";
     }
-    fmt::print("{:<26} {:>6} {:>4} {:>4} {:>7} {:>5} {:>5} {:>6} {:>5}  {:<22} {:>10}  {}{}\n",
-               planned.form, planned.precision, planned.axis("batch"), planned.axis("heads"),
-               planned.axis("seq"), planned.axis("dk"), planned.axis("dv"),
-               axis_text(planned.axis("chunk")), axis_text(planned.axis("slots")), held, prediction,
-               kernel_text(planned), other_axes_text(planned));
+    fmt::print("{:<26} {:>6}{}  {:<22} {:>10}  {}\n", planned.form, planned.precision,
+               axis_cells(columns, planned), held, prediction, kernel_text(planned));
   }
   fmt::print(
       "\n{} points: {} already in {} (kept), {} to measure; predicted time {}{}\n", points.size(),

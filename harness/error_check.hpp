@@ -13,7 +13,8 @@ namespace attn {
 constexpr int tile_rows = 64;
 // The boundary a point's sampled rows straddle: its chunk, else tile_rows.
 inline int row_boundary(const FormParams& params) {
-  return params.chunk > 0 ? params.chunk : tile_rows;
+  const int chunk = params.axis("chunk");
+  return chunk > 0 ? chunk : tile_rows;
 }
 
 struct ErrorCheck {

@@ -81,7 +81,8 @@ HostProblem random_problem(const Shape& s, const Form& form, std::uint64_t seed,
   HostProblem p;
   for (const TensorSpec& t : form.tensors) {
     if (t.role != Role::input) continue;
-    if (std::find(t.shape.begin(), t.shape.end(), Size::slots) != t.shape.end() && params.slots < 1)
+    if (std::find(t.shape.begin(), t.shape.end(), Size::slots) != t.shape.end() &&
+        params.axis("slots") < 1)
       throw std::invalid_argument(form.name + " needs a slot count of at least 1 (--slots)");
     if (!t.draw) throw std::logic_error(form.name + ": input '" + t.name + "' declares no draw");
     const bool per_head = t.shape == std::vector<Size>{Size::heads};

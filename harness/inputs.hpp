@@ -17,8 +17,8 @@ using HeadList = std::vector<std::pair<int, int>>;
 
 // Reproducible from the seed (counter-based, filled in parallel): every input
 // the form declares (Form::tensors), each from its own stream and drawn as it
-// declares (Draw), with the options of `params`. Gated forms draw params.slots
-// gates per token; throws std::invalid_argument without.
+// declares (Draw), with the options of `params`. Gated forms draw a gate per
+// slot (params.axis("slots")) and token; throws std::invalid_argument without.
 HostProblem random_problem(const Shape& s, const Form& form, std::uint64_t seed,
                            const FormParams& params = {});
 

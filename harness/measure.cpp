@@ -83,12 +83,6 @@ class CallBudget {
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
 };
 
-ResultRow& mark_timed_out(ResultRow& row, const CallBudget& budget) {
-  row.status = "timeout";
-  row.note = budget.note();
-  return row;
-}
-
 // --flush-cache: a buffer four times the last-level cache of the backend
 // (the CPU's largest cache; the GPU's L2), at least 64 MiB, overwritten before
 // each timed call, so that no call finds what the one before left in the
@@ -272,7 +266,7 @@ std::map<std::string, std::string> input_keys(const Shape& s, const Form& form, 
     if (t.role == Role::input)
       keys[t.name] = fmt::format("{} {} {} {} {} | {}:{}:{} | {} |{} | {}", s.batch, s.heads, s.seq,
                                  s.dk, s.dv, t.name, t.draw->name, t.stream, seed, options,
-                                 has_slots(t) ? params.slots : 0);
+                                 has_slots(t) ? params.axis("slots") : 0);
   return keys;
 }
 
@@ -382,7 +376,7 @@ std::string int_overflow(const Form& form, const Shape& s, const FormParams& par
   const std::pair<const char*, double> counts[] = {
       {"B x H", pairs},
       {"B x H x L", pairs * s.seq},
-      {"B x H x slots", pairs * params.slots},
+      {"B x H x slots", pairs * params.axis("slots")},
       {"B x H x (L/32)^2", form.score_matrices() ? pairs * tiles * tiles : 0}};
   for (const auto& [what, count] : counts)
     if (count > std::numeric_limits<int>::max())
@@ -406,45 +400,38 @@ ResultRow point_row(const Form& form, const Shape& shape, const FormParams& para
   return row;
 }
 
-template <class Exec, class P>
-ResultRow measure_point(const Form& form, const Shape& shape, const FormParams& params,
-                        const MeasureOptions& options, PointCache* cache) {
-  using T = storage_t<P>;
-  ResultRow row = point_row(form, shape, params, backend_name<Exec>(), precision_name<P>());
-  const auto run = form.runner<Exec, P>();
-  if (!run) {
-    row.status = "error";
-    row.note = fmt::format("no {} kernel", precision_name<P>());
-    return row;
-  }
-  const KernelPath path = form.kernel_path<Exec, P>(shape, params);
-  row.kernel = path.name;
-  row.kernel_reason = path.reason;
-  if (!options.require_path.empty() && !path_is(path.name, options.require_path)) {
-    row.status = "error";
-    row.note = fmt::format("not run: its kernel path is {}, not {} (--require-path){}", path.name,
-                           options.require_path, path.reason.empty() ? "" : ": " + path.reason);
-    return row;
-  }
-  // Before the memory check, whose answer depends on the machine: a machine
-  // with the memory would run the kernels on wrapped indices.
-  if (const std::string overflow = int_overflow(form, shape, params); !overflow.empty()) {
-    row.status = "error";
-    row.note = "not run: " + overflow;
-    return row;
-  }
-  PointCache uncached;
-  PointCache& kept = cache ? *cache : uncached;
-  kept.select(shape, form, options.seed, params);
-  const Cost cost = form.cost(shape, params, sizeof(T));
-  const std::string space = Exec::memory_space::name();
+namespace {
 
-  // Refuse up front what cannot fit: the inputs and outputs on the backend (and
-  // a materialised form's L x L scores), and the float64 host copies the
-  // harness keeps (on a host backend, in the same memory): of the inputs
-  // always, and of the checked pairs' inputs and outputs for the reference.
-  const ErrorCheck check = plan_error_check(shape, cost.reference_flops, options.check_flops,
-                                            options.check_rows, row_boundary(params), options.seed);
+// A row that did not end ok: its status (error, oom, timeout) and why.
+ResultRow& mark_failed(ResultRow& row, const char* status, const std::string& note) {
+  row.status = status;
+  row.note = note;
+  return row;
+}
+
+// Why a point whose form has a kernel is not run, for its error row; empty
+// when it runs. The int overflow comes before the memory check, whose answer
+// depends on the machine: a machine with the memory would run the kernels on
+// wrapped indices.
+std::string not_run_note(const Form& form, const Shape& shape, const FormParams& params,
+                         const KernelPath& path, const MeasureOptions& options) {
+  if (!options.require_path.empty() && !path_is(path.name, options.require_path))
+    return fmt::format("not run: its kernel path is {}, not {} (--require-path){}", path.name,
+                       options.require_path, path.reason.empty() ? "" : ": " + path.reason);
+  if (const std::string overflow = int_overflow(form, shape, params); !overflow.empty())
+    return "not run: " + overflow;
+  return {};
+}
+
+// Why the point cannot fit, for its oom row; empty when it can. It needs the
+// inputs and outputs on the backend (and a materialised form's L x L scores),
+// and the float64 host copies the harness keeps (on a host backend, in the
+// same memory): of the inputs always, and of the checked pairs' inputs and
+// outputs for the reference. `reusable_bytes`: the inputs kept from the
+// previous point, which count as free: they are reused, not drawn again.
+template <class Exec, class T>
+std::string memory_shortfall(const Form& form, const Shape& shape, const FormParams& params,
+                             const ErrorCheck& check, double reusable_bytes) {
   double inputs = 0, outputs = 0;  // elements of the tensors the form declares
   for (const TensorSpec& t : form.tensors)
     (t.role == Role::input ? inputs : outputs) += t.elements(shape, params);
@@ -455,75 +442,120 @@ ResultRow measure_point(const Form& form, const Shape& shape, const FormParams& 
   const double backend_need =
       (inputs + outputs + scores) * sizeof(T) + (is_host_space<Exec>() ? host_need : 0);
   for (const auto& [where, need] :
-       {std::pair{space, backend_need}, std::pair{std::string("HostSpace"), host_need}}) {
-    // Inputs kept from the previous point count as free: they are reused, not drawn again.
+       {std::pair{std::string(Exec::memory_space::name()), backend_need},
+        std::pair{std::string("HostSpace"), host_need}}) {
     const double available = double(memory::available(where));  // 0: unknown
     const bool holds_inputs = where == "HostSpace" || is_host_space<Exec>();
     const double free_bytes =
-        available > 0 && holds_inputs ? available + kept.reusable_bytes() : available;
-    if (free_bytes > 0 && need > 0.9 * free_bytes) {
-      row.status = "oom";
-      row.note =
-          std::string(scores > 0 ? "inputs, outputs and L x L scores" : "inputs and outputs") +
-          " need " + std::to_string(std::uint64_t(need)) + " bytes in " + where + ", " +
-          std::to_string(std::uint64_t(free_bytes)) + " free";
-      return row;
-    }
+        available > 0 && holds_inputs ? available + reusable_bytes : available;
+    if (free_bytes > 0 && need > 0.9 * free_bytes)
+      return std::string(scores > 0 ? "inputs, outputs and L x L scores" : "inputs and outputs") +
+             " need " + std::to_string(std::uint64_t(need)) + " bytes in " + where + ", " +
+             std::to_string(std::uint64_t(free_bytes)) + " free";
   }
+  return {};
+}
+
+// Uploads the inputs, makes the warm-up calls and times the point
+// (time_point) into row, with the peak memory of its calls, and downloads the
+// checked pairs' outputs into `output`; the repetitions as Google Benchmark
+// reports them into `report`. False when the point did not end well: row then
+// says timeout, or error for a non-finite output.
+template <class Exec, class P>
+bool run_calls(const Form& form, const HostProblem& problem, const FormParams& params,
+               const MeasureOptions& options, const ErrorCheck& check, ResultRow& row,
+               ref::Outputs& output, std::vector<Run>& report) {
+  const std::string space = Exec::memory_space::name();
+  std::optional<CacheFlush<Exec>> flush;  // before the reset: not the point's memory
+  if (options.flush_cache) flush.emplace();
+  memory::reset_peak(space);
+  const Exec exec;
+  const auto run = form.runner<Exec, P>();
+  const Inputs<Exec, storage_t<P>> x = upload<Exec, storage_t<P>>(problem);
+  CallBudget budget(options.point_timeout_s);
+  for (int i = 0; i < options.warmup; ++i) {
+    run(exec, x, params);
+    exec.fence();
+    budget.call_done();
+    if (budget.exceeded()) break;
+  }
+  const bool timed =
+      !budget.exceeded() && time_point<Exec, P>(exec, form, x, params, options,
+                                                flush ? &*flush : nullptr, budget, row, report);
+  row.peak_bytes = memory::peak_since_reset(space);
+  if (!timed) {
+    mark_failed(row, "timeout", budget.note());
+    return false;
+  }
+  if (!all_finite(exec, x)) {
+    mark_failed(row, "error", "non-finite output");
+    return false;
+  }
+  if (!check.heads.empty()) output = download(x, check.heads);
+  return true;
+}
+
+// The error of the point's output against the fp64 reference, into row, with
+// a note when it is above P's tolerance or leaves results unchecked.
+template <class P>
+void check_against_reference(const Form& form, const Shape& shape, const FormParams& params,
+                             const ErrorCheck& check, const ref::Outputs& output, PointCache& cache,
+                             ResultRow& row) {
+  if (check.heads.empty()) {
+    row.note = "error not checked: not one reference row within --check-flops and --check-rows";
+    return;
+  }
+  const ref::Outputs& want = cache.reference(form, params, check);
+  const ErrorStats e = compare(output, want, check.rows);
+  row.err_heads = int(check.heads.size());
+  row.err_rows = check.rows_per_head(shape.seq);
+  row.max_abs_err = e.max_abs;
+  row.rel_l2_err = e.rel_l2;
+  if (!(e.rel_l2 <= precision_traits<P>::rel_l2_tolerance))  // NaN included
+    row.note = fmt::format("inaccurate: relative L2 error {:.3g} above the {} tolerance {:.0e}",
+                           e.rel_l2, precision_name<P>(), precision_traits<P>::rel_l2_tolerance);
+  else if (const std::string left_out = unchecked_results(output, want); !left_out.empty())
+    row.note =
+        fmt::format("{} not checked: {} sampled rows check o and dq", left_out, check.rows.size());
+}
+
+}  // namespace
+
+template <class Exec, class P>
+ResultRow measure_point(const Form& form, const Shape& shape, const FormParams& params,
+                        const MeasureOptions& options, PointCache* cache) {
+  ResultRow row = point_row(form, shape, params, backend_name<Exec>(), precision_name<P>());
+  if (!form.runner<Exec, P>())
+    return mark_failed(row, "error", fmt::format("no {} kernel", precision_name<P>()));
+  const KernelPath path = form.kernel_path<Exec, P>(shape, params);
+  row.kernel = path.name;
+  row.kernel_reason = path.reason;
+  if (const std::string note = not_run_note(form, shape, params, path, options); !note.empty())
+    return mark_failed(row, "error", note);
+  PointCache uncached;
+  PointCache& kept = cache ? *cache : uncached;
+  kept.select(shape, form, options.seed, params);
+  const Cost cost = form.cost(shape, params, sizeof(storage_t<P>));
+  const ErrorCheck check = plan_error_check(shape, cost.reference_flops, options.check_flops,
+                                            options.check_rows, row_boundary(params), options.seed);
+  if (const std::string note =
+          memory_shortfall<Exec, storage_t<P>>(form, shape, params, check, kept.reusable_bytes());
+      !note.empty())
+    return mark_failed(row, "oom", note);
   try {
     // Kernels' kept buffers (common/workspace.hpp) go with the point, however
     // it ends: the next point's peak counts its own.
     struct ReleaseWorkspaces {
       ~ReleaseWorkspaces() { release_workspaces(); }
     } release_after_point;
-    const HostProblem& problem = kept.problem();
-    std::optional<CacheFlush<Exec>> flush;  // before the reset: not the point's memory
-    if (options.flush_cache) flush.emplace();
-    memory::reset_peak(space);
-    const Exec exec;
     ref::Outputs output;
     std::vector<Run> benchmark_report;  // for options.json
-    {
-      const Inputs<Exec, T> x = upload<Exec, T>(problem);
-      CallBudget budget(options.point_timeout_s);
-      for (int i = 0; i < options.warmup; ++i) {
-        run(exec, x, params);
-        exec.fence();
-        budget.call_done();
-        if (budget.exceeded()) break;
-      }
-      const bool timed = !budget.exceeded() && time_point<Exec, P>(exec, form, x, params, options,
-                                                                   flush ? &*flush : nullptr,
-                                                                   budget, row, benchmark_report);
-      row.peak_bytes = memory::peak_since_reset(space);
-      if (!timed) return mark_timed_out(row, budget);
-      if (!all_finite(exec, x)) {
-        row.status = "error";
-        row.note = "non-finite output";
-        return row;
-      }
-      if (!check.heads.empty()) output = download(x, check.heads);
-    }
+    if (!run_calls<Exec, P>(form, kept.problem(), params, options, check, row, output,
+                            benchmark_report))
+      return row;
     row.gflops = row.flops / row.time_median_s / 1e9;
     row.gbps = row.bytes / row.time_median_s / 1e9;
-
-    if (!check.heads.empty()) {
-      const ref::Outputs& want = kept.reference(form, params, check);
-      const ErrorStats e = compare(output, want, check.rows);
-      row.err_heads = int(check.heads.size());
-      row.err_rows = check.rows_per_head(shape.seq);
-      row.max_abs_err = e.max_abs;
-      row.rel_l2_err = e.rel_l2;
-      if (!(e.rel_l2 <= precision_traits<P>::rel_l2_tolerance))  // NaN included
-        row.note =
-            fmt::format("inaccurate: relative L2 error {:.3g} above the {} tolerance {:.0e}",
-                        e.rel_l2, precision_name<P>(), precision_traits<P>::rel_l2_tolerance);
-      else if (const std::string left_out = unchecked_results(output, want); !left_out.empty())
-        row.note = fmt::format("{} not checked: {} sampled rows check o and dq", left_out,
-                               check.rows.size());
-    } else {
-      row.note = "error not checked: not one reference row within --check-flops and --check-rows";
-    }
+    check_against_reference<P>(form, shape, params, check, output, kept, row);
     row.status = "ok";
     if (options.json) options.json->ReportRuns(benchmark_report);
   } catch (const std::exception& e) {

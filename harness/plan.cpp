@@ -51,7 +51,7 @@ std::vector<Point> plan_points(const Sweep& sweep, const std::string& backend) {
   };
   auto order = [&](const Point& p) {
     return std::tuple(p.shape.seq, p.shape.batch, p.shape.heads, p.shape.dk, p.shape.dv,
-                      form_index(p.form), p.params.slots);
+                      form_index(p.form), p.params.axis("slots"));
   };
   std::stable_sort(points.begin(), points.end(),
                    [&](const Point& a, const Point& b) { return order(a) < order(b); });

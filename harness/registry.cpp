@@ -21,20 +21,11 @@ bool operator==(const Param& a, const Param& b) {
 }
 
 int FormParams::axis(const std::string& name) const {
-  if (name == Param::chunk.name) return chunk;
-  if (name == Param::slots.name) return slots;
-  const auto it = declared_axes.find(name);
-  return it == declared_axes.end() ? 0 : it->second;
+  const auto it = axes_.find(name);
+  return it == axes_.end() ? 0 : it->second;
 }
 
-void FormParams::set_axis(const std::string& name, int value) {
-  if (name == Param::chunk.name)
-    chunk = value;
-  else if (name == Param::slots.name)
-    slots = value;
-  else
-    declared_axes[name] = value;
-}
+void FormParams::set_axis(const std::string& name, int value) { axes_[name] = value; }
 
 bool operator==(const OptionSpec& a, const OptionSpec& b) {
   return a.name == b.name && a.kind == b.kind && a.default_value == b.default_value &&
@@ -136,7 +127,7 @@ double TensorSpec::elements(const Shape& s, const FormParams& params) const {
         n *= s.dv;
         break;
       case Size::slots:
-        n *= params.slots;
+        n *= params.axis("slots");
         break;
     }
   }
@@ -248,7 +239,7 @@ std::vector<PathSeen> kernel_paths_seen(const Form& form) {
   if (form.takes(Param::chunk))
     for (const int chunk : {16, 96}) {
       probes.emplace_back(fmt::format("chunk={}", chunk), base);
-      probes.back().second.chunk = chunk;
+      probes.back().second.set_axis("chunk", chunk);
     }
   std::vector<PathSeen> seen;
   for_each_type(static_cast<Backends*>(nullptr), [&](auto* backend_tag) {

@@ -76,7 +76,7 @@ class OptionValues {
 // range, like --seq), it is an axis of the sweep (axes.hpp) and a column of the
 // result rows, and bench list shows it. Two forms declaring a parameter of the
 // same name declare the same parameter. chunk and slots are declared here
-// because several families take them and FormParams holds them as fields.
+// because several families take them.
 struct Param {
   std::string name;            // the flag without its dashes, and the result column
   std::string help;            // bench sweep --help's line
@@ -92,18 +92,18 @@ struct Param {
 };
 bool operator==(const Param& a, const Param& b);
 
-// Values of the parameters that only some forms take; 0 = does not apply.
+// The values of the parameters that only some forms take at one point: the
+// swept ones (chunk, slots, or one a family declares), each held by its name
+// alone, so that a new parameter needs no member here; and the declared
+// options, the same for every point of a sweep.
 struct FormParams {
-  int chunk = 0;         // chunk (block) size, swept
-  int slots = 0;         // GSA memory slots m per head, swept (docs/gsa.md §1)
-  OptionValues options;  // the declared options, the same for every point of a sweep
-  // The value of a swept parameter by its name: chunk and slots (the fields
-  // above) or one a form declares (kept by name); 0 when not set.
+  OptionValues options;
+  // The value of the swept parameter `name`; 0 when not set (the form does not take it).
   int axis(const std::string& name) const;
   void set_axis(const std::string& name, int value);
-  // The values of swept parameters other than chunk and slots, by name (read
-  // and written through axis and set_axis).
-  std::map<std::string, int> declared_axes{};
+
+ private:
+  std::map<std::string, int> axes_;
 };
 
 // A form's tensors, declared by the form (below, Form::tensors): input

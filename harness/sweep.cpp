@@ -309,6 +309,105 @@ std::vector<double> predicted_seconds(const std::vector<const Point*>& todo,
   return seconds;
 }
 
+// A rank other than 0: measures the points rank 0 deals to it, sending each
+// row to rank 0. Returns the exit status: 0, or 128 + the signal number when
+// interrupted.
+int measure_dealt_points(const std::vector<Point>& points, const Backend& backend,
+                         const MeasureOptions& options) {
+  const distributed::Plan plan = distributed::share_plan(std::nullopt);
+  std::vector<const Point*> mine;
+  for (std::size_t i = 0; i < points.size(); ++i)
+    if (plan.owner[i] == distributed::rank()) mine.push_back(&points[i]);
+  distributed::Sender sender;
+  Console console;  // standard output is dropped on this rank (distributed::Session)
+  Measurement(mine, plan.kept, backend.measure, options, nullptr,
+              [&](const ResultRow& row, double wall_s) { sender.send(row, wall_s); })
+      .run(console);
+  return interruption::requested() ? 128 + interruption::signal_number() : 0;
+}
+
+// Rank 0: --out, opened once every rank is found to run on the same kind of
+// device; when either fails, the other ranks are told before it throws.
+std::unique_ptr<ResultFile> open_for_ranks(const Sweep& sweep,
+                                           const std::map<std::string, std::string>& attributes,
+                                           const std::vector<std::string>& devices) {
+  try {
+    for (std::size_t r = 1; r < devices.size(); ++r)
+      if (devices[r] != devices[0])
+        throw std::invalid_argument(
+            fmt::format("rank {} runs on '{}', rank 0 on '{}': the timings of one result file "
+                        "come from one kind of device",
+                        r, devices[r], devices[0]));
+    return open_result_file(sweep, attributes);
+  } catch (...) {
+    distributed::share_plan(std::nullopt);
+    throw;
+  }
+}
+
+// Rank 0: deals the points to measure out to the ranks and tells every rank
+// its share; returns the rank of each point of todo.
+std::vector<int> deal_to_ranks(const std::vector<Point>& points, const Todo& todo,
+                               const std::vector<ResultRow>& kept_rows,
+                               const MeasureOptions& options, const Backend& backend) {
+  std::vector<ResultRow> todo_rows;
+  for (const Point* p : todo.points) todo_rows.push_back(p->planned);
+  const std::vector<int> owner = distributed::deal(
+      todo_rows, predicted_seconds(todo.points, kept_rows, options, backend.is_host),
+      distributed::ranks());
+  distributed::Plan plan{kept_rows, std::vector<int>(points.size(), -1)};
+  for (std::size_t i = 0; i < todo.points.size(); ++i)
+    plan.owner[std::size_t(todo.points[i] - points.data())] = owner[i];
+  distributed::share_plan(plan);
+  return owner;
+}
+
+// Provenance per rank: which host and device each rank measured on, one
+// block per run that measured (README.md, "Sweeps over many GPUs").
+void record_ranks(ResultFile& file, const std::vector<std::string>& rank_lines) {
+  const auto earlier = file.attributes().find("ranks");
+  file.set_attribute("ranks", (earlier == file.attributes().end() ? "" : earlier->second) +
+                                  fmt::format("{} {} ranks:\n{}\n", now_iso8601(),
+                                              rank_lines.size(), fmt::join(rank_lines, "\n")));
+}
+
+// Rank 0's last lines: how the sweep ended, and how to measure what is left.
+// Returns the exit status: 0, 128 + the signal number when interrupted, 1
+// when a rank stopped answering.
+int report_end_over_ranks(const Sweep& sweep, std::size_t done, std::size_t to_measure,
+                          std::size_t kept, const std::vector<int>& lost) {
+  const std::string rerun = fmt::format(
+      "run the same mpirun (or srun) command again, with any number of ranks:\n  mpirun -np N {}",
+      shell_quoted(sweep.command_line));
+  if (done < to_measure && !interruption::requested()) {
+    fmt::print(
+        "\n{}: the points dealt to it that no row came for are left; {} of {} points done this "
+        "run, {} "
+        "keeps every row.\nTo measure the rest, {}\n",
+        lost.empty() ? std::string("a rank stopped early (its message is on standard error)")
+                     : fmt::format("rank{} {} stopped answering", lost.size() > 1 ? "s" : "",
+                                   fmt::join(lost, ", ")),
+        done, to_measure, sweep.out, rerun);
+    distributed::end_failed();  // mpirun exits 1 whatever it is told of the ranks' statuses
+    return 1;
+  }
+  if (!lost.empty()) {  // after its last row: every point is in, but the job did not end whole
+    fmt::print("\nrank{} {} stopped answering after sending every row; {} keeps them all\n",
+               lost.size() > 1 ? "s" : "", fmt::join(lost, ", "), sweep.out);
+    return 1;
+  }
+  if (done < to_measure) {
+    fmt::print(
+        "\ninterrupted: {} of {} points done this run, {} left; {} keeps every row.\n"
+        "To resume, {}\n",
+        done, to_measure, to_measure - done, sweep.out, rerun);
+    return 128 + interruption::signal_number();
+  }
+  fmt::print("{} points done this run over {} ranks, {} kept from before; written to {}\n", done,
+             distributed::ranks(), kept, sweep.out);
+  return 0;
+}
+
 // Every rank: the points rank 0 dealt to this one, measured; rank 0 writes the
 // rows of all ranks to --out as they arrive, with one table and progress line.
 // Returns the exit status: 0, 128 + the signal number when interrupted, 1
@@ -324,55 +423,19 @@ int measure_over_ranks(const Sweep& sweep, const std::vector<Point>& points, con
   const std::vector<std::string> devices = distributed::gather_lines(attributes.at("device"));
   const interruption::Guard
       guard;  // before the file: the file closes before the handlers are restored
-  if (distributed::rank() != 0) {
-    const distributed::Plan plan = distributed::share_plan(std::nullopt);
-    std::vector<const Point*> mine;
-    for (std::size_t i = 0; i < points.size(); ++i)
-      if (plan.owner[i] == distributed::rank()) mine.push_back(&points[i]);
-    distributed::Sender sender;
-    Console console;  // standard output is dropped on this rank (distributed::Session)
-    Measurement(mine, plan.kept, backend.measure, options, nullptr,
-                [&](const ResultRow& row, double wall_s) { sender.send(row, wall_s); })
-        .run(console);
-    return interruption::requested() ? 128 + interruption::signal_number() : 0;
-  }
+  if (distributed::rank() != 0) return measure_dealt_points(points, backend, options);
 
-  std::unique_ptr<ResultFile> opened;
-  try {
-    for (std::size_t r = 1; r < devices.size(); ++r)
-      if (devices[r] != devices[0])
-        throw std::invalid_argument(
-            fmt::format("rank {} runs on '{}', rank 0 on '{}': the timings of one result file "
-                        "come from one kind of device",
-                        r, devices[r], devices[0]));
-    opened = open_result_file(sweep, attributes);
-  } catch (...) {
-    distributed::share_plan(std::nullopt);
-    throw;
-  }
+  const std::unique_ptr<ResultFile> opened = open_for_ranks(sweep, attributes, devices);
   ResultFile& file = *opened;
   record_host_ceilings(file, backend);  // rank 0's CPU
   const Todo todo = points_to_measure(points, file);
   const std::vector<ResultRow> kept_rows = file.rows();
-  std::vector<ResultRow> todo_rows;
-  for (const Point* p : todo.points) todo_rows.push_back(p->planned);
-  const std::vector<int> owner = distributed::deal(
-      todo_rows, predicted_seconds(todo.points, kept_rows, options, backend.is_host),
-      distributed::ranks());
-  distributed::Plan plan{kept_rows, std::vector<int>(points.size(), -1)};
-  for (std::size_t i = 0; i < todo.points.size(); ++i)
-    plan.owner[std::size_t(todo.points[i] - points.data())] = owner[i];
-  distributed::share_plan(plan);
+  const std::vector<int> owner = deal_to_ranks(points, todo, kept_rows, options, backend);
   // A rank 0 that fails from here on cannot tell the others: the job ends.
   try {
     if (file.resumed() && !todo.points.empty())
       record_resumption(file, sweep.out, attributes, sweep.command_line);
-    // Provenance per rank: which host and device each rank measured on, one
-    // block per run that measured (README.md, "Sweeps over many GPUs").
-    const auto earlier = file.attributes().find("ranks");
-    file.set_attribute("ranks", (earlier == file.attributes().end() ? "" : earlier->second) +
-                                    fmt::format("{} {} ranks:\n{}\n", now_iso8601(),
-                                                rank_lines.size(), fmt::join(rank_lines, "\n")));
+    record_ranks(file, rank_lines);
     const std::size_t kept = points.size() - todo.points.size();
     print_unswept_axis_notes(sweep);
     fmt::print(
@@ -405,37 +468,7 @@ int measure_over_ranks(const Sweep& sweep, const std::vector<Point>& points, con
     const std::vector<int> lost = collector.finish();
     console.clear_status();
     print_summary(rows_of_points(points, file));
-    const std::size_t done = progress.done();
-    const std::string rerun = fmt::format(
-        "run the same mpirun (or srun) command again, with any number of ranks:\n  mpirun -np N {}",
-        shell_quoted(sweep.command_line));
-    if (done < todo.points.size() && !interruption::requested()) {
-      fmt::print(
-          "\n{}: the points dealt to it that no row came for are left; {} of {} points done this "
-          "run, {} "
-          "keeps every row.\nTo measure the rest, {}\n",
-          lost.empty() ? std::string("a rank stopped early (its message is on standard error)")
-                       : fmt::format("rank{} {} stopped answering", lost.size() > 1 ? "s" : "",
-                                     fmt::join(lost, ", ")),
-          done, todo.points.size(), sweep.out, rerun);
-      distributed::end_failed();  // mpirun exits 1 whatever it is told of the ranks' statuses
-      return 1;
-    }
-    if (!lost.empty()) {  // after its last row: every point is in, but the job did not end whole
-      fmt::print("\nrank{} {} stopped answering after sending every row; {} keeps them all\n",
-                 lost.size() > 1 ? "s" : "", fmt::join(lost, ", "), sweep.out);
-      return 1;
-    }
-    if (done < todo.points.size()) {
-      fmt::print(
-          "\ninterrupted: {} of {} points done this run, {} left; {} keeps every row.\n"
-          "To resume, {}\n",
-          done, todo.points.size(), todo.points.size() - done, sweep.out, rerun);
-      return 128 + interruption::signal_number();
-    }
-    fmt::print("{} points done this run over {} ranks, {} kept from before; written to {}\n", done,
-               distributed::ranks(), kept, sweep.out);
-    return 0;
+    return report_end_over_ranks(sweep, progress.done(), todo.points.size(), kept, lost);
   } catch (const std::exception& e) {
     distributed::abort_job(fmt::format("bench: error: {}", e.what()));
   }

@@ -20,11 +20,11 @@ struct GsaChunk {
   using precisions = Precisions;
   template <class Exec, class P>
   static void run(const Exec& exec, const Inputs<Exec, storage_t<P>>& x, const FormParams& p) {
-    gsa_chunk_forward<P>(exec, x.q, x.k, x.v, x.log_gate, x.o, p.chunk);
+    gsa_chunk_forward<P>(exec, x.q, x.k, x.v, x.log_gate, x.o, p.axis("chunk"));
   }
   template <class Exec, class P>
   static KernelPath path(const Shape& s, const FormParams& p) {
-    return detail::gated_chunk_path<P, Exec>(s.seq, p.chunk);
+    return detail::gated_chunk_path<P, Exec>(s.seq, p.axis("chunk"));
   }
 };
 struct GsaChunkForwardBackward {
@@ -32,11 +32,11 @@ struct GsaChunkForwardBackward {
   template <class Exec, class P>
   static void run(const Exec& exec, const Inputs<Exec, storage_t<P>>& x, const FormParams& p) {
     gsa_chunk_forward_backward<P>(exec, x.q, x.k, x.v, x.log_gate, x.o, x.d_o, x.dq, x.dk, x.dv,
-                                  x.dlog_gate, p.chunk);
+                                  x.dlog_gate, p.axis("chunk"));
   }
   template <class Exec, class P>
   static KernelPath path(const Shape& s, const FormParams& p) {
-    return detail::gated_chunk_path<P, Exec>(s.seq, p.chunk);
+    return detail::gated_chunk_path<P, Exec>(s.seq, p.axis("chunk"));
   }
 };
 
@@ -72,21 +72,22 @@ double gated_sweep_flops(const Shape& s, int C, double X, double Y) {
 
 Cost recurrent_cost(const Shape& s, const FormParams& p, std::size_t scalar_bytes) {
   const double bh = double(s.batch) * s.heads;
+  const int m = p.axis("slots");
   // Per token and slot: the key memory update and score (4 dk), the value update and read (4 dv).
-  return {bh * s.seq * p.slots * (4.0 * s.dk + 4.0 * s.dv),
-          io_bytes(s, p.slots, false, scalar_bytes), reference_flops(s, p.slots, false)};
+  return {bh * s.seq * m * (4.0 * s.dk + 4.0 * s.dv), io_bytes(s, m, false, scalar_bytes),
+          reference_flops(s, m, false)};
 }
 
 template <bool Backward>
 Cost chunk_cost(const Shape& s, const FormParams& p, std::size_t scalar_bytes) {
-  const double bh = double(s.batch) * s.heads, m = p.slots;
-  double flops = gated_sweep_flops(s, p.chunk, s.dk, m) + gated_sweep_flops(s, p.chunk, m, s.dv);
+  const double bh = double(s.batch) * s.heads;
+  const int C = p.axis("chunk"), m = p.axis("slots");
+  double flops = gated_sweep_flops(s, C, s.dk, m) + gated_sweep_flops(s, C, m, s.dv);
   // dp, ds (pass 2), dv, dq, dk, ds (pass 1): §3.6's six transposed sweeps.
   if (Backward)
-    flops += 2 * gated_sweep_flops(s, p.chunk, s.dv, m) + gated_sweep_flops(s, p.chunk, m, s.dv) +
-             2 * gated_sweep_flops(s, p.chunk, m, s.dk) + gated_sweep_flops(s, p.chunk, s.dk, m);
-  return {bh * flops, io_bytes(s, p.slots, Backward, scalar_bytes),
-          reference_flops(s, p.slots, Backward)};
+    flops += 2 * gated_sweep_flops(s, C, s.dv, m) + gated_sweep_flops(s, C, m, s.dv) +
+             2 * gated_sweep_flops(s, C, m, s.dk) + gated_sweep_flops(s, C, s.dk, m);
+  return {bh * flops, io_bytes(s, m, Backward, scalar_bytes), reference_flops(s, m, Backward)};
 }
 
 std::string test_vectors(const FormParams&) { return "gsa_"; }

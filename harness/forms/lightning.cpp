@@ -14,23 +14,24 @@ struct LightningForward {
   using precisions = Precisions;
   template <class Exec, class P>
   static void run(const Exec& exec, const Inputs<Exec, storage_t<P>>& x, const FormParams& p) {
-    lightning_forward<P>(exec, x.q, x.k, x.v, x.decay_rate, x.o, p.chunk);
+    lightning_forward<P>(exec, x.q, x.k, x.v, x.decay_rate, x.o, p.axis("chunk"));
   }
   template <class Exec, class P>
   static KernelPath path(const Shape& s, const FormParams& p) {
-    return detail::chunked_causal_path<P, Exec>(s, p.chunk);
+    return detail::chunked_causal_path<P, Exec>(s, p.axis("chunk"));
   }
 };
 struct LightningForwardBackward {
   using precisions = Precisions;
   template <class Exec, class P>
   static void run(const Exec& exec, const Inputs<Exec, storage_t<P>>& x, const FormParams& p) {
-    lightning_forward<P>(exec, x.q, x.k, x.v, x.decay_rate, x.o, p.chunk);
-    lightning_backward<P>(exec, x.q, x.k, x.v, x.decay_rate, x.d_o, x.dq, x.dk, x.dv, p.chunk);
+    lightning_forward<P>(exec, x.q, x.k, x.v, x.decay_rate, x.o, p.axis("chunk"));
+    lightning_backward<P>(exec, x.q, x.k, x.v, x.decay_rate, x.d_o, x.dq, x.dk, x.dv,
+                          p.axis("chunk"));
   }
   template <class Exec, class P>
   static KernelPath path(const Shape& s, const FormParams& p) {
-    return detail::chunked_causal_path<P, Exec>(s, p.chunk);
+    return detail::chunked_causal_path<P, Exec>(s, p.axis("chunk"));
   }
 };
 struct VanillaForward {
@@ -79,7 +80,7 @@ double io_bytes(const Shape& s, bool backward, std::size_t scalar_bytes) {
 // backward is three sweeps of the same kernel (kernels/lightning/block.hpp).
 template <bool Backward>
 Cost block_cost(const Shape& s, const FormParams& p, std::size_t scalar_bytes) {
-  const double bh = double(s.batch) * s.heads, n = s.seq, B = std::min(p.chunk, s.seq);
+  const double bh = double(s.batch) * s.heads, n = s.seq, B = std::min(p.axis("chunk"), s.seq);
   const double sweep = 2 * n * B * (s.dk + s.dv) + 4 * n * s.dk * s.dv;
   return {bh * sweep * (Backward ? 4 : 1), io_bytes(s, Backward, scalar_bytes),
           reference_flops(s, Backward)};

@@ -29,11 +29,11 @@ struct LinearChunk {
   using precisions = Precisions;
   template <class Exec, class P>
   static void run(const Exec& exec, const Inputs<Exec, storage_t<P>>& x, const FormParams& p) {
-    linear_chunk_forward<P>(exec, x.q, x.k, x.v, x.o, p.chunk);
+    linear_chunk_forward<P>(exec, x.q, x.k, x.v, x.o, p.axis("chunk"));
   }
   template <class Exec, class P>
   static KernelPath path(const Shape& s, const FormParams& p) {
-    return detail::chunked_causal_path<P, Exec>(s, p.chunk);
+    return detail::chunked_causal_path<P, Exec>(s, p.axis("chunk"));
   }
 };
 
@@ -61,7 +61,7 @@ Cost recurrent_cost(const Shape& s, const FormParams&, std::size_t scalar_bytes)
 // masked quadratic part: C(C+1)/2 pairs per chunk of C.
 Cost chunk_cost(const Shape& s, const FormParams& p, std::size_t scalar_bytes) {
   const double bh = double(s.batch) * s.heads, L = s.seq;
-  const double C = std::min(p.chunk, s.seq);
+  const double C = std::min(p.axis("chunk"), s.seq);
   return {bh * (L * 4.0 * s.dk * (s.dv + 1) + L * (C + 1) * (s.dk + s.dv + 1)),
           io_bytes(s, scalar_bytes), reference_flops(s)};
 }

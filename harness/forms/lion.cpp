@@ -92,11 +92,11 @@ struct Chunk {
   template <class Exec, class P>
   static void run(const Exec& exec, const Inputs<Exec, storage_t<P>>& x, const FormParams& p) {
     lion_chunk_forward<P>(exec, x.q, x.k, x.v, x.decay_rate, x.log_decay, x.o, options_of<V>(p),
-                          p.chunk);
+                          p.axis("chunk"));
   }
   template <class Exec, class P>
   static KernelPath path(const Shape& s, const FormParams& p) {
-    return detail::lion_tiles_path<P, Exec>(s, p.chunk);
+    return detail::lion_tiles_path<P, Exec>(s, p.axis("chunk"));
   }
 };
 

@@ -36,7 +36,7 @@ void for_each_chunked_form(const Cases& cases, F f) {
   for (const ChunkCase& c : cases)
     for (const char* name : {"linear/chunk", "lightning/fwd", "lightning/fwd_bwd"}) {
       FormParams params;
-      params.chunk = c.chunk;
+      params.set_axis("chunk", c.chunk);
       f(name, form_named(name), c.shape, params);
     }
 }
@@ -66,7 +66,7 @@ TEMPLATE_LIST_TEST_CASE(
               INFO(name << " on " << backend_name<Exec>() << " in " << precision_name<P>()
                         << (tensor_cores ? "" : ", portable") << ", B=" << s.batch
                         << " H=" << s.heads << " L=" << s.seq << " dk=" << s.dk << " dv=" << s.dv
-                        << " chunk=" << params.chunk << ", state "
+                        << " chunk=" << params.axis("chunk") << ", state "
                         << (passing == StatePassing::walked ? "walked with the outputs" : "stored")
                         << ", segments " << segments << ", output blocks " << widths
                         << " (1 wide, 2 narrow), " << (warpgroup ? "warpgroup" : "warp")

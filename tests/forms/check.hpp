@@ -205,8 +205,8 @@ inline FormParams params_for(const Form& form, int chunk, int slots) {
   FormParams params;
   for (const Param& p : form.params)
     params.set_axis(p.name, int(parse_axis(p.name, p.default_values).values.at(0)));
-  params.chunk = form.takes(Param::chunk) ? chunk : 0;
-  params.slots = form.takes(Param::slots) ? slots : 0;
+  params.set_axis("chunk", form.takes(Param::chunk) ? chunk : 0);
+  params.set_axis("slots", form.takes(Param::slots) ? slots : 0);
   return params;
 }
 

@@ -27,9 +27,9 @@ TEMPLATE_LIST_TEST_CASE("bad arguments are refused with a clear error", "[forms]
     Inputs<Exec, T> x = upload<Exec, T>(p);
     const auto run = form.runner<Exec, P>();
     if (form.takes(Param::chunk)) {
-      params.chunk = 0;
+      params.set_axis("chunk", 0);
       CHECK_THROWS_WITH(run(Exec(), x, params), Catch::Contains("chunk size must be positive"));
-      params.chunk = 4;
+      params.set_axis("chunk", 4);
     }
     x.o = short_o;
     CHECK_THROWS_WITH(run(Exec(), x, params),
@@ -143,8 +143,8 @@ TEMPLATE_LIST_TEST_CASE("a measured point carries time, memory and error", "[har
     CHECK(row.time_median_s <= row.time_max_s);
     // Inputs and outputs, plus the form's temporaries and at most Kokkos's
     // team-scratch pool (live Kokkos allocations).
-    const std::size_t io =
-        (form.backward() ? 2 : 1) * 2 * 2 * 40 * (2 * 16 + 2 * 8 + params.slots) * sizeof(T);
+    const std::size_t io = (form.backward() ? 2 : 1) * 2 * 2 * 40 *
+                           (2 * 16 + 2 * 8 + params.axis("slots")) * sizeof(T);
     CHECK(row.peak_bytes >= io);
     CHECK(row.peak_bytes <= 3 * io + 4 * 40 * 40 * sizeof(T) + (1u << 20));
     CHECK(row.err_heads == 4);

@@ -42,8 +42,8 @@ TEMPLATE_LIST_TEST_CASE("every form matches its fp64 reference and its siblings"
       const HostProblem p = random_problem(s, form, seed, params);
       INFO(form.name << " on " << backend_name<Exec>() << " in " << precision_name<P>()
                      << ", B=" << s.batch << " H=" << s.heads << " L=" << s.seq << " dk=" << s.dk
-                     << " dv=" << s.dv << " chunk=" << params.chunk << " slots=" << params.slots
-                     << ", seed " << seed);
+                     << " dv=" << s.dv << " chunk=" << params.axis("chunk")
+                     << " slots=" << params.axis("slots") << ", seed " << seed);
       const ref::Outputs got = run_form<Exec, P>(form, p, params);
       check_close<P>(got, form.reference(p, params, {}));
       const std::string key =

@@ -88,7 +88,7 @@ std::vector<VectorCase> read_cases() {
 // has not already named.
 std::vector<FormParams> option_sets(const Form& form, int chunk) {
   std::vector<FormParams> sets(1);
-  sets[0].chunk = chunk;
+  sets[0].set_axis("chunk", chunk);
   for (const OptionSpec& option : form.options) {
     std::vector<OptionValue> values;
     if (option.kind == OptionSpec::Kind::switch_) values = {false, true};
@@ -114,7 +114,7 @@ FormParams with_slots_of(const Form& form, const VectorCase& c, FormParams param
   for (const TensorSpec& t : form.tensors)
     if (t.role == Role::input &&
         std::find(t.shape.begin(), t.shape.end(), Size::slots) != t.shape.end())
-      params.slots = c.tensors.at(t.name).dim;
+      params.set_axis("slots", c.tensors.at(t.name).dim);
   return params;
 }
 

@@ -19,7 +19,7 @@ template <class Gate>
 HostProblem problem_with_gates(const Shape& s, const Form& form, int slots, std::uint64_t seed,
                                Gate gate) {
   FormParams params;
-  params.slots = slots;
+  params.set_axis("slots", slots);
   HostProblem p = random_problem(s, form, seed, params);
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<double> uniform(0, 1);
@@ -41,7 +41,7 @@ TEST_CASE("the GSA references agree: recurrent (Eq. 6) and materialised (§3.3)"
                         Case{{1, 2, 100, 12, 20}, 7}, Case{{1, 1, 64, 32, 32}, 64}}) {
     INFO("L=" << c.shape.seq << " m=" << c.slots << ", seed " << seed);
     FormParams params;
-    params.slots = c.slots;
+    params.set_axis("slots", c.slots);
     const HostProblem p = random_problem(c.shape, form, seed, params);
     check_close<double>(ref::gsa_recurrent(p.q, p.k, p.v, p.log_gate),
                         ref::gsa_materialised(p.q, p.k, p.v, p.log_gate));
@@ -54,7 +54,7 @@ TEST_CASE("the GSA reference gradients match central finite differences",
   INFO("seed " << seed);
   const Shape s{1, 2, 9, 3, 4};
   FormParams params;
-  params.slots = 3;
+  params.set_axis("slots", 3);
   const Form& form = form_named("gsa/chunk_fwd_bwd");
   check_reference_gradients(form, random_problem(s, form, seed, params), params);
 }

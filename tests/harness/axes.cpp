@@ -3,6 +3,7 @@
 #include <fmt/core.h>
 #include <catch2/catch.hpp>
 
+#include "console.hpp"
 #include "plan.hpp"
 
 using attn::parse_axis;
@@ -98,8 +99,8 @@ TEST_CASE("planned points run by shape, L ascending, then form, slots, precision
                   {"bf16", "float"}, "256,64", "8,16", "16,32");
   std::vector<std::string> order;
   for (const auto& p : attn::plan_points(sweep, "openmp"))
-    order.push_back(fmt::format("{} {} m{} {} c{}", p.shape.seq, p.form->name, p.params.slots,
-                                p.precision, p.params.chunk));
+    order.push_back(fmt::format("{} {} m{} {} c{}", p.shape.seq, p.form->name,
+                                p.params.axis("slots"), p.precision, p.params.axis("chunk")));
   std::vector<std::string> want;
   for (int seq : {64, 256}) {
     for (int slots : {8, 16})
@@ -110,4 +111,21 @@ TEST_CASE("planned points run by shape, L ascending, then form, slots, precision
       want.push_back(fmt::format("{} softmax/full m0 {} c0", seq, precision));
   }
   CHECK(order == want);
+}
+
+TEST_CASE(
+    "the console's table has a column for every declared parameter, its values under its name",
+    "[harness][axes]") {
+  const attn::Sweep sweep = small_sweep({attn::find_form("gsa/chunk")}, {"float"}, "64", "8", "16");
+  const attn::ResultRow row = attn::plan_points(sweep, "openmp").front().planned;
+  const std::string header = attn::table_header(), line = attn::table_row(row);
+  for (const attn::Param& param : attn::declared_params()) {
+    INFO(param.name << "\n" << header << "\n" << line);
+    const std::size_t heading = header.find(" " + param.name + " ");
+    REQUIRE(heading != std::string::npos);
+    const std::size_t end = heading + 1 + param.name.size();  // columns are right-aligned
+    const std::string value = std::to_string(row.axis(param.name));
+    REQUIRE(end >= value.size() + 1);
+    CHECK(line.substr(end - value.size() - 1, value.size() + 1) == " " + value);
+  }
 }

@@ -101,9 +101,8 @@ TEST_CASE("a parameter a form declares is an axis of the sweep, valued by name",
   FormParams values;
   for (std::size_t i = 0; i < axes.size(); ++i) axes[i].set(shape, values, int(i) + 1);
   CHECK(shape.seq == 5);
-  CHECK(values.slots == 6);
+  CHECK(values.axis("slots") == 6);
   CHECK(values.axis("repeats") == 7);
-  CHECK(values.chunk == 8);
   CHECK(values.axis("chunk") == 8);
   CHECK(values.axis("not declared") == 0);
   for (std::size_t i = 0; i < axes.size(); ++i) CHECK(axes[i].get(shape, values) == int(i) + 1);

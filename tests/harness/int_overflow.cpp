@@ -13,11 +13,18 @@ using namespace attn;
 
 constexpr int int_max = std::numeric_limits<int>::max();
 
+FormParams chunk_and_slots(int chunk, int slots) {
+  FormParams params;
+  params.set_axis("chunk", chunk);
+  params.set_axis("slots", slots);
+  return params;
+}
+
 TEST_CASE("int_overflow names the first count beyond INT_MAX", "[harness][measure]") {
   const Form& softmax = *find_form("softmax/full");
   const Form& gsa = *find_form("gsa/chunk");
   const Form& materialised = *find_form("lion-d/materialised");
-  const FormParams none, slots{64, 64, {}}, many_slots{64, 1048576, {}};
+  const FormParams none, slots = chunk_and_slots(64, 64), many_slots = chunk_and_slots(64, 1048576);
   // An H100-sized point: 2^32 elements per tensor, which views index with size_t.
   CHECK(int_overflow(softmax, {8, 64, 65536, 128, 128}, none).empty());
   CHECK(int_overflow(gsa, {8, 64, 4096, 128, 128}, slots).empty());

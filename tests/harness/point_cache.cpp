@@ -20,7 +20,7 @@ TEST_CASE("the point cache reuses the inputs drawn alike, and references across 
   const std::uint64_t seed = test_seed();
   const Form& gsa = *find_form("gsa/chunk");
   FormParams p16 = params_for(gsa, 16, 4), p32 = p16;
-  p32.chunk = 32;
+  p32.set_axis("chunk", 32);
   const ErrorCheck check{{{0, 1}}, {}};
 
   PointCache cache;
@@ -42,7 +42,7 @@ TEST_CASE("the point cache reuses the inputs drawn alike, and references across 
   // Another slot count: the same q, k, v, gates of another width, and their own reference.
   const double* q_values = first.q.data.data();
   FormParams p_slots = p16;
-  p_slots.slots = 7;
+  p_slots.set_axis("slots", 7);
   cache.select(s, gsa, seed, p_slots);
   CHECK(cache.reusable_bytes() ==
         double(first.q.data.size() + first.k.data.size() + first.v.data.size()) * sizeof(double));

@@ -97,7 +97,7 @@ TEMPLATE_LIST_TEST_CASE(
       INFO("rates " << rates[0] << ", " << rates[1] << ", " << rates[2] << ", " << rates[3]
                     << "; block " << block << ", seed " << seed);
       FormParams params;
-      params.chunk = block;
+      params.set_axis("chunk", block);
       check_close<P>(run_form<Exec, P>(form_named("lightning/fwd_bwd"), p, params), want);
     }
   }
@@ -122,7 +122,7 @@ TEMPLATE_LIST_TEST_CASE("lightning: the accumulation probes of docs/lightning.md
     ref::lightning_gradients(p.q, p.k, p.v, p.decay_rate, p.d_o, want);
     INFO("dO nonzero at row " << row << ", seed " << seed);
     FormParams params;
-    params.chunk = block;
+    params.set_axis("chunk", block);
     const ref::Outputs got = run_form<Exec, P>(form_named("lightning/fwd_bwd"), p, params);
     check_close<P>(got, want);
     for (int t = 0; t < row; ++t)  // dq_t = kv_t do_t = 0 before the probed row

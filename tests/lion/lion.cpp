@@ -51,7 +51,7 @@ TEMPLATE_LIST_TEST_CASE("lion: every form equals both fp64 references under ever
           check_close<double>(ref::lion_rnn(p.q, p.k, p.v, p.decay_rate, p.log_decay, spec), want);
           for (const Form* form : lion_family(family)) {
             FormParams params;
-            params.chunk = form->takes(Param::chunk) ? c.chunk : 0;
+            params.set_axis("chunk", form->takes(Param::chunk) ? c.chunk : 0);
             params.options.set("mask-convention", std::string(1, convention));
             params.options.set("unscaled", !scaled);
             for_each_tile_path<Exec>([&](bool tensor_cores) {
@@ -105,7 +105,7 @@ TEMPLATE_LIST_TEST_CASE(
     FormParams params;
     params.options.set("mask-convention", std::string(1, convention));
     const ref::Outputs from_rnn = run_form<Exec, P>(rnn, p, params);
-    params.chunk = 64;
+    params.set_axis("chunk", 64);
     const ref::Outputs from_chunk = run_form<Exec, P>(chunk, p, params);
     const ref::Outputs from_attention =
         run_form<Exec, P>(*find_form("lion-s/attention"), p, params);
@@ -125,7 +125,7 @@ TEMPLATE_LIST_TEST_CASE(
     CHECK(all_finite(want.o));
     for (const char* name : {"lion-d/attention", "lion-d/chunk"}) {
       FormParams params;
-      params.chunk = 100;
+      params.set_axis("chunk", 100);
       INFO(name << " at decay rate " << rate << ", seed " << seed);
       check_close<P>(run_form<Exec, P>(*find_form(name), pd, params), want);
     }
