@@ -272,8 +272,24 @@ def parse_arguments(argv):
     parser.add_argument("--json", help="also write the table and verdict as JSON to this file")
     parser.add_argument("--bench", default=os.path.join(REPO, "build", "bench"),
                         help="the bench binary that writes the cases (default build/bench)")
+    parser.add_argument("--sweep", metavar="FILE.h5",
+                        help="when every case passes, time the function over the grid of the bench sweep after -- "
+                             "and add its rows to FILE.h5 as peer=NAME rows")
+    parser.add_argument("--name", help="with --sweep: NAME of the rows' variant peer=NAME (default: the function's)")
+    parser.add_argument("--reps", type=int, default=5, help="with --sweep: timed calls per point (default 5)")
+    parser.add_argument("--warmup", type=int, default=1, help="with --sweep: untimed calls first (default 1)")
     parser.add_argument("--peers-module", help=argparse.SUPPRESS)  # the tests' numpy peers
-    return parser.parse_args(argv)
+    parser.add_argument("bench_args", nargs=argparse.REMAINDER,
+                        help="with --sweep: -- then bench sweep ... or bench run X.cfg, the grid")
+    args = parser.parse_args(argv)
+    args.bench_args = args.bench_args[1:] if args.bench_args[:1] == ["--"] else args.bench_args
+    if args.sweep and (not args.bench_args or args.bench_args[0] not in ("sweep", "run")):
+        fail("--sweep: give the grid after --: e.g. -- sweep --seq 1k..8k --heads 2")
+    if args.bench_args and not args.sweep:
+        fail(f"unexpected argument '{args.bench_args[0]}' (a grid after -- goes with --sweep FILE.h5)")
+    if args.reps < 1 or args.warmup < 0:
+        fail("--reps must be >= 1 and --warmup >= 0")
+    return args
 
 
 def main(argv=None):
@@ -306,7 +322,14 @@ def main(argv=None):
             if not paths:
                 fail(f"--only {args.only}: no case matches")
         rows = [run_case(function, p, layout, dtype) for p in paths]
-    return report(rows, args)
+        status = report(rows, args)
+        if args.sweep and status != 0:
+            print(f"verify: not swept into {args.sweep}: the implementation fails the conformance cases")
+        elif args.sweep:
+            from . import verify_sweep
+            added = verify_sweep.sweep(function, args, scratch)
+            print(f"verify: {added} rows of peer={args.name or args.impl.rpartition(':')[2]} added to {args.sweep}")
+    return status
 
 
 def report(rows, args):
