@@ -95,5 +95,23 @@ expect_error "not a case file" cases --form linear/chunk --out "$work"
   --peers-module "$source_dir/tests/harness/numpy_peers.py" >"$work/peer.out" 2>&1 \
   && pass "peer=numpy.linear: $(tail -n1 "$work/peer.out")" || fail "peer=numpy.linear: $(tail -n3 "$work/peer.out")"
 
+# --sweep: a verified function timed over a grid into a result file as peer rows beside ours,
+# each with its error; a function that fails a case is not swept.
+grid=(sweep --forms linear/chunk --seq 64,2k --heads 2 --dk 16 --reps 2 --warmup 0)
+"$bench" "${grid[@]}" --out "$work/s.h5" >/dev/null 2>&1 || fail "our sweep"
+"$bench" verify --form linear/chunk --impl "$impls:linear_chunk" --cases "$work/linear_chunk" --name numpy.mine \
+  --reps 2 --sweep "$work/s.h5" -- "${grid[@]}" >"$work/sweep.out" 2>&1 || fail "--sweep: $(tail -n3 "$work/sweep.out")"
+/usr/bin/python3 -c 'import h5py, sys
+rows = [r for r in h5py.File(sys.argv[1], "r")["points"][...] if r["variant"] == b"peer=numpy.mine"]
+assert sorted(int(r["seq"]) for r in rows) == [64, 2048], rows
+assert all(r["status"] == b"ok" and r["reps"] == 2 and r["time_median_s"] > 0 and r["rel_l2_err"] < 2e-5 for r in rows), rows' \
+  "$work/s.h5" && pass "--sweep: $(tail -n1 "$work/sweep.out")" || fail "--sweep rows: $(cat "$work/sweep.out")"
+"$bench" verify --form linear/chunk --impl "$impls:raises" --cases "$work/linear_chunk" --sweep "$work/s.h5" \
+  -- "${grid[@]}" >"$work/sweep.out" 2>&1
+rc=$?
+[ "$rc" = 1 ] && grep -q "not swept" "$work/sweep.out" && pass "a failing function is not swept" \
+  || fail "--sweep of a failing function: exit $rc, $(tail -n1 "$work/sweep.out")"
+expect_error "give the grid after --" verify --form linear/chunk --impl "$impls:linear_chunk" --sweep "$work/s.h5"
+
 [ "$failures" = 0 ] || { echo "$failures checks failed"; exit 1; }
 echo "all verify checks passed"
