@@ -875,8 +875,8 @@ po::options_description cases_options() {
       "the independent test vectors (default: $ATTN_TESTDATA, else the checkout's "
       "tests/data/vectors.h5); none: no vector cases")(
       "out", po::value<std::string>(),
-      "the folder to write the case files into (required; created; case files there are "
-      "replaced)");
+      "the folder to write the case files into (required; created; the case files it holds "
+      "are replaced, and it may hold nothing else)");
   for (const OptionSpec& option : declared_options()) add_declared_option(o, option);
   return o;
 }
@@ -922,9 +922,10 @@ std::string options_json(const Form& form, const FormParams& params) {
   return "{" + fmt::format("{}", fmt::join(fields, ", ")) + "}";
 }
 
-// The case files a folder may hold: NN-NAME.h5 problem files; anything else
-// there is refused, so that bench cases replaces no one's data.
-void refuse_folder_with_other_files(const std::string& out) {
+// The case files a folder may hold: NN-NAME.h5 problem files, removed before
+// the new set is written (a set of fewer cases leaves none of an older one);
+// anything else there is refused, so that bench cases replaces no one's data.
+void clear_case_folder(const std::string& out) {
   namespace fs = std::filesystem;
   std::error_code error;
   if (!fs::exists(out, error)) return;
@@ -937,6 +938,7 @@ void refuse_folder_with_other_files(const std::string& out) {
                                   "', not a case file: not written (choose an empty folder)");
     refuse_replacing_other_than_problem(entry.path().string());
   }
+  for (const auto& entry : fs::directory_iterator(out, error)) fs::remove(entry.path(), error);
 }
 
 int cases_command(const std::vector<std::string>& args) {
@@ -968,7 +970,7 @@ int cases_command(const std::vector<std::string>& args) {
                                   ? ""
                                   : vm["vectors"].as<std::string>();
   const std::string out = vm["out"].as<std::string>();
-  refuse_folder_with_other_files(out);
+  clear_case_folder(out);
   default_openmp_placement();
   Kokkos::ScopeGuard kokkos;
   const std::vector<ConformanceCase> cases =

@@ -313,9 +313,10 @@ def main(argv=None):
         if not (os.path.isdir(folder) and any(n.endswith(".h5") for n in os.listdir(folder))):
             write_cases(args.bench, args.form, args.precision, args.option, folder)
         paths = sorted(os.path.join(folder, n) for n in os.listdir(folder) if n.endswith(".h5"))
-        form = read_case(paths[0])[0].get("form")
-        if form != args.form:
-            fail(f"--cases {folder}: its cases are of {form}, not {args.form}")
+        attrs = read_case(paths[0])[0]
+        if (attrs.get("form"), attrs.get("precision")) != (args.form, args.precision):
+            fail(f"--cases {folder}: its cases are of {attrs.get('form')} in {attrs.get('precision')}, "
+                 f"not {args.form} in {args.precision}")
         if args.only:
             words = args.only.split(",")
             paths = [p for p in paths if any(w in os.path.basename(p) for w in words)]
@@ -328,7 +329,7 @@ def main(argv=None):
         elif args.sweep:
             from . import verify_sweep
             added = verify_sweep.sweep(function, args, scratch)
-            print(f"verify: {added} rows of peer={args.name or args.impl.rpartition(':')[2]} added to {args.sweep}")
+            print(f"verify: {added} rows of peer={verify_sweep.row_name(args)} added to {args.sweep}")
     return status
 
 

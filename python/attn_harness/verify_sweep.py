@@ -15,6 +15,13 @@ from .common import PEER
 fail = common.failer("verify")
 
 
+def row_name(args):
+    """NAME of the rows' variant peer=NAME: --name, else the peer's or the function's name."""
+    if args.name:
+        return args.name
+    return args.impl[len(PEER):] if args.impl.startswith(PEER) else args.impl.rpartition(":")[2]
+
+
 def point_case(point, gradients):
     """The case dict the function is given, for a sweep's point."""
     a = point["axes"]
@@ -78,7 +85,7 @@ def sweep(function, args, folder):
     points = [p for p in points if p["form"] == args.form and p["precision"] == args.precision]
     if not points:
         fail(f"--sweep: the grid has no point of {args.form} in {args.precision}")
-    settings = {"bench": args.bench, "name": args.name or args.impl.rpartition(":")[2],
+    settings = {"bench": args.bench, "name": row_name(args),
                 "impl": args.impl, "layout": (args.layout, args.log_base, args.decay), "warmup": args.warmup,
                 "reps": args.reps, "check_seq": 2048}
     for point in points:

@@ -80,13 +80,17 @@ expect_error "give MODULE:FUNCTION" verify --form linear/chunk --impl linear_chu
 expect_error "no file nope.py" verify --form linear/chunk --impl nope.py:f
 expect_error "has no function nothere" verify --form linear/chunk --impl "$impls:nothere"
 expect_error "unknown form 'linear/nope'" verify --form linear/nope --impl "$impls:linear_chunk"
-expect_error "its cases are of linear/chunk, not gsa/recurrent" verify --form gsa/recurrent \
+expect_error "its cases are of linear/chunk in float, not gsa/recurrent in float" verify --form gsa/recurrent \
   --impl "$impls:gsa_recurrent" --cases "$work/linear_chunk"
 expect_error "no such peer" verify --form linear/chunk --impl peer=numpy.nothing \
   --peers-module "$source_dir/tests/harness/numpy_peers.py"
 expect_error "unknown form 'x/y'" cases --form x/y --out "$work/x"
 expect_error "--out is required" cases --form linear/chunk
 expect_error "one of float, double, tf32, bf16" cases --form linear/chunk --precision half --out "$work/x"
+# A folder of case files is replaced whole: fewer cases leave none of the older set.
+mkdir -p "$work/again" && cp "$work/gsa_recurrent"/*.h5 "$work/again/"
+"$bench" cases --form linear/chunk --out "$work/again" >/dev/null 2>&1 && [ "$(count "$work/again")" = 11 ] \
+  && pass "bench cases replaces a folder of case files" || fail "bench cases into a folder of older cases: $(ls "$work/again")"
 touch "$work/notes.txt"
 expect_error "not a case file" cases --form linear/chunk --out "$work"
 
