@@ -100,3 +100,22 @@ def softmax_full(inputs, case, scaled=True):
 
 def softmax_without_scale(inputs, case):
     return softmax_full(inputs, case, scaled=False)
+
+
+def softmax_full_fwd_bwd(inputs, case):
+    """docs/softmax.md with its backward: dV = P^T dO, dP = dO V^T, dS = P (dP - rowsum(dP P)),
+    dQ = c dS K, dK = c dS^T Q, the gradients of sum(o * d_o)."""
+    q, k, v, d_o = (inputs[n].astype(np.float64) for n in ("q", "k", "v", "d_o"))
+    c = 1 / np.sqrt(q.shape[-1])
+    scores = c * q @ np.swapaxes(k, -1, -2)
+    p = np.exp(scores - scores.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    dp = d_o @ np.swapaxes(v, -1, -2)
+    ds = p * (dp - (dp * p).sum(-1, keepdims=True))
+    return {"o": p @ v, "dq": c * ds @ k, "dk": c * np.swapaxes(ds, -1, -2) @ q, "dv": np.swapaxes(p, -1, -2) @ d_o}
+
+
+def softmax_fwd_bwd_without_dk(inputs, case):
+    results = softmax_full_fwd_bwd(inputs, case)
+    del results["dk"]
+    return results

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # bench cases and bench verify (docs/verify.md) on numpy implementations written
-# from docs/ (tests/harness/verify_impls.py): linear/chunk, gsa/recurrent and
-# softmax/full pass; the same with a planted bug (an off-by-one causal mask, a
-# gate applied one step late, a missing softmax scale) fail, naming the first
-# failing case; a function that returns NaN, the wrong shape or raises fails
-# its cases and the runner goes on; bad input is one line and exit 2. No torch.
+# from docs/ (tests/harness/verify_impls.py): linear/chunk, gsa/recurrent,
+# softmax/full and softmax/full_fwd_bwd pass; the same with a planted bug (an
+# off-by-one causal mask, a gate applied one step late, a missing softmax scale,
+# a missing gradient) fail, naming the first failing case; a function that
+# returns NaN, the wrong shape or raises fails its cases and the runner goes
+# on; --sweep adds a verified function's rows; bad input is one line and exit 2.
+# No torch.
 #   verify_test.sh path/to/bench
 set -u
 bench=$1
@@ -14,7 +16,7 @@ impls=$source_dir/tests/harness/verify_impls.py
 
 # bench cases: one problem file per case, in the declaration's order, each
 # with its reference and tolerance (the same format as bench problem's).
-for form in linear/chunk gsa/recurrent softmax/full; do
+for form in linear/chunk gsa/recurrent softmax/full softmax/full_fwd_bwd; do
   dir=$work/${form//\//_}
   "$bench" cases --form "$form" --out "$dir" >"$work/cases.out" 2>&1 || fail "bench cases --form $form: $(tail -n1 "$work/cases.out")"
 done
@@ -64,6 +66,9 @@ verify_case gsa/recurrent gsa_recurrent_log2 0 "pass, all 23 cases" --log-base 2
 verify_case gsa/recurrent gsa_gate_one_step_late 1 "first: vectors-gsa_m5_a (B=2 H=3 L=37 dk=16 dv=8 slots=5): o outside the float tolerance"
 verify_case softmax/full softmax_full 0 "pass, all 12 cases"
 verify_case softmax/full softmax_without_scale 1 "first: vectors-softmax_full_a (B=2 H=3 L=37 dk=16 dv=8): o outside the float tolerance"
+# A forward+backward form: the gradients are judged too, a missing one fails.
+verify_case softmax/full_fwd_bwd softmax_full_fwd_bwd 0 "pass, all 11 cases"
+verify_case softmax/full_fwd_bwd softmax_fwd_bwd_without_dk 1 "first: vectors-softmax_full_a (B=2 H=3 L=37 dk=16 dv=8): no dk returned"
 # The table has a row per case, the failed ones marked FAIL.
 grep -q '^edge-6 .* FAIL ' "$work/v.out" || fail "the table's FAIL row of edge-6: $(cat "$work/v.out")"
 
