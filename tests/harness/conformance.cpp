@@ -35,8 +35,8 @@ std::set<std::string> suite_vector_groups(const Form& form,
 TEST_CASE("the conformance set holds every case of the equivalence suite",
           "[harness][conformance]") {
   const std::vector<VectorGroup> groups = read_test_vectors(default_vectors_path());
-  for (const char* name : {"linear/chunk", "gsa/recurrent", "gsa/chunk_fwd_bwd", "softmax/full",
-                           "lightning/fwd_bwd", "lion-lit/attention"}) {
+  for (const char* name : {"linear/chunk", "gsa/recurrent", "softmax/causal_fwd_bwd",
+                           "softmax/full", "lightning/fwd_bwd", "lion-lit/attention"}) {
     const Form& form = form_named(name);
     INFO(form.name);
     const std::vector<ConformanceCase> cases =
