@@ -253,6 +253,7 @@ def print_table(rows):
 def parse_arguments(argv):
     parser = argparse.ArgumentParser(prog="bench verify", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.error = lambda message: fail(f"{message} (see bench verify --help)")  # one line, exit 2
     parser.add_argument("--form", required=True, help="the form the function computes (bench list)")
     parser.add_argument("--impl", required=True,
                         help="MODULE:FUNCTION (a module on the path, or a file: mine.py:forward), or peer=NAME "

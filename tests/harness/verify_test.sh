@@ -81,6 +81,8 @@ assert r["cases"][0]["result"] == "pass" and r["cases"][2]["note"].startswith("r
   "$work/v.json" && [ "$rc" = 1 ] && pass "--json and --only, cases written by bench verify" || fail "--json: exit $rc"
 
 # Bad input: one line, exit 2.
+expect_error "the following arguments are required: --impl" verify --form linear/chunk
+expect_error "invalid choice: 'bthd'" verify --form linear/chunk --impl "$impls:linear_chunk" --layout bthd
 expect_error "give MODULE:FUNCTION" verify --form linear/chunk --impl linear_chunk
 expect_error "no file nope.py" verify --form linear/chunk --impl nope.py:f
 expect_error "has no function nothere" verify --form linear/chunk --impl "$impls:nothere"
