@@ -96,12 +96,28 @@ def peer_function(name, peers_module):
 
 class Layout:
     """The adapter between the case files' convention ([B, H, L, d], natural logarithms, decay rates
-    s_h) and the function's (--layout, --log-base, --decay)."""
+    s_h, GSA's write strength derived from the gate) and the function's (--layout, --log-base,
+    --decay, --write-strength)."""
 
     LOGS = ("log_decay", "log_gate")
 
-    def __init__(self, layout, log_base, decay):
+    def __init__(self, layout, log_base, decay, write_strength="derived"):
         self.blhd, self.base2, self.lam = layout == "blhd", log_base == "2", decay == "lambda"
+        self.strength_given = write_strength == "given"
+
+    def inputs(self, inputs, dtype):
+        """The function's inputs from a case's; with --write-strength given, GSA's s = 1 - alpha too."""
+        given = {n: self.to_function(n, x.astype(dtype)) for n, x in inputs.items()}
+        if self.strength_given and "log_gate" in inputs:
+            given["write_strength"] = self.to_function("write_strength", (-np.expm1(inputs["log_gate"])).astype(dtype))
+        return given
+
+    def results(self, got, inputs):
+        """A returned gradient of the write strength folded into dlog_gate's (s = 1 - exp(g))."""
+        strength = got.pop("dwrite_strength", None)
+        if strength is not None and "dlog_gate" in got:
+            got["dlog_gate"] = got["dlog_gate"] - np.exp(inputs["log_gate"]) * strength
+        return got
 
     def to_function(self, name, x):
         if name == "log_decay" and x.ndim == 4:
@@ -208,7 +224,7 @@ def run_case(function, path, layout, dtype):
             "precision": attrs["precision"], "gradients": len(reference) > 1}
     row = {"case": attrs["case"], "source": attrs.get("source", ""), "shape": shape_text(attrs),
            "result": "FAIL", "max_abs_err": None, "rel_l2_err": None, "note": ""}
-    given = {n: layout.to_function(n, x.astype(dtype)) for n, x in inputs.items()}
+    given = layout.inputs(inputs, dtype)
     try:
         returned = function(given, info)
     except KeyboardInterrupt:
@@ -220,7 +236,7 @@ def run_case(function, path, layout, dtype):
     if got is None:
         row["note"] = problem
         return row
-    passed, max_abs, rel, note = judge(got, reference, attrs)
+    passed, max_abs, rel, note = judge(layout.results(got, inputs), reference, attrs)
     row.update(result="pass" if passed else "FAIL", note=note,
                max_abs_err=None if math.isnan(max_abs) else max_abs, rel_l2_err=None if math.isnan(rel) else rel)
     return row
@@ -266,6 +282,9 @@ def parse_arguments(argv):
                         help="log decays, log gates and decay rates in natural logarithms (default) or base 2")
     parser.add_argument("--decay", choices=("rate", "lambda"), default="rate",
                         help="per-head decays as rates s_h = -ln lambda_h (default) or as lambda_h")
+    parser.add_argument("--write-strength", choices=("derived", "given"), default="derived",
+                        help="GSA: the function derives its write strength s = 1 - alpha from log_gate (default), "
+                             "or is given it as write_strength (a dwrite_strength it returns is folded into dlog_gate)")
     parser.add_argument("--option", action="append", default=[],
                         help="NAME=VALUE: a family option for every case (e.g. mask-convention=B; repeatable)")
     parser.add_argument("--only", help="only the cases whose names contain one of these words (comma-separated)")
@@ -303,11 +322,12 @@ def main(argv=None):
         if args.form not in peer.forms or args.precision not in peer.precisions:
             fail(f"--impl {args.impl}: computes {', '.join(peer.forms)} in {', '.join(peer.precisions)}, "
                  f"not {args.form} in {args.precision}")
-        if (args.layout, args.log_base, args.decay) != ("bhld", "e", "rate"):
-            fail(f"--impl {args.impl}: a built-in peer takes the cases' own layout: no --layout, --log-base, --decay")
+        if (args.layout, args.log_base, args.decay, args.write_strength) != ("bhld", "e", "rate", "derived"):
+            fail(f"--impl {args.impl}: a built-in peer takes the cases' own layout: no --layout, --log-base, "
+                 "--decay, --write-strength")
     else:
         function = load_function(args.impl)
-    layout = Layout(args.layout, args.log_base, args.decay)
+    layout = Layout(args.layout, args.log_base, args.decay, args.write_strength)
     dtype = np.float64 if args.precision == "double" else np.float32
     with tempfile.TemporaryDirectory(prefix="verify-") as scratch:
         folder = args.cases or scratch

@@ -56,11 +56,12 @@ def measure_point(function, point, settings, folder):
         inputs = {n: x.reshape(-1) if n == "decay_rate" else x for n, x in inputs.items()}
         layout = Layout(*settings["layout"])
         dtype = np.float64 if point["precision"] == "double" else np.float32
-        given = {n: layout.to_function(n, x.astype(dtype)) for n, x in inputs.items()}
+        given = layout.inputs(inputs, dtype)
         returned, samples = timed_calls(function, given, point_case(point, len(reference) > 1),
                                         settings["warmup"], settings["reps"])
         got = returned if isinstance(returned, dict) else {"o": returned}
-        got = {n: layout.from_function(n, as_array(x)) for n, x in got.items() if n in reference}
+        got = layout.results({n: layout.from_function(n, as_array(x)) for n, x in got.items()}, inputs)
+        got = {n: x for n, x in got.items() if n in reference}
         if listed is not None:
             got = {n: x[:, :, listed, :] for n, x in got.items()}
         max_abs, rel = peers.error_stats(got, reference)
@@ -85,9 +86,9 @@ def sweep(function, args, folder):
     points = [p for p in points if p["form"] == args.form and p["precision"] == args.precision]
     if not points:
         fail(f"--sweep: the grid has no point of {args.form} in {args.precision}")
-    settings = {"bench": args.bench, "name": row_name(args),
-                "impl": args.impl, "layout": (args.layout, args.log_base, args.decay), "warmup": args.warmup,
-                "reps": args.reps, "check_seq": 2048}
+    settings = {"bench": args.bench, "name": row_name(args), "impl": args.impl,
+                "layout": (args.layout, args.log_base, args.decay, args.write_strength),
+                "warmup": args.warmup, "reps": args.reps, "check_seq": 2048}
     for point in points:
         row = measure_point(function, point, settings, folder)
         path = os.path.join(folder, "row.jsonl")

@@ -79,6 +79,16 @@ def gsa_recurrent(inputs, case, gate_delay=0):
     return {"o": o}
 
 
+def gsa_recurrent_strength_given(inputs, case):
+    """The same computation with the write strength s = 1 - alpha taken as an input (bench verify
+    --write-strength given), as flash-linear-attention's chunk_gsa takes it."""
+    if "write_strength" not in inputs:
+        raise KeyError("write_strength")
+    derived = -np.expm1(inputs["log_gate"].astype(np.float64))
+    assert np.allclose(inputs["write_strength"], derived, rtol=1e-6, atol=1e-30)
+    return gsa_recurrent(inputs, case)
+
+
 def gsa_gate_one_step_late(inputs, case):
     return gsa_recurrent(inputs, case, gate_delay=1)
 

@@ -63,6 +63,7 @@ verify_case linear/chunk wrong_shape 1 "first: vectors-linear_causal_a (B=2 H=3 
 verify_case linear/chunk raises 1 "6 of 11 cases fail; first: vectors-linear_causal_b (B=1 H=1 L=130 dk=32 dv=24 chunk=16): raised RuntimeError: planted failure for L > 40"
 verify_case gsa/recurrent gsa_recurrent 0 "pass, all 23 cases"
 verify_case gsa/recurrent gsa_recurrent_log2 0 "pass, all 23 cases" --log-base 2
+verify_case gsa/recurrent gsa_recurrent_strength_given 0 "pass, all 23 cases" --write-strength given
 verify_case gsa/recurrent gsa_gate_one_step_late 1 "first: vectors-gsa_m5_a (B=2 H=3 L=37 dk=16 dv=8 slots=5): o outside the float tolerance"
 verify_case softmax/full softmax_full 0 "pass, all 12 cases"
 verify_case softmax/full softmax_without_scale 1 "first: vectors-softmax_full_a (B=2 H=3 L=37 dk=16 dv=8): o outside the float tolerance"
