@@ -11,12 +11,14 @@ The function is called once a case as FUNCTION(inputs, case) and returns the res
           log_gate [B, H, L, m] (ln alpha), decay_rate [H] (s_h = -ln lambda_h), d_o [B, H, L, dv]
           (forward+backward forms); with --layout blhd every [B, H, L, ...] array as [B, L, H, ...];
           with --log-base 2 the logarithms and rates in base 2; with --decay lambda decay_rate as
-          lambda_h = exp(-s_h);
+          lambda_h = exp(-s_h); with --write-strength given also GSA's write_strength 1 - alpha;
   case    a dict: form, name, chunk, slots (0: not a parameter), options (the form's, e.g.
           {"mask-convention": "A"}), precision, gradients (True for a forward+backward form);
   returns a dict of arrays in the same layout, o, and for a forward+backward form also dq, dk, dv
           (and dlog_gate where the form has a gate): the gradients of sum(o * d_o); an array alone
           is o. numpy arrays, or torch tensors (converted with .detach().cpu()).
+With --sweep FILE.h5 -- GRID, a function that passes every case is then timed over the grid of the
+sweep GRID (bench GRID --list-points) and its rows added to FILE.h5 as peer=NAME rows (docs/verify.md).
 A case fails when a result is missing, of the wrong shape, not finite, or outside the tolerance, or
 when the function raises; the runner goes on to the next case. Exit 0 when every case passes, 1
 when one fails, 2 on bad input.
