@@ -319,6 +319,8 @@ def main(argv=None):
     if args.precision not in ("float", "double", "tf32", "bf16"):
         fail(f"--precision {args.precision}: one of float, double, tf32, bf16")
     common.check_bench(args.bench, fail)
+    if importlib.util.find_spec("h5py") is None:  # read_case reads the case files with it
+        fail(f"the case files are read with h5py, which {sys.executable} cannot import: Debian's python3-h5py")
     if args.impl.startswith("peer="):
         function, peer = peer_function(args.impl[len("peer="):], args.peers_module)
         if args.form not in peer.forms or args.precision not in peer.precisions:
