@@ -19,10 +19,13 @@
 #include <set>
 #include <sstream>
 
+#include <unistd.h>
+
 #include "axes.hpp"
 #include "ceiling.hpp"
 #include "common/kernel_path.hpp"
 #include "compare.hpp"
+#include "conformance.hpp"
 #include "error_check.hpp"
 #include "export.hpp"
 #include "import_rows.hpp"
@@ -59,6 +62,12 @@ constexpr const char* overview = R"(usage:
   bench problem --form F [options] --out P.h5
                                   one point's random inputs (and with --reference the fp64
                                   reference's results) for a runner outside the harness
+  bench cases --form F [--precision P] --out DIR
+                                  the form's conformance cases (the equivalence suite's), each
+                                  a problem file with its fp64 reference and tolerance
+  bench verify --form F --impl MODULE:FUNCTION [options]
+                                  runs an implementation of yours on every conformance case and
+                                  says which pass (a Python runner, docs/verify.md)
   bench import FILE.h5 ROWS.jsonl rows measured elsewhere (JSON Lines) into a result file
   bench sweep --list-points [options]
                                   the planned points as JSON lines; nothing measured
@@ -867,6 +876,167 @@ int problem_command(const std::vector<std::string>& args) {
   return 0;
 }
 
+po::options_description cases_options() {
+  po::options_description o("cases options");
+  o.add_options()("help,h", "this help")("form", po::value<std::string>(),
+                                         "the form (see bench list); required")(
+      "precision", po::value<std::string>()->default_value("float"),
+      "the precision whose tolerance the files carry: float, double, tf32 or bf16")(
+      "seed", po::value<std::string>()->default_value("2024"), "seed of the random cases' inputs")(
+      "vectors", po::value<std::string>(),
+      "the independent test vectors (default: $ATTN_TESTDATA, else the checkout's "
+      "tests/data/vectors.h5); none: no vector cases")(
+      "out", po::value<std::string>(),
+      "the folder to write the case files into (required; created; the case files it holds "
+      "are replaced, and it may hold nothing else)");
+  for (const OptionSpec& option : declared_options()) add_declared_option(o, option);
+  return o;
+}
+
+constexpr const char* cases_notes = R"(
+The form's conformance set, the cases the equivalence suite holds our kernels
+to (harness/conformance.hpp), one problem file each, DIR/NN-NAME.h5 in order:
+the independent vectors of tests/data/ the form reproduces (vectors-GROUP;
+their own results where they have them), the edge shapes every form runs at
+on random inputs (edge-N), and the family's numerically hostile inputs
+(gates-*, decay-*, scores-*). Each file is a bench problem file with
+/inputs/<name> and /reference/<name> (every result the form declares:
+gradients too for a forward+backward form) and, beside bench problem's root
+attributes, the text attributes case, source, precision, rel_l2_tolerance,
+max_abs_tolerance (relative to the largest result value when above 1),
+conditioning (a factor on both tolerances), judge (own-norm, or largest:
+gradients within max abs of the largest value of all results) and options (a
+JSON object of the form's options). A family option given here (e.g.
+--mask-convention B) holds for every case, and only the vectors of that option
+set are written. bench verify (docs/verify.md) runs an implementation on them.
+)";
+
+// A precision's tolerances by name; throws std::invalid_argument for another word.
+std::pair<double, double> tolerances_of(const std::string& precision) {
+  std::pair<double, double> found{0, 0};
+  for_each_precision([&](auto* tag) {
+    using P = std::remove_pointer_t<decltype(tag)>;
+    if (precision == precision_name<P>())
+      found = {precision_traits<P>::rel_l2_tolerance, precision_traits<P>::max_abs_tolerance};
+  });
+  if (!found.first)
+    throw std::invalid_argument("--precision '" + precision +
+                                "': one of float, double, tf32, bf16");
+  return found;
+}
+
+// The options of a form as a JSON object: {"mask-convention": "A"}.
+std::string options_json(const Form& form, const FormParams& params) {
+  std::vector<std::string> fields;
+  for (const OptionSpec& option : form.options)
+    fields.push_back(
+        fmt::format("\"{}\": \"{}\"", option.name, option_text(params.options.get(option.name))));
+  return "{" + fmt::format("{}", fmt::join(fields, ", ")) + "}";
+}
+
+// The case files a folder may hold: NN-NAME.h5 problem files, removed before
+// the new set is written (a set of fewer cases leaves none of an older one);
+// anything else there is refused, so that bench cases replaces no one's data.
+void clear_case_folder(const std::string& out) {
+  namespace fs = std::filesystem;
+  std::error_code error;
+  if (!fs::exists(out, error)) return;
+  if (!fs::is_directory(out, error))
+    throw std::invalid_argument("--out '" + out + "' exists and is not a folder");
+  for (const auto& entry : fs::directory_iterator(out, error)) {
+    const std::string name = entry.path().filename().string();
+    if (entry.path().extension() != ".h5")
+      throw std::invalid_argument("--out '" + out + "' holds '" + name +
+                                  "', not a case file: not written (choose an empty folder)");
+    refuse_replacing_other_than_problem(entry.path().string());
+  }
+  for (const auto& entry : fs::directory_iterator(out, error)) fs::remove(entry.path(), error);
+}
+
+int cases_command(const std::vector<std::string>& args) {
+  const po::options_description options = cases_options();
+  po::variables_map vm = parse_command_options(args, options, "cases");
+  po::notify(vm);
+  if (vm.count("help")) {
+    fmt::print("{}\n", command_help("bench cases --form F [--precision P] --out DIR", options,
+                                    cases_notes));
+    return 0;
+  }
+  if (!vm.count("form"))
+    throw std::invalid_argument("--form is required: one form (see bench list)");
+  if (!vm.count("out")) throw std::invalid_argument("--out is required: the folder to write");
+  const std::string name = vm["form"].as<std::string>();
+  const Form* form = find_form(name);
+  if (!form) throw std::invalid_argument("--form: unknown form '" + name + "' (see bench list)");
+  const std::string precision = vm["precision"].as<std::string>();
+  const auto [rel_l2, max_abs] = tolerances_of(precision);
+  const std::uint64_t seed = seed_option(vm);
+  OptionValues chosen;
+  bool options_given = false;
+  for (const OptionSpec& option : form->options) {
+    chosen.set(option.name, declared_option_value(vm, option));
+    options_given = options_given || !vm[option.name].defaulted();
+  }
+  const std::string vectors = !vm.count("vectors") ? default_vectors_path()
+                              : vm["vectors"].as<std::string>() == "none"
+                                  ? ""
+                                  : vm["vectors"].as<std::string>();
+  const std::string out = vm["out"].as<std::string>();
+  clear_case_folder(out);
+  default_openmp_placement();
+  Kokkos::ScopeGuard kokkos;
+  const std::vector<ConformanceCase> cases =
+      conformance_cases(*form, seed, vectors, options_given ? &chosen : nullptr);
+  std::error_code error;
+  std::filesystem::create_directories(out, error);
+  if (error) throw std::invalid_argument("--out '" + out + "': " + error.message());
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const ConformanceCase& c = cases[i];
+    const Shape shape{c.problem.q.batch, c.problem.q.heads, c.problem.q.seq, c.problem.q.dim,
+                      c.problem.v.dim};
+    AxisValues axes = {{"batch", shape.batch},
+                       {"heads", shape.heads},
+                       {"dk", shape.dk},
+                       {"dv", shape.dv},
+                       {"seq", shape.seq},
+                       {"chunk", c.params.axis("chunk")},
+                       {"slots", c.params.axis("slots")}};
+    const std::map<std::string, std::string> text = {
+        {"case", c.name},
+        {"source", c.source},
+        {"seed", std::to_string(seed)},
+        {"precision", precision},
+        {"rel_l2_tolerance", fmt::format("{:g}", rel_l2)},
+        {"max_abs_tolerance", fmt::format("{:g}", max_abs)},
+        {"conditioning", fmt::format("{:g}", c.conditioning)},
+        {"judge", c.gradients_by_largest ? "largest" : "own-norm"},
+        {"options", options_json(*form, c.params)}};
+    write_case_file(fmt::format("{}/{:02}-{}.h5", out, i, c.name), *form, c.problem, c.params,
+                    c.reference, text, axes);
+  }
+  fmt::print("cases: {} cases of {} in {} written to {}\n", cases.size(), form->name, precision,
+             out);
+  return 0;
+}
+
+// bench verify: the Python runner (experiments/verify) in this process's
+// place, told to write its cases with this bench; it prints its own help.
+int verify_command(int argc, char* argv[]) {
+  const std::string runner = verify_runner_path();
+  std::error_code error;
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe", error).string();
+  std::vector<std::string> words = {runner};
+  if (!self.empty()) words.insert(words.end(), {"--bench", self});
+  words.insert(words.end(), argv + 2, argv + argc);
+  std::vector<char*> pointers;
+  for (std::string& word : words) pointers.push_back(word.data());
+  pointers.push_back(nullptr);
+  std::fflush(stdout);
+  execv(runner.c_str(), pointers.data());
+  throw std::invalid_argument(
+      fmt::format("verify: cannot run its runner '{}': {}", runner, std::strerror(errno)));
+}
+
 constexpr const char* import_notes = R"(
 Appends rows measured outside the harness (a peers runner timing another
 implementation on bench problem's inputs) to a result file. Each line of
@@ -1005,6 +1175,8 @@ int run_command(int argc, char* argv[]) {
     if (command == "export") return export_command(std::vector<std::string>(argv + 2, argv + argc));
     if (command == "problem")
       return problem_command(std::vector<std::string>(argv + 2, argv + argc));
+    if (command == "verify") return verify_command(argc, argv);
+    if (command == "cases") return cases_command(std::vector<std::string>(argv + 2, argv + argc));
     if (command == "import")
       return import_command(std::vector<std::string>(argv + 2, argv + argc), command_line);
     if (command == "compare")
@@ -1026,9 +1198,9 @@ int run_command(int argc, char* argv[]) {
       return 0;
     }
     if (command != "sweep" && command != "run")
-      throw std::invalid_argument(
-          "unknown command '" + command +
-          "' (expected list, sweep, run, compare, export, problem, import, ceiling or --version)");
+      throw std::invalid_argument("unknown command '" + command +
+                                  "' (expected list, sweep, run, compare, export, problem, cases, "
+                                  "verify, import, ceiling or --version)");
     return sweep_command(command, argc, argv, command_line, help_asked);
   } catch (const po::error& e) {  // messages quote the user's input: printed escaped (text.hpp)
     fmt::print(stderr, "bench: {} (see bench --help)\n", printable(e.what()));

@@ -61,33 +61,24 @@ ref::Tensor rows_of(const ref::Tensor& t, const ref::RowList& rows) {
   return part;
 }
 
-void write_contents(hid_t file, const Form& form, const Shape& shape, const FormParams& params,
-                    std::uint64_t seed, bool reference, const ref::RowList& rows,
-                    const AxisValues& axes) {
-  write_string_attribute(file, "format", problem_format);
-  write_string_attribute(file, "form", form.name);
-  write_string_attribute(file, "family", form.family);
-  write_string_attribute(file, "variant", variant_of(form, params));
-  write_string_attribute(file, "git_revision", ATTN_GIT_REVISION);
-  // An integer attribute holds the seed as its bits: seeds reach 10^19 - 1.
-  write_string_attribute(file, "seed", std::to_string(seed));
-  for (const auto& [name, value] : axes) write_integer_attribute(file, name, value);
-
-  HostProblem problem = random_problem(shape, form, seed, params);
-  {
-    const Hdf5Handle inputs =
-        opened(H5Gcreate2(file, "inputs", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose,
-               "cannot create the group /inputs");
-    for (const TensorSpec& t : form.tensors) {
-      if (t.role != Role::input) continue;
-      if (t.name == "decay_rate")  // the one [H] input (random_problem)
-        write_dataset(inputs, t.name, {hsize_t(shape.heads)}, problem.decay_rate);
-      else
-        write_tensor(inputs, t.name, problem_tensor(problem, t.name));
-    }
+// The inputs the form declares, as /inputs/<name>.
+void write_inputs(hid_t file, const Form& form, const HostProblem& problem) {
+  const Hdf5Handle inputs =
+      opened(H5Gcreate2(file, "inputs", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose,
+             "cannot create the group /inputs");
+  for (const TensorSpec& t : form.tensors) {
+    if (t.role != Role::input) continue;
+    if (t.name == "decay_rate")  // the one [H] input (random_problem)
+      write_dataset(inputs, t.name, {hsize_t(problem.decay_rate.size())}, problem.decay_rate);
+    else
+      write_tensor(inputs, t.name, problem_tensor(problem, t.name));
   }
-  if (!reference) return;
-  const ref::Outputs results = form.reference(problem, params, rows);
+}
+
+// The results the form declares, as /reference/<name>: at `rows` only when
+// given (a result the rows leave out is not written).
+void write_reference(hid_t file, const Form& form, const ref::Outputs& results,
+                     const ref::RowList& rows) {
   const Hdf5Handle group =
       opened(H5Gcreate2(file, "reference", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose,
              "cannot create the group /reference");
@@ -104,6 +95,39 @@ void write_contents(hid_t file, const Form& form, const Shape& shape, const Form
                   std::vector<double>(rows.begin(), rows.end()));
 }
 
+void write_identity(hid_t file, const Form& form, const FormParams& params,
+                    const AxisValues& axes) {
+  write_string_attribute(file, "format", problem_format);
+  write_string_attribute(file, "form", form.name);
+  write_string_attribute(file, "family", form.family);
+  write_string_attribute(file, "variant", variant_of(form, params));
+  write_string_attribute(file, "git_revision", ATTN_GIT_REVISION);
+  for (const auto& [name, value] : axes) write_integer_attribute(file, name, value);
+}
+
+// Creates `path` and fills it by write(file); no half-written file is left
+// for a runner to read.
+template <class Write>
+void write_file(const std::string& path, Write write) {
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);  // failures are reported by the exceptions
+  const hid_t created = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  if (created < 0) throw std::invalid_argument("cannot create '" + path + "'");
+  try {
+    const Hdf5Handle file = opened(created, H5Fclose, "");
+    write(hid_t(file));
+    check(H5Fflush(file, H5F_SCOPE_GLOBAL), "cannot flush the file");
+  } catch (const std::invalid_argument& e) {
+    std::remove(path.c_str());
+    throw std::invalid_argument(fmt::format("'{}': {}", path, e.what()));
+  } catch (const std::runtime_error& e) {  // an attribute that could not be written
+    std::remove(path.c_str());
+    throw std::invalid_argument(fmt::format("'{}': {}", path, e.what()));
+  } catch (...) {
+    std::remove(path.c_str());
+    throw;
+  }
+}
+
 }  // namespace
 
 double problem_bytes(const Form& form, const Shape& shape, const FormParams& params,
@@ -117,24 +141,25 @@ double problem_bytes(const Form& form, const Shape& shape, const FormParams& par
 void write_problem_file(const std::string& path, const Form& form, const Shape& shape,
                         const FormParams& params, std::uint64_t seed, bool reference,
                         const ref::RowList& rows, const AxisValues& axes) {
-  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);  // failures are reported by the exceptions
-  const hid_t created = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-  if (created < 0) throw std::invalid_argument("cannot create '" + path + "'");
-  // No half-written problem is left for a runner to read.
-  try {
-    const Hdf5Handle file = opened(created, H5Fclose, "");
-    write_contents(file, form, shape, params, seed, reference, rows, axes);
-    check(H5Fflush(file, H5F_SCOPE_GLOBAL), "cannot flush the file");
-  } catch (const std::invalid_argument& e) {
-    std::remove(path.c_str());
-    throw std::invalid_argument(fmt::format("'{}': {}", path, e.what()));
-  } catch (const std::runtime_error& e) {  // an attribute that could not be written
-    std::remove(path.c_str());
-    throw std::invalid_argument(fmt::format("'{}': {}", path, e.what()));
-  } catch (...) {
-    std::remove(path.c_str());
-    throw;
-  }
+  write_file(path, [&](hid_t file) {
+    write_identity(file, form, params, axes);
+    // An integer attribute holds the seed as its bits: seeds reach 10^19 - 1.
+    write_string_attribute(file, "seed", std::to_string(seed));
+    const HostProblem problem = random_problem(shape, form, seed, params);
+    write_inputs(file, form, problem);
+    if (reference) write_reference(file, form, form.reference(problem, params, rows), rows);
+  });
+}
+
+void write_case_file(const std::string& path, const Form& form, const HostProblem& problem,
+                     const FormParams& params, const ref::Outputs& results,
+                     const std::map<std::string, std::string>& text, const AxisValues& axes) {
+  write_file(path, [&](hid_t file) {
+    write_identity(file, form, params, axes);
+    for (const auto& [name, value] : text) write_string_attribute(file, name, value);
+    write_inputs(file, form, problem);
+    write_reference(file, form, results, {});
+  });
 }
 
 }  // namespace attn

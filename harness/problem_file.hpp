@@ -4,8 +4,10 @@
 // the same draws and checks it against the same reference as a sweep.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <string>
 
+#include "inputs.hpp"
 #include "registry.hpp"
 #include "results_file.hpp"
 
@@ -33,5 +35,15 @@ double problem_bytes(const Form& form, const Shape& shape, const FormParams& par
 void write_problem_file(const std::string& path, const Form& form, const Shape& shape,
                         const FormParams& params, std::uint64_t seed, bool reference,
                         const ref::RowList& rows, const AxisValues& axes);
+
+// Writes `path` (replacing a file there) as write_problem_file does, from a
+// problem given rather than drawn: its inputs, `results` as /reference/<name>
+// (every result the form declares), the text attributes `text` and the
+// integer attributes `axes` beside format, form, family, variant and
+// git_revision. A conformance case's file (bench cases). Throws
+// std::invalid_argument when the file cannot be written (none is left then).
+void write_case_file(const std::string& path, const Form& form, const HostProblem& problem,
+                     const FormParams& params, const ref::Outputs& results,
+                     const std::map<std::string, std::string>& text, const AxisValues& axes);
 
 }  // namespace attn

@@ -1,27 +1,14 @@
 // Every form against its fp64 reference and against its sibling forms, on
 // random inputs of awkward shapes, on every backend, in every precision it has.
+#include "conformance.hpp"
 #include "forms/check.hpp"
 
 using namespace attn;
 using namespace attn::test;
 
-namespace {
-
-struct Case {
-  Shape shape;
-  int chunk, slots;
-};
-
-// L = 1; L not a multiple of the chunk; chunk 1; chunk = L; chunk > L;
-// dv != dk both ways; B*H > 1; a head size of 128 with several sub-tiles per
-// chunk; slot counts 1, powers of two and others, for the slotted forms.
-const Case cases[] = {
-    {{1, 2, 1, 8, 8}, 4, 1},        {{2, 3, 37, 16, 8}, 16, 5},      {{1, 2, 100, 32, 48}, 7, 64},
-    {{1, 1, 64, 64, 64}, 64, 16},   {{2, 1, 50, 16, 16}, 128, 3},    {{1, 2, 33, 8, 8}, 1, 33},
-    {{1, 1, 200, 128, 128}, 48, 8}, {{1, 1, 131, 64, 24}, 100, 128},
-};
-
-}  // namespace
+// The shapes are the conformance set's (harness/conformance.hpp, edge_shapes):
+// L = 1, L not a multiple of the chunk, chunk 1, = L and > L, dv != dk both
+// ways, B*H > 1, a head of 128, slot counts 1 to 128.
 
 TEMPLATE_LIST_TEST_CASE("every form matches its fp64 reference and its siblings", "[forms]",
                         Configs) {
@@ -29,7 +16,7 @@ TEMPLATE_LIST_TEST_CASE("every form matches its fp64 reference and its siblings"
   using P = typename TestType::Precision;
   const std::uint64_t seed = test_seed();
   int ran = 0;
-  for (const Case& c : cases) {
+  for (const EdgeShape& c : edge_shapes()) {
     const Shape& s = c.shape;
     // Every form of a family draws the same inputs from the seed, so siblings
     // compare directly: outputs, and gradients between backward forms.

@@ -5,6 +5,7 @@
 // Lambda conventions of §4.6 is caught by the very check that guards the kernels.
 #include <cmath>
 
+#include "conformance.hpp"
 #include "forms/check.hpp"
 #include "lightning.hpp"
 
@@ -20,6 +21,14 @@ HostProblem problem_with_rates(const Shape& s, std::vector<double> rates, bool b
       random_problem(s, form_named(backward ? "lightning/fwd_bwd" : "lightning/fwd"), seed);
   p.decay_rate = std::move(rates);
   return p;
+}
+
+// The conformance set's extreme decays (harness/conformance.hpp), s = 50, 8,
+// 1e-7 and 0 over four heads: lambda^256 underflows, only the diagonal survives.
+std::vector<double> extreme_rates() {
+  HostProblem p;
+  stress_named("decays-50-to-0").apply(p, 0);
+  return p.decay_rate;
 }
 
 // Alg 5 in fp64 with the Lambda convention as a parameter: the query-side
@@ -88,7 +97,7 @@ TEMPLATE_LIST_TEST_CASE(
   const std::vector<std::vector<double>> rate_sets = {{0, 0, 0, 0},
                                                       ref::lightning_decay_rates(4, "alibi"),
                                                       ref::lightning_decay_rates(4, "paper"),
-                                                      {50, 8, 1e-7, 0}};
+                                                      extreme_rates()};
   for (const auto& rates : rate_sets) {
     const HostProblem p = problem_with_rates(s, rates, true, seed);
     ref::Outputs want = ref::output_only(ref::lightning_recurrent(p.q, p.k, p.v, p.decay_rate));

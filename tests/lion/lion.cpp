@@ -4,6 +4,7 @@
 // Observation 3.1: two causal linear attentions summed are not LION.
 #include <cmath>
 
+#include "conformance.hpp"
 #include "forms/check.hpp"
 #include "lion.hpp"
 
@@ -76,31 +77,15 @@ TEMPLATE_LIST_TEST_CASE(
   const std::uint64_t seed = test_seed();
   // One head: a second would repeat the same decay schedule at twice the cost
   // (this is the suite's longest case, and CI runs it under the sanitizers too).
-  const Shape s{1, 1, 16384, 16, 8};
+  // Lion-s decays in regions of 1K tokens: lambda at the floor 1e-7, exactly 1,
+  // just below 1, and random with rare cuts to the floor: the strong selective
+  // decay of §3.4 (the conformance set's stress, harness/conformance.hpp).
+  const Stress& regions = stress_named("decay-regions-16k");
+  const Shape s = regions.shape;
   const Form& rnn = *find_form("lion-s/rnn");
   const Form& chunk = *find_form("lion-s/chunk");
   HostProblem p = random_problem(s, rnn, seed);
-  // Regions of 1K tokens: lambda at the floor 1e-7, exactly 1, just below 1,
-  // and random with rare cuts to the floor: the strong selective decay of §3.4.
-  const double floor = std::log(1e-7);
-  for (int h = 0; h < s.heads; ++h)
-    for (int t = 0; t < s.seq; ++t) {
-      double& a = p.log_decay(0, h, t, 0);
-      switch ((t / 1024) % 4) {
-        case 0:
-          a = floor;
-          break;
-        case 1:
-          a = 0;
-          break;
-        case 2:
-          a = -1e-6;
-          break;
-        case 3:
-          a = (t % 97 == 0) ? floor : a;
-          break;
-      }
-    }
+  regions.apply(p, seed);
   for (char convention : {'A', 'B'}) {
     FormParams params;
     params.options.set("mask-convention", std::string(1, convention));
@@ -118,9 +103,10 @@ TEMPLATE_LIST_TEST_CASE(
     check_close<P>(from_attention, from_rnn);
   }
   // Lion-d with lambda at 1e-7 and within 1e-6 of 1, through every form but the L^2 one.
-  for (double rate : {-std::log(1e-7), 1e-6}) {
+  for (const char* stress : {"decay-1e-7", "decay-near-1"}) {
     HostProblem pd = random_problem(s, *find_form("lion-d/rnn"), seed);
-    pd.decay_rate.assign(s.heads, rate);
+    stress_named(stress).apply(pd, seed);
+    const double rate = pd.decay_rate.at(0);
     const ref::Outputs want = run_form<Exec, P>(*find_form("lion-d/rnn"), pd, {});
     CHECK(all_finite(want.o));
     for (const char* name : {"lion-d/attention", "lion-d/chunk"}) {
