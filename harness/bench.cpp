@@ -621,7 +621,7 @@ std::vector<std::string> option_objects(const Form& f) {
 }
 
 // The paths its kernels take: {"backend": "cuda", "precisions": ["float"], "path":
-// "portable", "reason": "chunk 96 is not a multiple of 64", "probe": "chunk=96"}.
+// "portable", "reason": "chunk 100 is not a multiple of 16", "probe": "chunk=100"}.
 std::vector<std::string> path_objects(const Form& f) {
   std::vector<std::string> objects;
   for (const PathSeen& p : kernel_paths_seen(f))

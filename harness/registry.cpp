@@ -237,7 +237,7 @@ std::vector<PathSeen> kernel_paths_seen(const Form& form) {
   for (const Param& p : form.params) base.set_axis(p.name, std::stoi(p.default_values));
   std::vector<std::pair<std::string, FormParams>> probes{{"", base}, {"d=256", base}};
   if (form.takes(Param::chunk))
-    for (const int chunk : {16, 96}) {
+    for (const int chunk : {16, 96, 100}) {
       probes.emplace_back(fmt::format("chunk={}", chunk), base);
       probes.back().second.set_axis("chunk", chunk);
     }

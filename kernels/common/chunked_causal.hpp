@@ -42,8 +42,8 @@ struct ChunkedCausalOptions {
 
 // The kernel a chunked causal sweep of `chunk` runs: heads wider than the
 // head blocks' width (common/head_blocks.hpp) as blocks, each taking the path
-// of its own width; the tensor-core chunk form where its 64-row tiles hold
-// whole chunks (common/chunked_causal_tensor_core.hpp); the portable tiles below.
+// of its own width; the tensor-core chunk form where each warp's 16 rows lie
+// in one chunk (common/chunked_causal_tensor_core.hpp); the portable tiles below.
 template <class P, class Exec>
 KernelPath chunked_causal_path(const Shape& s, int chunk) {
   if (const int width = head_block_width<P, Exec>(); width > 0 && (s.dk > width || s.dv > width)) {
@@ -54,7 +54,7 @@ KernelPath chunked_causal_path(const Shape& s, int chunk) {
     return {std::string(paths::head_blocks) + "/" + each.name, each.reason};
   }
   if (KernelPath none = without_tensor_cores<Exec, P>(); !none.name.empty()) return none;
-  if (const std::string straddle = chunks_straddle_tiles(s.seq, chunk); !straddle.empty())
+  if (const std::string straddle = chunks_straddle_tiles(s.seq, chunk, mma_rows); !straddle.empty())
     return {paths::portable, straddle};
   return tensor_core_unless(head_too_wide(s));
 }

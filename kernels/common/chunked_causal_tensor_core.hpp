@@ -15,8 +15,8 @@
 //      parallel from zero; JoinChunkSegments makes the states entering the
 //      segments exact, and ChunkOutputs adds the decayed state entering its
 //      segment to any other state as it reads it (docs/lightning.md §4.3a).
-//   2. ChunkOutputs: one team per (batch, head, 64 query rows of one chunk,
-//      64 value columns),
+//   2. ChunkOutputs: one team per (batch, head, 64 query rows, 64 value
+//      columns), each warp's 16 rows in one chunk n (C a multiple of 16),
 //        o_t = lambda^(t-t0+1) q_t^T S_n + sum_{t0<=u<=t} lambda^(t-u)
 //        (q_t.k_u) v_u,
 //      divided, when normalising, by lambda^(t-t0+1) q_t.z_n + the same sum
@@ -91,11 +91,12 @@ KOKKOS_INLINE_FUNCTION float decay_power(float rate2, int n) {
 struct StateFlags {
   Vector<Kokkos::Cuda, unsigned> values;  // empty: the outputs wait for the whole walk
   unsigned call = 0;
-  int stored = 0, blocks = 0;  // states per (batch, head), blocks per state
+  int stored = 0, blocks = 0;  // states per (batch, head); blocks along each side of a
+                               // state, which has blocks^2 flags
 
   KOKKOS_INLINE_FUNCTION bool used() const { return values.data() != nullptr; }
   KOKKOS_INLINE_FUNCTION unsigned* at(int bh, int entering, int block) const {
-    return &values((std::size_t(bh) * stored + entering - 1) * blocks + block);
+    return &values((std::size_t(bh) * stored + entering - 1) * blocks * blocks + block);
   }
 };
 inline unsigned next_state_call() {
@@ -166,7 +167,7 @@ struct ChunkStates {
   static constexpr int block = Block, blocks = D / block, columns = block >= 64 ? 32 : block;
   using Pieces = StateBlockWarps<block, block >= 64 ? 32 : 16, columns>;
   static constexpr int warps = Pieces::warps, row_tiles = Pieces::row_tiles;
-  // Key and value tiles of `tokens` steps (C is a multiple) in a ring of
+  // Key and value tiles of `tokens` steps (a chunk ends after 16 or 32 of a tile) in a ring of
   // `stages` buffers, stages - 1 of them in flight while one is multiplied,
   // in dynamic shared memory (36 KB a 64 x 64 block, 68 KB a 128 x 128 one).
   static constexpr int tokens = 32, stages = std::is_same_v<P, bf16> ? 4 : 2;
@@ -213,7 +214,24 @@ struct ChunkStates {
         normalisers.data() && vb == 0 && tid < block;  // thread tid: z of d_k row kb*block + tid
 
     mma::Accumulator<columns> S[row_tiles];  // the warp's piece of the state block, by 16-row tile
+    // In float a chunk's keys are summed from zero in `part`, which is then
+    // added to S by fp32 additions: the tensor cores' accumulation truncates
+    // against the larger of its operands (mma_tiles.hpp, above ExactSums), so
+    // into one running state over L / C chunks its error would grow with L.
+    // tf32 and bf16, whose tolerances are far above that drift, add into S.
+    constexpr bool sums_per_chunk = std::is_same_v<P, float>;
+    mma::Accumulator<columns> part[row_tiles];
+    auto& chunk_sum = sums_per_chunk ? part : S;
     for (auto& tile : S) mma::zero(tile);
+    for (auto& tile : part) mma::zero(tile);
+    auto fold_chunk = [&] {  // S += part, part = 0 (float)
+      if constexpr (sums_per_chunk)
+        for (int m = 0; m < row_tiles; ++m)
+          mma::for_each_entry(S[m], part[m], [](int, int, float& s, float& x) {
+            s += x;
+            x = 0.f;
+          });
+    };
     float z = 0.f;
     // The block's rows and columns: d_k and d_v, or, transposed, d_v and d_k
     // (S^T accumulated as (Lambda V)^T K: the operands swap).
@@ -231,46 +249,40 @@ struct ChunkStates {
         });
       if (keeps_z) normalisers(bh, entering - 1, kb * block + tid) = z;
     };
-    auto start = [&](int i) {  // copy tile i (tokens i*tokens ..) into buffer i % stages
-      mma::start_tile_copy<P, copies>(Ks(i % stages), ld, tokens, block, k, b, h, i * tokens,
-                                      tokens, dk - kb * block, tid, size, mirror, kb * block);
-      mma::start_tile_copy<P, copies>(Vs(i % stages), ld, tokens, block, v, b, h, i * tokens,
-                                      tokens, dv - vb * block, tid, size, mirror, vb * block);
-    };
     // The segment's chunks first .. last - 1 (the last chunk's keys are never
-    // part of a stored state), every one whole: at least 2 tiles.
-    const int per_chunk = C / tokens, first = segment * segment_chunks;
+    // part of a stored state), every one whole: tokens from .. to - 1, in
+    // tiles of `tokens` steps from `from`. A chunk is a multiple of 16
+    // tokens, not of a tile: each tile is added in halves of 16 steps, and a
+    // chunk may end after either.
+    const int first = segment * segment_chunks;
     const int last = first + segment_chunks < chunks - 1 ? first + segment_chunks : chunks - 1;
-    const int begin = first * per_chunk, end = last * per_chunk;
+    const int from = first * C, to = last * C, tiles = ceil_div(to - from, tokens);
+    auto start = [&](int i) {  // copy tile i (tokens from + i*tokens ..) into buffer i % stages
+      const int t = from + i * tokens, count = to - t < tokens ? to - t : tokens;
+      mma::start_tile_copy<P, copies>(Ks(i % stages), ld, tokens, block, k, b, h, t, count,
+                                      dk - kb * block, tid, size, mirror, kb * block);
+      mma::start_tile_copy<P, copies>(Vs(i % stages), ld, tokens, block, v, b, h, t, count,
+                                      dv - vb * block, tid, size, mirror, vb * block);
+    };
     // The flag of a stored state, set once a team barrier has passed since
-    // its stores (mma::publish_flag): a chunk later, when two have.
+    // its stores (mma::publish_flag): after the barrier that ends its tile.
     auto publish = [&](int entering) {
-      if (flags.used() && tid == 0 && entering > first)
+      if (flags.used() && tid == 0)
         mma::publish_flag(flags.at(bh, entering, kb * blocks + vb), flags.call);
     };
     // With a decay the keys are rounded (tf32) as they are scaled, each
     // fragment as it is read (add_decayed_key_values): their copies are left
     // as read.
     const bool keys_rounded = rate == 0.f;
+    const float chunk_decay = decay_power(rate, C);
     team.team_barrier();  // a block that runs several teams: the previous team's
                           // tiles are no longer read
-    for (int i = begin; i < begin + stages - 1 && i < end; ++i) start(i);
-    // Tile i is tile `in_chunk` of chunk n (counted, not divided: C is not
-    // a constant).
-    for (int i = begin, n = first, in_chunk = 0; i < end; ++i, ++in_chunk) {
-      const int buf = i % stages;
-      if (in_chunk == per_chunk) {  // chunk n is in: S is the state entering chunk n + 1
-        in_chunk = 0;
-        publish(n);
-        store(++n);
-        const float chunk_decay = decay_power(rate, C);
-        for (auto& tile : S)
-          mma::for_each_entry(tile, [&](int, int, float& x) { x *= chunk_decay; });
-        z *= chunk_decay;
-      }
+    for (int i = 0; i < stages - 1 && i < tiles; ++i) start(i);
+    for (int i = 0; i < tiles; ++i) {
+      const int buf = i % stages, t = from + i * tokens;
       // Tile i is in once at most the two copies (K and V) of each later tile
       // in flight are pending.
-      if (i + stages - 1 < end) {
+      if (i + stages - 1 < tiles) {
         start(i + stages - 1);
         mma::finish_tile_copy<2 * (stages - 1), P>(Ks(buf), ld, tokens, block, dk - kb * block, tid,
                                                    size, keys_rounded);
@@ -281,25 +293,48 @@ struct ChunkStates {
                                     keys_rounded);
         mma::finish_tile_copy<0, P>(Vs(buf), ld, tokens, block, dv - vb * block, tid, size);
       }
-      if (tid < tokens) factor[tid] = decay_power(rate, (n + 1) * C - 1 - (i * tokens + tid));
+      // Each key decayed to the end of its own chunk.
+      if (tid < tokens) factor[tid] = decay_power(rate, ((t + tid) / C + 1) * C - 1 - (t + tid));
       team.team_barrier();
       // S += (Lambda K)^T V: the keys, decayed to the end of their chunk, as a
       // transposed A operand (transposed states: S^T += (Lambda V)^T K).
       const E* const rows_tile = transposed ? Vs(buf) : Ks(buf);
       const E* const cols_tile = transposed ? Ks(buf) : Vs(buf);
-      add_decayed_key_values<P, tokens>(S, rows_tile + first_row, ld, cols_tile + first_col, ld,
-                                        factor, rate != 0.f);
-      if (keeps_z)
-        for (int u = 0; u < tokens; ++u)
-          z += factor[u] * mma::operand_to_float<P>(Ks(buf)[u * ld + tid]);
+      int stored_from = 0, stored_to = 0;  // the states this tile completed
+      // Steps first .. first + Steps - 1 of the tile added, then, where a
+      // chunk ends after them, S is the state entering the next: stored.
+      auto add_steps = [&](auto steps, int first) {
+        constexpr int Steps = decltype(steps)::value;
+        const int at = first * ld;
+        add_decayed_key_values<P, Steps>(chunk_sum, rows_tile + at + first_row, ld,
+                                         cols_tile + at + first_col, ld, factor + first,
+                                         rate != 0.f);
+        if (keeps_z)
+          for (int u = first; u < first + Steps; ++u)
+            z += factor[u] * mma::operand_to_float<P>(Ks(buf)[u * ld + tid]);
+        if ((t + first + Steps) % C != 0) return;
+        const int entering = (t + first + Steps) / C;
+        fold_chunk();
+        store(entering);
+        stored_from = stored_from ? stored_from : entering;
+        stored_to = entering + 1;
+        if (entering < last) {
+          for (auto& tile : S)
+            mma::for_each_entry(tile, [&](int, int, float& x) { x *= chunk_decay; });
+          z *= chunk_decay;
+        }
+      };
+      // The whole tile at once where no chunk ends inside it (always when C
+      // is a multiple of the tile), else in halves.
+      if ((t + 16) % C != 0 && t + tokens <= to) {
+        add_steps(std::integral_constant<int, tokens>{}, 0);
+      } else {
+        add_steps(std::integral_constant<int, 16>{}, 0);
+        if (t + 16 < to) add_steps(std::integral_constant<int, 16>{}, 16);
+      }
       team.team_barrier();  // buffer buf is free for tile i + stages, factor for
-                            // tile i + 1
-    }
-    store(last);
-    if (flags.used()) {
-      team.team_barrier();
-      publish(last - 1);
-      publish(last);
+                            // tile i + 1, the states stored are published
+      for (int entering = stored_from; entering < stored_to; ++entering) publish(entering);
     }
 #endif
   }
@@ -372,31 +407,31 @@ struct JoinChunkSegments {
 };
 
 #if defined(ATTN_MMA_DEVICE_PASS)
-// The parts of a 64-row tile's outputs in chunk n (rows from t0 = nC), each
-// warp's 16 rows from row0, for the output kernels below.
-// Intra-chunk: O += sum_{t0<=u<=t} lambda^(t-u) (q_t.k_u) v_u over the keys
-// t0 .. end - 1 (key tiles past the warp's last row skipped), the masked
-// pairs zero, never decayed; den (the thread's shares of its two rows'
-// normalisers) gains the same sum with v = 1 when normalising. In float O
-// sums by fp32 additions (linear/parallel's one chunk spans the sequence).
-// first: see mma::attend_streamed.
+// The parts of a 64-row tile's outputs, each warp's 16 rows from row0, all
+// in the warp's chunk n (rows from t0 = nC: a chunk is a multiple of 16
+// rows), for the output kernels below.
+// Intra-chunk: O += sum_{t0<=u<=t} lambda^(t-u) (q_t.k_u) v_u, the team
+// streaming the keys begin .. end - 1 (begin: the chunk start of its first
+// warp) and each warp skipping the key tiles outside its t0 .. row0 + 15,
+// the masked pairs zero, never decayed; den (the thread's shares of its two
+// rows' normalisers) gains the same sum with v = 1 when normalising. In
+// float O sums by fp32 additions (linear/parallel's one chunk spans the
+// sequence). first: see mma::attend_streamed.
 template <class P, int D, int Keys, mma::CopyAddressing Copies, int DV,
           class First = mma::NothingFirst>
-__device__ __forceinline__ void add_intra_chunk(const CudaTeam& team, const mma::RowTile<P, D>& Q,
-                                                mma::Accumulator<DV>& O, float (&den)[2],
-                                                mma::operand_t<P>* Ks, mma::operand_t<P>* Vs,
-                                                const CudaTensor<P>& k, const CudaTensor<P>& v,
-                                                int b, int h, int L, int t0, int end, int dk,
-                                                int dv, int first_value, int mirror, int row0,
-                                                float rate, bool normalise, First first = {}) {
+__device__ __forceinline__ void add_intra_chunk(
+    const CudaTeam& team, const mma::RowTile<P, D>& Q, mma::Accumulator<DV>& O, float (&den)[2],
+    mma::operand_t<P>* Ks, mma::operand_t<P>* Vs, const CudaTensor<P>& k, const CudaTensor<P>& v,
+    int b, int h, int L, int begin, int t0, int end, int dk, int dv, int first_value, int mirror,
+    int row0, float rate, bool normalise, First first = {}) {
   mma::attend_streamed<P, D, Keys, std::is_same_v<P, float>, mma::Bf16Rounding::conversion_unit,
                        Copies>(
-      team, Q, O, Ks, Vs, k, v, b, h, L, t0, end, dk, dv, first_value, mirror,
-      [&](int k0) { return k0 <= row0 + 15; },
+      team, Q, O, Ks, Vs, k, v, b, h, L, begin, end, dk, dv, first_value, mirror,
+      [&](int k0) { return k0 <= row0 + 15 && k0 + Keys > t0; },
       [&](mma::Accumulator<Keys>& S, int k0, int nk) {
         mma::for_each_entry(S, [&](int r, int c, float& s) {
           const int distance = row0 + r - (k0 + c);
-          s = c < nk && distance >= 0 ? s * decay_power(rate, distance) : 0.f;
+          s = c < nk && distance >= 0 && k0 + c >= t0 ? s * decay_power(rate, distance) : 0.f;
         });
         if (normalise) mma::add_row_sums(S, den);
       },
@@ -527,8 +562,10 @@ struct ChunkOutputs {
     const int b = tile.b, h = tile.h, bh = b * H + h, tid = team.team_rank(),
               size = team.team_size();
     const int row0 = tile.first + 16 * (tid / 32);  // the warp's first step
-    const int n = tile.first / C,
-              t0 = n * C;  // the chunk of every row of the tile
+    // The chunk of the warp's rows (C is a multiple of 16), and the chunks of
+    // the tile's first and last rows: one, unless C is not a multiple of 64.
+    const int n = row0 / C, t0 = n * C;
+    const int first_chunk = tile.first / C, last_chunk = (tile.first + tile.count - 1) / C;
     const float rate = base2_rate(decay_rate, h);
 
     // The query rows' copy, then the first key and value tiles', before Q is
@@ -546,118 +583,136 @@ struct ChunkOutputs {
     // kernels before, which write the states, still run
     // (Start::overlapping_previous).
     add_intra_chunk<P, D, keys, copies>(
-        team, Q, O, den, shared.keys, shared.values, k, v, b, h, L, t0, tile.first + tile.count, dk,
-        dv, first_value, mirror, row0, rate, normalise,
+        team, Q, O, den, shared.keys, shared.values, k, v, b, h, L, first_chunk * C, t0,
+        tile.first + tile.count, dk, dv, first_value, mirror, row0, rate, normalise,
         [&] { mma::finish_row_tiles<2>(team, Q, shared.queries, dk); });
-    if (n > 0) {
-      // Inter-chunk: (lambda^(t - t0 + 1) q_t)^T S_n (the team's value block
-      // of it): the query rows scaled in registers, then S_n streamed in
-      // slices of rows, the next slice copied while this one is multiplied.
-      // Only now does the team wait for the walk (and the join) that wrote
-      // the states. Inside a segment of the walk but its first
-      // chunk after the first, S_n = S'_n + lambda^(C (n - f)) S_f (f the
-      // segment's first chunk): the slice of S_f is copied beside and added.
-      constexpr int slices = D / slice;
-      const int f = (n - 1) / segment_chunks * segment_chunks;
-      const bool corrected = f > 0 && n % segment_chunks != 0;
-      const float correction = corrected ? decay_power(rate, C * (n - f)) : 0.f;
-      auto buffer = [&](int i) { return tile_memory + (i & 1) * slice * slice_ld; };
-      auto entering = [&](int i) { return tile_memory + (2 + (i & 1)) * slice * slice_ld; };
-      // A slice of S_n: rows i*slice .. of S (row-major [k][n]: tf32, bf16),
-      // or in float the same rows of S as columns of the stored S^T, a
-      // K-major CoreMatrices tile of the team's value_block rows of S^T.
-      auto start_slice = [&](E* to, int chunk, int i) {
-        if constexpr (states_transposed<P>)
-          mma::start_tile_copy<P, copies>(to, mma::CoreMatrices{slice}, value_block, slice, states,
-                                          bh, chunk, first_value, value_block, D - i * slice, tid,
-                                          size, -1, i * slice);
-        else
-          mma::start_tile_copy<P, copies>(to, slice_ld, slice, value_block, states, bh, chunk,
-                                          i * slice, slice, D - first_value, tid, size, -1,
-                                          first_value);
-      };
-      auto finish_slice = [&](auto pending, E* to, int i) {
-        if constexpr (states_transposed<P>)
-          mma::finish_tile_copy<decltype(pending)::value, P>(
-              to, mma::CoreMatrices{slice}, value_block, slice, D - i * slice, tid, size);
-        else
-          mma::finish_tile_copy<decltype(pending)::value, P>(to, slice_ld, slice, value_block,
-                                                             D - first_value, tid, size);
-      };
-      auto start = [&](int i) {
-        start_slice(buffer(i), n - 1, i);
-        if (corrected) start_slice(entering(i), f - 1, i);
-      };
-      auto finish = [&](auto pending, int i) {
-        finish_slice(pending, buffer(i), i);
-        if (corrected) finish_slice(pending, entering(i), i);
-      };
-      decay_from_chunk_start(Q, rate, row0, t0);
-      if (flags.used()) {
-        if (tid < flags.blocks * flags.blocks) mma::wait_for_flag(flags.at(bh, n, tid), flags.call);
-      } else {
-        mma::wait_for_previous_kernel();
-      }
-      team.team_barrier();  // S_n is in; every warp is done with the key and value tiles
-      start(0);
-#pragma unroll  // Q's k-steps are indexed by i: registers only with constant
-                // indices
-      for (int i = 0; i < slices; ++i) {
-        if (i + 1 < slices) {
-          start(i + 1);
-          // Slice i is in once the copies of slice i + 1 (one, or two when
-          // corrected) are all that pend.
-          if (corrected)
-            finish(std::integral_constant<int, 2>{}, i);
-          else
-            finish(std::integral_constant<int, 1>{}, i);
-        } else {
-          finish(std::integral_constant<int, 0>{}, i);
-        }
-        E* const to = buffer(i);
-        E* const from = entering(i);
-        if constexpr (states_transposed<P>) {
-          // Each thread's own pieces (those its copies wrote, both tiles
-          // alike), corrected by the entering state's and split for 3xTF32
-          // products, the small halves where the entering state's slice was;
-          // then published, with one barrier.
-          mma::split_own_pieces_3xtf32(to, from, slice * value_block, tid, size, [&](int e) {
-            const float4 x = *reinterpret_cast<const float4*>(to + e);
-            if (!corrected) return x;
-            const float4 y = *reinterpret_cast<const float4*>(from + e);
-            return make_float4(x.x + correction * y.x, x.y + correction * y.y,
-                               x.z + correction * y.z, x.w + correction * y.w);
-          });
-          if (warpgroup) mma::publish_to_warpgroup_products();
-          team.team_barrier();
-          mma::add_ab_core<P, slice / mma::k_step<P>>(O, Q, i * slice / mma::k_step<P>, to, from,
-                                                      warpgroup);
-        } else {
-          team.team_barrier();
-          if (corrected) {
-            for (int e = tid; e < slice * value_block; e += size) {
-              const int at = (e / value_block) * slice_ld + e % value_block;
-              to[at] = mma::operand_from_float<P>(mma::operand_to_float<P>(to[at]) +
-                                                  correction * mma::operand_to_float<P>(from[at]));
-            }
-            team.team_barrier();
-          }
-          mma::add_ab_slice<P, slice / mma::k_step<P>>(O, Q, i * slice / mma::k_step<P>, to,
-                                                       slice_ld);
-        }
-        team.team_barrier();  // buffer i & 1 is free for slice i + 2
-      }
-      if (normalise) {
-        if (tid < D)
-          z[tid] = normalisers(bh, n - 1, tid) +
-                   (corrected ? correction * normalisers(bh, f - 1, tid) : 0.f);
-        team.team_barrier();
-        mma::add_row_dots(Q, z, den);
-      }
-    }
+    // Inter-chunk: (lambda^(t - t0 + 1) q_t)^T S_n (the team's value block of
+    // it), the query rows scaled in registers, then for each chunk m >= 1 of
+    // the tile the whole team streams S_m and the warps whose rows are in m
+    // multiply by it (a warpgroup product, which every warp joins, with zeros
+    // for the others' rows).
+    if (n > 0) decay_from_chunk_start(Q, rate, row0, t0);
+    for (int m = first_chunk > 0 ? first_chunk : 1; m <= last_chunk; ++m)
+      add_state_part(team, tile_memory, z, Q, O, den, m, m == n, rate, bh, first_value);
     store_output_rows<P>(o, O, den, normalise, b, h, row0, L, first_value, dv, mirror);
 #endif
   }
+
+#if defined(ATTN_MMA_DEVICE_PASS)
+  // O += (lambda^(t - t0 + 1) q_t)^T S_m for the warp's rows where `active`
+  // (its rows are in chunk m; Q scaled so already), and their normalisers'
+  // share when normalising: S_m streamed in slices of rows, the next slice
+  // copied while this one is multiplied. Only now does the team wait for the
+  // walk (and the join) that wrote S_m. Inside a segment of the walk but its
+  // first chunk after the first, S_m = S'_m + lambda^(C (m - f)) S_f (f the
+  // segment's first chunk): the slice of S_f is copied beside and added.
+  // Every thread of the team calls it.
+  __device__ void add_state_part(const CudaTeam& team, mma::operand_t<P>* tile_memory, float* z,
+                                 const mma::RowTile<P, D>& Q, mma::Accumulator<value_block>& O,
+                                 float (&den)[2], int m, bool active, float rate, int bh,
+                                 int first_value) const {
+    using E = mma::operand_t<P>;
+    const int tid = team.team_rank(), size = team.team_size();
+    constexpr int slices = D / slice;
+    const int f = (m - 1) / segment_chunks * segment_chunks;
+    const bool corrected = f > 0 && m % segment_chunks != 0;
+    const float correction = corrected ? decay_power(rate, C * (m - f)) : 0.f;
+    auto buffer = [&](int i) { return tile_memory + (i & 1) * slice * slice_ld; };
+    auto entering = [&](int i) { return tile_memory + (2 + (i & 1)) * slice * slice_ld; };
+    // A slice of S_m: rows i*slice .. of S (row-major [k][n]: tf32, bf16),
+    // or in float the same rows of S as columns of the stored S^T, a
+    // K-major CoreMatrices tile of the team's value_block rows of S^T.
+    auto start_slice = [&](E* to, int chunk, int i) {
+      if constexpr (states_transposed<P>)
+        mma::start_tile_copy<P, copies>(to, mma::CoreMatrices{slice}, value_block, slice, states,
+                                        bh, chunk, first_value, value_block, D - i * slice, tid,
+                                        size, -1, i * slice);
+      else
+        mma::start_tile_copy<P, copies>(to, slice_ld, slice, value_block, states, bh, chunk,
+                                        i * slice, slice, D - first_value, tid, size, -1,
+                                        first_value);
+    };
+    auto finish_slice = [&](auto pending, E* to, int i) {
+      if constexpr (states_transposed<P>)
+        mma::finish_tile_copy<decltype(pending)::value, P>(
+            to, mma::CoreMatrices{slice}, value_block, slice, D - i * slice, tid, size);
+      else
+        mma::finish_tile_copy<decltype(pending)::value, P>(to, slice_ld, slice, value_block,
+                                                           D - first_value, tid, size);
+    };
+    auto start = [&](int i) {
+      start_slice(buffer(i), m - 1, i);
+      if (corrected) start_slice(entering(i), f - 1, i);
+    };
+    auto finish = [&](auto pending, int i) {
+      finish_slice(pending, buffer(i), i);
+      if (corrected) finish_slice(pending, entering(i), i);
+    };
+    if (flags.used()) {
+      if (tid < flags.blocks * flags.blocks) mma::wait_for_flag(flags.at(bh, m, tid), flags.call);
+    } else {
+      mma::wait_for_previous_kernel();
+    }
+    team.team_barrier();  // S_m is in; every warp is done with the tiles before
+    start(0);
+#pragma unroll  // Q's k-steps are indexed by i: registers only with constant
+                // indices
+    for (int i = 0; i < slices; ++i) {
+      if (i + 1 < slices) {
+        start(i + 1);
+        // Slice i is in once the copies of slice i + 1 (one, or two when
+        // corrected) are all that pend.
+        if (corrected)
+          finish(std::integral_constant<int, 2>{}, i);
+        else
+          finish(std::integral_constant<int, 1>{}, i);
+      } else {
+        finish(std::integral_constant<int, 0>{}, i);
+      }
+      E* const to = buffer(i);
+      E* const from = entering(i);
+      if constexpr (states_transposed<P>) {
+        // Each thread's own pieces (those its copies wrote, both tiles
+        // alike), corrected by the entering state's and split for 3xTF32
+        // products, the small halves where the entering state's slice was;
+        // then published, with one barrier.
+        mma::split_own_pieces_3xtf32(to, from, slice * value_block, tid, size, [&](int e) {
+          const float4 x = *reinterpret_cast<const float4*>(to + e);
+          if (!corrected) return x;
+          const float4 y = *reinterpret_cast<const float4*>(from + e);
+          return make_float4(x.x + correction * y.x, x.y + correction * y.y, x.z + correction * y.z,
+                             x.w + correction * y.w);
+        });
+        if (warpgroup) mma::publish_to_warpgroup_products();
+        team.team_barrier();
+        mma::add_ab_core<P, slice / mma::k_step<P>>(O, Q, i * slice / mma::k_step<P>, to, from,
+                                                    warpgroup, active);
+      } else {
+        team.team_barrier();
+        if (corrected) {
+          for (int e = tid; e < slice * value_block; e += size) {
+            const int at = (e / value_block) * slice_ld + e % value_block;
+            to[at] = mma::operand_from_float<P>(mma::operand_to_float<P>(to[at]) +
+                                                correction * mma::operand_to_float<P>(from[at]));
+          }
+          team.team_barrier();
+        }
+        if (active)
+          mma::add_ab_slice<P, slice / mma::k_step<P>>(O, Q, i * slice / mma::k_step<P>, to,
+                                                       slice_ld);
+      }
+      team.team_barrier();  // buffer i & 1 is free for slice i + 2
+    }
+    if (normalise) {
+      if (tid < D)
+        z[tid] = normalisers(bh, m - 1, tid) +
+                 (corrected ? correction * normalisers(bh, f - 1, tid) : 0.f);
+      team.team_barrier();
+      if (active) mma::add_row_dots(Q, z, den);
+      team.team_barrier();  // z is free for the next chunk
+    }
+  }
+#endif
 };
 
 // The chunk form without stored states (docs/lightning.md §4.3, Alg 5 as
@@ -736,8 +791,8 @@ struct WalkedChunkOutputs {
         mma::zero(O);
         float den[2] = {0.f, 0.f};
         add_intra_chunk<P, D, keys, copies>(team, Q, O, den, tiles, tiles + keys * ld, k, v, b, h,
-                                            L, t0, first + rows < end ? first + rows : end, dk, dv,
-                                            first_value, mirror, row0, rate, normalise);
+                                            L, t0, t0, first + rows < end ? first + rows : end, dk,
+                                            dv, first_value, mirror, row0, rate, normalise);
         if (n > 0) {
           decay_from_chunk_start(Q, rate, row0, t0);
           mma::add_ab_slice<P, D / mma::k_step<P>>(O, Q, 0, state, value_ld);
@@ -808,16 +863,16 @@ inline bool walks_chosen(const Kokkos::Cuda& exec, int teams) {
 }
 
 // The tensor-core chunk form; false, with nothing run, when it does not apply:
-// a head size above 128, or chunks that a 64-row tile would straddle (C not a
-// multiple of 64, and more than one chunk). `mirror` = L - 1 for a reverse
-// sweep, -1 otherwise.
+// a head size above 128, or chunks that a warp's 16 rows would straddle (C
+// not a multiple of 16, and more than one chunk). `mirror` = L - 1 for a
+// reverse sweep, -1 otherwise.
 template <class P>
 bool tensor_core_chunked(const Kokkos::Cuda& exec, const char* label, const Shape& s,
                          const CudaTensor<P>& q, const CudaTensor<P>& k, const CudaTensor<P>& v,
                          const Vector<Kokkos::Cuda, storage_t<P>>& decay_rate,
                          const CudaTensor<P>& o, int chunk, bool normalise, bool reverse) {
   const int L = s.seq, C = chunk < L ? chunk : L, chunks = ceil_div(L, C);
-  if (!chunks_straddle_tiles(L, chunk).empty()) return false;
+  if (!chunks_straddle_tiles(L, chunk, mma_rows).empty()) return false;
   const int mirror = reverse ? L - 1 : -1, BH = s.batch * s.heads;
   auto run = [&](auto head) {
     constexpr int D = decltype(head)::value;
@@ -825,8 +880,10 @@ bool tensor_core_chunked(const Kokkos::Cuda& exec, const char* label, const Shap
       using Walked = WalkedChunkOutputs<P, D>;
       const int teams = BH * Walked::value_blocks;
       const StatePassing passing = tuning().state_passing;
-      if (chunks > 1 && (passing == StatePassing::walked ||
-                         (passing == StatePassing::chosen && walks_chosen<P, D>(exec, teams)))) {
+      // The walk computes a whole 64-row tile in one chunk.
+      if (chunks > 1 && C % Walked::rows == 0 &&
+          (passing == StatePassing::walked ||
+           (passing == StatePassing::chosen && walks_chosen<P, D>(exec, teams)))) {
         launch_tiles<2>(
             std::string(label) + " walked outputs", exec, teams,
             Walked{q, k, v, o, decay_rate, L, s.heads, C, chunks, s.dk, s.dv, mirror, normalise},

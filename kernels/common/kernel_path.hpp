@@ -19,7 +19,7 @@ namespace attn {
 // A kernel path: `name` as result rows, bench list and --require-path show it,
 // its parts joined by '/' (head-blocks/tensor-core: a head cut into blocks,
 // each on tensor cores) and a forward's and a backward's by '+'; `reason`:
-// why a faster path did not apply ("chunk 96 is not a multiple of 64"), empty
+// why a faster path did not apply ("chunk 100 is not a multiple of 16"), empty
 // when none was passed over.
 struct KernelPath {
   std::string name;
@@ -60,12 +60,16 @@ inline std::string head_too_wide(const Shape& s) {
                                      : "";
 }
 
-// Why chunks of `chunk` tokens would straddle the tensor-core kernels' 64-row
-// tiles (more than one chunk, not a multiple of 64); empty when they do not.
-// chunk <= 0: no chunks.
-inline std::string chunks_straddle_tiles(int seq, int chunk) {
-  return chunk > 0 && chunk < seq && chunk % 64 != 0
-             ? "chunk " + std::to_string(chunk) + " is not a multiple of 64"
+// The rows of one tensor-core MMA tile, the finest a chunk boundary can fall
+// between without splitting a warp's rows.
+inline constexpr int mma_rows = 16;
+
+// Why chunks of `chunk` tokens would straddle a tensor-core kernel's tiles of
+// `rows` rows (more than one chunk, not a multiple of `rows`); empty when they
+// do not. chunk <= 0: no chunks.
+inline std::string chunks_straddle_tiles(int seq, int chunk, int rows = 64) {
+  return chunk > 0 && chunk < seq && chunk % rows != 0
+             ? "chunk " + std::to_string(chunk) + " is not a multiple of " + std::to_string(rows)
              : "";
 }
 

@@ -1039,10 +1039,14 @@ __device__ __forceinline__ void split_own_pieces_3xtf32(float* big, float* small
 // each element's 3xTF32 halves (split_own_pieces_3xtf32). The team
 // has published B (publish_to_warpgroup_products, then a barrier). By
 // warpgroup products where compiled and `warpgroup`, else by warp products
-// reading the same tiles.
+// reading the same tiles. A warp that is not `active` adds nothing: in a
+// warpgroup product, which every warp of the group joins, its A is zeros
+// (selected, not branched around: a warpgroup product on a divergent path
+// is serialised).
 template <class P, int Steps, int N, int K>
 __device__ __forceinline__ void add_ab_core(Accumulator<N>& C, const RowTile<P, K>& A, int first,
-                                            const float* big, const float* small, bool warpgroup) {
+                                            const float* big, const float* small, bool warpgroup,
+                                            bool active = true) {
   static_assert(std::is_same_v<P, float>, "3xTF32 products of split fp32 tiles");
   constexpr int width = 8 * Steps;
 #if defined(ATTN_WARPGROUP_MMA)
@@ -1056,7 +1060,12 @@ __device__ __forceinline__ void add_ab_core(Accumulator<N>& C, const RowTile<P, 
                         small_steps = core_matrix_descriptor(small, width);
 #pragma unroll
     for (int kk = 0; kk < Steps; ++kk) {
-      const AFragment<P> a = row_tile_step(A, first + kk);
+      AFragment<P> a = row_tile_step(A, first + kk);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        a.big[e] = active ? a.big[e] : 0u;
+        a.small[e] = active ? a.small[e] : 0u;
+      }
       const std::uint64_t b = big_steps + 16 * kk;
       // The small cross terms first, as mma does.
       warpgroup_mma_tf32(C, a.small, b);
@@ -1069,6 +1078,7 @@ __device__ __forceinline__ void add_ab_core(Accumulator<N>& C, const RowTile<P, 
   }
 #endif
   (void)warpgroup;
+  if (!active) return;
   const int g = lane_id() >> 2, t = lane_id() & 3;
 #pragma unroll
   for (int kk = 0; kk < Steps; ++kk) {

@@ -4,8 +4,9 @@
 // the chunks in parallel, and the portable kernel, which walks them in order.
 // Several chunks and one, a ragged last chunk, L = 1, head sizes 16 .. 256
 // (above 128 the sweeps run in blocks of 128 columns on CUDA: common/head_blocks.hpp), d_v != d_k
-// both ways, and chunk sizes the tensor-core tiles take (64, 128) and leave to the portable path
-// (16, 100), an odd d_v and an odd d_k. Lightning's backward runs the same kernel in reverse time.
+// both ways, and chunk sizes the tensor-core kernels take (multiples of 16: 64, 128, and 16, 32,
+// 48, 96, which end inside their 32-step and 64-row tiles) and leave to the portable path (100),
+// an odd d_v and an odd d_k. Lightning's backward runs the same kernel in reverse time.
 #include "common/head_blocks.hpp"
 #include "forms/check.hpp"
 
@@ -20,10 +21,10 @@ struct ChunkCase {
 };
 
 const ChunkCase chunk_cases[] = {
-    {{1, 2, 1, 16, 16}, 64},      {{2, 3, 200, 16, 8}, 64},
-    {{1, 2, 300, 40, 64}, 128},   {{1, 1, 256, 128, 128}, 64},
-    {{1, 2, 150, 64, 128}, 64},   {{1, 1, 45, 256, 32}, 16},
-    {{1, 1, 130, 32, 32}, 100},   {{1, 2, 700, 128, 96}, 64},
+    {{1, 2, 1, 16, 16}, 64},      {{2, 3, 200, 16, 8}, 64},    {{1, 2, 300, 40, 64}, 128},
+    {{1, 1, 256, 128, 128}, 64},  {{1, 2, 150, 64, 128}, 64},  {{1, 1, 45, 256, 32}, 16},
+    {{1, 1, 130, 32, 32}, 100},   {{1, 2, 700, 128, 96}, 64},  {{1, 2, 200, 64, 64}, 16},
+    {{2, 1, 150, 32, 48}, 32},    {{1, 2, 230, 128, 128}, 48}, {{1, 2, 333, 64, 40}, 96},
     {{1, 2, 190, 48, 33}, 64},     // odd d_v: output rows of odd length, stored entry by entry
     {{1, 2, 130, 37, 24}, 64},     // odd d_k: query and key rows copied entry by entry
     {{1, 2, 200, 128, 128}, 256},  // one chunk of four row tiles: the output kernel alone, as
