@@ -1023,6 +1023,10 @@ int cases_command(const std::vector<std::string>& args) {
 // place, told to write its cases with this bench; it prints its own help.
 int verify_command(int argc, char* argv[]) {
   const std::string runner = verify_runner_path();
+  if (runner.empty())
+    throw std::invalid_argument(
+        "verify: no runner: the checkout this bench was built in is gone and none is beside it "
+        "(set ATTN_VERIFY_RUNNER to a checkout's experiments/verify)");
   std::error_code error;
   const std::string self = std::filesystem::read_symlink("/proc/self/exe", error).string();
   std::vector<std::string> words = {runner};

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <random>
 #include <set>
 #include <stdexcept>
@@ -89,6 +90,22 @@ ref::Outputs vector_results(const Form& form, const VectorGroup& group,
   return want;
 }
 
+// GSA at these gates: float gate sums reach |b| ~ 1000 at tau = 1, so weights
+// exp(b_t - b_u) carry ~1000 eps of relative rounding (4x the tolerance), and
+// p is nearly uniform, so dq, dk and dg are tiny differences (docs/gsa.md §3.6).
+Stress gsa_gates(const char* name, void (*redraw)(HostProblem&, std::uint64_t)) {
+  return {name, "gsa", {1, 2, 130, 16, 24}, 64, {1, 6, 256}, false, 4, true, redraw};
+}
+
+// A decay over 16K tokens of one head of 16 columns.
+Stress long_decay(const char* name, const char* family, int chunk,
+                  void (*apply)(HostProblem&, std::uint64_t)) {
+  return {name, family, {1, 1, 16384, 16, 8}, chunk, {0}, false, 1, false, apply};
+}
+
+// Lightning's heads from a strong decay to none.
+void decays_50_to_0(HostProblem& p, std::uint64_t) { p.decay_rate = {50, 8, 1e-7, 0}; }
+
 }  // namespace
 
 const std::vector<EdgeShape>& edge_shapes() {
@@ -101,75 +118,17 @@ const std::vector<EdgeShape>& edge_shapes() {
 }
 
 const std::vector<Stress>& stresses() {
-  // GSA at these gates: float gate sums reach |b| ~ 1000 at tau = 1, so weights
-  // exp(b_t - b_u) carry ~1000 eps of relative rounding (4x the tolerance), and
-  // p is nearly uniform, so dq, dk and dg are tiny differences (docs/gsa.md §3.6).
   static const std::vector<Stress> list = {
-      {"gates-strong",
-       "gsa",
-       {1, 2, 130, 16, 24},
-       64,
-       {1, 6, 256},
-       false,
-       4,
-       true,
-       redraw_gates<strong_decay_gate>},
-      {"gates-weak",
-       "gsa",
-       {1, 2, 130, 16, 24},
-       64,
-       {1, 6, 256},
-       false,
-       4,
-       true,
-       redraw_gates<weak_decay_gate>},
-      {"gates-tau1-scale30",
-       "gsa",
-       {1, 2, 130, 16, 24},
-       64,
-       {1, 6, 256},
-       false,
-       4,
-       true,
-       redraw_gates<gate_of_scale_30>},
-      {"decay-regions-16k",
-       "lion-s",
-       {1, 1, 16384, 16, 8},
-       64,
-       {0},
-       false,
-       1,
-       false,
-       lion_s_decay_regions},
-      {"decay-1e-7",
-       "lion-d",
-       {1, 1, 16384, 16, 8},
-       100,
-       {0},
-       false,
-       1,
-       false,
-       [](HostProblem& p, std::uint64_t) { p.decay_rate.assign(p.q.heads, -std::log(1e-7)); }},
-      {"decay-near-1",
-       "lion-d",
-       {1, 1, 16384, 16, 8},
-       100,
-       {0},
-       false,
-       1,
-       false,
-       [](HostProblem& p, std::uint64_t) { p.decay_rate.assign(p.q.heads, 1e-6); }},
-      {"decays-50-to-0",
-       "lightning",
-       {1, 4, 300, 16, 8},
-       64,
-       {0},
-       false,
-       1,
-       false,
-       [](HostProblem& p, std::uint64_t) {
-         p.decay_rate = {50, 8, 1e-7, 0};
-       }},
+      gsa_gates("gates-strong", redraw_gates<strong_decay_gate>),
+      gsa_gates("gates-weak", redraw_gates<weak_decay_gate>),
+      gsa_gates("gates-tau1-scale30", redraw_gates<gate_of_scale_30>),
+      long_decay("decay-regions-16k", "lion-s", 64, lion_s_decay_regions),
+      long_decay(
+          "decay-1e-7", "lion-d", 100,
+          [](HostProblem& p, std::uint64_t) { p.decay_rate.assign(p.q.heads, -std::log(1e-7)); }),
+      long_decay("decay-near-1", "lion-d", 100,
+                 [](HostProblem& p, std::uint64_t) { p.decay_rate.assign(p.q.heads, 1e-6); }),
+      {"decays-50-to-0", "lightning", {1, 4, 300, 16, 8}, 64, {0}, false, 1, false, decays_50_to_0},
       {"scores-900x", "softmax", {1, 2, 70, 16, 8}, 0, {0}, true, 900, false, scores_900x},
   };
   return list;
@@ -186,7 +145,15 @@ std::string default_vectors_path() {
   return ATTN_TESTDATA_DEFAULT;
 }
 
-std::string verify_runner_path() { return ATTN_VERIFY_RUNNER; }
+std::string verify_runner_path() {
+  if (const char* env = std::getenv("ATTN_VERIFY_RUNNER")) return env;
+  namespace fs = std::filesystem;
+  std::error_code error;
+  if (fs::exists(ATTN_VERIFY_RUNNER, error)) return ATTN_VERIFY_RUNNER;
+  const fs::path self = fs::read_symlink("/proc/self/exe", error);
+  const fs::path beside = self.parent_path().parent_path() / "experiments" / "verify";
+  return !error && fs::exists(beside, error) ? beside.string() : "";
+}
 
 std::vector<VectorGroup> read_test_vectors(const std::string& path) {
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);

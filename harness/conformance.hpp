@@ -58,7 +58,10 @@ struct VectorGroup {
 };
 // Where the vectors are: $ATTN_TESTDATA, else the checkout's tests/data/vectors.h5.
 std::string default_vectors_path();
-// The Python runner of bench verify: the checkout's experiments/verify.
+// The Python runner of bench verify: $ATTN_VERIFY_RUNNER; else the
+// experiments/verify of the checkout this bench was built in; else, for a
+// bench moved with its checkout or copied into another (build/bench,
+// .device/bench), the one beside the bench's folder. "" when none exists.
 std::string verify_runner_path();
 // Every group of the file; throws std::invalid_argument when it cannot be read.
 std::vector<VectorGroup> read_test_vectors(const std::string& path);

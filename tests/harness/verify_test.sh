@@ -102,6 +102,11 @@ mkdir -p "$work/again" && cp "$work/gsa_recurrent"/*.h5 "$work/again/"
 touch "$work/notes.txt"
 expect_error "not a case file" cases --form linear/chunk --out "$work"
 
+# The runner named by ATTN_VERIFY_RUNNER, and a missing one said in one line.
+out=$(ATTN_VERIFY_RUNNER="$work/no-runner" "$bench" verify --form linear/chunk --impl x.py:f 2>&1); rc=$?
+[ "$rc" = 2 ] && [ "$(wc -l <<<"$out")" = 1 ] && grep -q "cannot run its runner '$work/no-runner'" <<<"$out" \
+  && pass "ATTN_VERIFY_RUNNER names the runner: $out" || fail "ATTN_VERIFY_RUNNER: exit $rc: $out"
+
 # A built-in peer by name (the tests' numpy peers, as experiments/peers takes them).
 "$bench" verify --form linear/chunk --impl peer=numpy.linear --cases "$work/linear_chunk" \
   --peers-module "$source_dir/tests/harness/numpy_peers.py" >"$work/peer.out" 2>&1 \
