@@ -151,7 +151,10 @@ __device__ __forceinline__ void add_decayed_key_values(mma::Accumulator<N> (&S)[
 }
 #endif
 
-template <class P, int D, int Block = (D < 64 ? D : 64)>
+// WholeTiles: every chunk ends on a tile's last step (C a multiple of
+// `tokens`), so the walk adds whole tiles only and needs no registers for the
+// halves' bookkeeping.
+template <class P, int D, int Block = (D < 64 ? D : 64), bool WholeTiles = false>
 struct ChunkStates {
   // A team walks a Block x Block block of the D x D state: 64 x 64, or the
   // whole state (Block = D), which reads each key and value once where 64 x
@@ -326,7 +329,7 @@ struct ChunkStates {
       };
       // The whole tile at once where no chunk ends inside it (always when C
       // is a multiple of the tile), else in halves.
-      if ((t + 16) % C != 0 && t + tokens <= to) {
+      if (WholeTiles || ((t + 16) % C != 0 && t + tokens <= to)) {
         add_steps(std::integral_constant<int, tokens>{}, 0);
       } else {
         add_steps(std::integral_constant<int, 16>{}, 0);
@@ -951,8 +954,8 @@ bool tensor_core_chunked(const Kokkos::Cuda& exec, const char* label, const Shap
       // docs/performance-history.md, "The whole state in one walk"). The
       // segments above are counted for the 64 x 64 walks either way.
       const bool whole_state = !std::is_same_v<P, bf16> && D == 128 && segments == 1;
-      auto walk = [&](auto block) {
-        using Walk = ChunkStates<P, D, decltype(block)::value>;
+      auto walk = [&](auto block, auto whole_tiles) {
+        using Walk = ChunkStates<P, D, decltype(block)::value, decltype(whole_tiles)::value>;
         if (segments == 1 && mma::device_overlaps_kernels() &&
             tuning().state_wait == StateWait::chunk) {
           flags.stored = chunks - 1;
@@ -968,10 +971,16 @@ bool tensor_core_chunked(const Kokkos::Cuda& exec, const char* label, const Shap
                           mirror, segment_chunks, flags},
                      mma::Start::after_previous, Walk::shared_bytes);
       };
+      auto walk_tiles = [&](auto block) {
+        if (C % States::tokens == 0)
+          walk(block, std::true_type{});
+        else
+          walk(block, std::false_type{});
+      };
       if (whole_state)
-        walk(std::integral_constant<int, D>{});
+        walk_tiles(std::integral_constant<int, D>{});
       else
-        walk(std::integral_constant<int, States::block>{});
+        walk_tiles(std::integral_constant<int, States::block>{});
       if (2 * segment_chunks <= chunks - 1) {  // a state at 2 Sc or later needs the second
                                                // segment's entering one
         using Join = JoinChunkSegments<P>;

@@ -9,15 +9,16 @@
 // lion/mask.hpp,
 //   M_ij = exp(F_i - F_j) (i >= j),  exp(G_j - G_i) (i < j)
 // (an exponent <= 0, never masked after the fact). The chunk form does so only
-// in the diagonal block (keys of the team's own chunk); an off-diagonal block
+// in the diagonal block (keys of the warp's own chunk: C is a multiple of the
+// warp's 16 rows, so a warp's rows lie in one chunk); an off-diagonal block
 // is rank 1, split at a reference row e of the chunk (§3.3):
 //   keys before: M_ij = exp(F_i - F_first) exp(F_first - F_j)
 //   keys after:  M_ij = exp(G_last - G_i) exp(G_j - G_last)
-// every factor <= 1: one exponential per query row (once per team) and one per
-// key column of a tile, instead of one per entry. For Scale, the row sums of
-// the weights are kept beside O; the sums run over the whole sequence, and in
-// float they are compensated (mma::CompensatedAccumulator). Memory O(L d), like
-// the portable tiled forms.
+// every factor <= 1: one exponential per query row (once per warp) and one per
+// key column of a tile, instead of one per entry. A key tile that holds a
+// chunk boundary of the warp's chunk weighs each column by the block it is in. For Scale, the row
+// sums of the weights are kept beside O; the sums run over the whole sequence, and in float they
+// are compensated (mma::CompensatedAccumulator). Memory O(L d), like the portable tiled forms.
 #pragma once
 #include "common/mma_tiles.hpp"
 #include "lion/mask.hpp"
@@ -31,7 +32,7 @@ namespace attn::detail {
 template <class P, class Exec>
 KernelPath lion_tiles_path(const Shape& s, int chunk) {
   if (KernelPath none = without_tensor_cores<Exec, P>(); !none.name.empty()) return none;
-  if (const std::string straddle = chunks_straddle_tiles(s.seq, chunk); !straddle.empty())
+  if (const std::string straddle = chunks_straddle_tiles(s.seq, chunk, mma_rows); !straddle.empty())
     return {paths::portable, straddle};
   return tensor_core_unless(head_too_wide(s));
 }
@@ -80,9 +81,9 @@ struct LionTensorCoreTiles {
       forward_row[half] = masked ? mask.forward(b, h, i) : MaskCoordinate{0.0, 0.0};
       backward_row[half] = masked ? mask.backward(b, h, i) : MaskCoordinate{0.0, 0.0};
     }
-    // The chunk form: the team's chunk (its rows never straddle two) and the
+    // The chunk form: the warp's chunk (its 16 rows never straddle two) and the
     // query-row factors of its rank-1 blocks, keys before and after it.
-    const int first = chunk > 0 ? tile.first / chunk * chunk : 0;
+    const int first = chunk > 0 ? row0 / chunk * chunk : 0;
     const int last = chunk > 0 && first + chunk < L ? first + chunk - 1 : L - 1;
     const MaskCoordinate first_forward =
         masked ? mask.forward(b, h, first) : MaskCoordinate{0.0, 0.0};
@@ -96,10 +97,8 @@ struct LionTensorCoreTiles {
         team, Q, O, shared.keys, shared.values, k, v, b, h, L, 0, L, dk, dv, first_value, -1,
         [](int) { return true; },
         [&](mma::Accumulator<keys>& S, int k0, int nk) {
-          // A key tile lies wholly before, inside or after the team's chunk (chunks are whole
-          // tiles).
-          const bool before = masked && k0 < first, after = masked && k0 > last;
-          if (before || after) {
+          const bool before = masked && k0 + keys <= first, after = masked && k0 > last;
+          if (before || after) {  // the whole tile in one rank-1 block
             const float(&row)[2] = before ? row_before : row_after;
 #pragma unroll
             for (int n = 0; n < keys / 8; ++n)
@@ -113,7 +112,21 @@ struct LionTensorCoreTiles {
                 S.c[n][e] *= row[0] * column;
                 S.c[n][e + 2] *= row[1] * column;
               }
-          } else {
+          } else if (masked && (k0 < first || k0 + keys - 1 > last)) {
+            // A tile across a boundary of the warp's chunk: each column by its block.
+            mma::for_each_entry(S, [&](int r, int c, float& s) {
+              const int i = row0 + r, j = k0 + c, half = r >> 3;
+              if (c >= nk)
+                s = 0.f;
+              else if (j < first)
+                s *= row_before[half] * expf(float(first_forward - mask.forward(b, h, j)));
+              else if (j > last)
+                s *= row_after[half] * expf(float(mask.backward(b, h, j) - last_backward));
+              else
+                s *= expf(float(i >= j ? forward_row[half] - mask.forward(b, h, j)
+                                       : mask.backward(b, h, j) - backward_row[half]));
+            });
+          } else {  // inside the diagonal block (or no mask): each entry's own exponent
             mma::for_each_entry(S, [&](int r, int c, float& s) {
               if (c >= nk) {
                 s = 0.f;
@@ -140,19 +153,19 @@ struct LionTensorCoreTiles {
 
 // The tensor-core LION attention (chunk = 0) or chunk form (chunk = C), shapes
 // checked and the mask built; false, with nothing run, when a head size
-// exceeds 128, or when C is not a multiple of 64 and makes more than one
-// chunk (a team's 64 rows would straddle two).
+// exceeds 128, or when C is not a multiple of 16 and makes more than one
+// chunk (a warp's 16 rows would straddle two).
 template <class P>
 bool lion_tensor_core_tiles(const Kokkos::Cuda& exec, const char* label, const Shape& s,
                             const mma::CudaTensor<P>& q, const mma::CudaTensor<P>& k,
                             const mma::CudaTensor<P>& v,
                             const LionLogMask<Kokkos::Cuda, storage_t<P>>& mask,
                             const mma::CudaTensor<P>& o, const LionOptions& options, int chunk) {
-  if (!chunks_straddle_tiles(s.seq, chunk).empty()) return false;
+  if (!chunks_straddle_tiles(s.seq, chunk, mma_rows).empty()) return false;
   auto run = [&](auto head) {
     constexpr int D = decltype(head)::value;
     using Tiles = LionTensorCoreTiles<P, D>;
-    static_assert(Tiles::rows == 64, "chunks of a multiple of 64 hold whole row tiles");
+    static_assert(Tiles::rows % mma_rows == 0, "a warp's rows lie in one chunk");
     const int tiles = ceil_div(s.seq, Tiles::rows);
     mma::launch_tiles(
         label, exec, s.batch * s.heads * tiles * Tiles::value_blocks,
