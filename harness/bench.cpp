@@ -218,7 +218,8 @@ po::options_description sweep_options() {
       "(the CPU's; the GPU's L2) in the backend's memory: cold-cache timings")(
       "check-flops", po::value<double>()->default_value(2e10),
       "largest fp64 reference cost (FLOPs) spent on the error check of a point: whole "
-      "(batch, head) pairs where one fits, else --check-rows sampled rows (0: no error check)")(
+      "(batch, head) pairs where one fits, else --check-rows sampled rows, at least 4 (0: no "
+      "error check)")(
       "check-rows", po::value<int>()->default_value(16),
       "rows of the first and last (batch, head) pair checked where a whole pair's reference "
       "exceeds --check-flops: the first and last rows, each side of the first and last chunk "

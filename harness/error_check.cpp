@@ -31,10 +31,11 @@ ErrorCheck plan_error_check(const Shape& s, double head_flops, double budget, in
       return check;
     }
   const double row_flops = 2 * head_flops / s.seq;
+  const int fewest = std::min({min_sampled_rows, max_rows, s.seq});
   for (int count = pairs > 1 ? 2 : 1; count >= 1; --count) {
     const double affordable = std::floor(budget / (count * row_flops));
     const int n = int(std::min<double>({double(max_rows), double(s.seq), affordable}));
-    if (n >= 1) {
+    if (n >= 1 && n >= fewest) {
       check.heads = first_and_last(s, count);
       check.rows = sample_rows(s.seq, n, boundary, seed);
       return check;

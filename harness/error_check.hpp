@@ -24,12 +24,20 @@ struct ErrorCheck {
   int rows_per_head(int seq) const { return rows.empty() ? seq : int(rows.size()); }
 };
 
+// The fewest rows a sample the budget cuts short may have: the first and
+// last rows and both sides of the first boundary. The first and last rows
+// alone can both be rows whose exact result is near zero (a causal form's dq
+// of row 0 is exactly zero: dP - D cancels; a long causal row's dq is small),
+// where fp32's rounding alone gives a relative L2 error of any size.
+constexpr int min_sampled_rows = 4;
+
 // The check of a point whose reference costs head_flops per (batch, head)
 // pair within `budget` flops: all pairs, else the first and last, else the
 // first, whole; else up to max_rows sampled rows (sample_rows) in the first
 // and last pair, else in the first, as many as the budget allows at twice a
 // pair's mean cost per row (a causal reference's last row sees every key,
-// twice the mean); else, or when max_rows is 0, none.
+// twice the mean), and no fewer than min_sampled_rows (or max_rows, or L,
+// when smaller); else, or when max_rows is 0, none.
 ErrorCheck plan_error_check(const Shape& s, double head_flops, double budget, int max_rows,
                             int boundary, std::uint64_t seed);
 

@@ -502,7 +502,9 @@ void check_against_reference(const Form& form, const Shape& shape, const FormPar
                              const ErrorCheck& check, const ref::Outputs& output, PointCache& cache,
                              ResultRow& row) {
   if (check.heads.empty()) {
-    row.note = "error not checked: not one reference row within --check-flops and --check-rows";
+    row.note =
+        "error not checked: neither a whole pair nor the fewest sampled rows (4, or --check-rows) "
+        "fit --check-flops";
     return;
   }
   const ref::Outputs& want = cache.reference(form, params, check);

@@ -116,11 +116,17 @@ TEST_CASE("the check takes whole pairs where they fit, else sampled rows, else n
   CHECK(sampled.heads.size() == 2);
   CHECK(sampled.rows == sample_rows(1000, 16, 64, 1));
   CHECK(sampled.rows_per_head(s.seq) == 16);
-  CHECK(plan_error_check(s, head, 8000, 16, 64, 1).rows.size() == 2);  // as many as fit
-  CHECK(plan_error_check(s, head, 2000, 16, 64, 1).heads == HeadList{{0, 0}});
-  CHECK(plan_error_check(s, head, 1999, 16, 64, 1).heads.empty());
-  CHECK(plan_error_check(s, head, 64000, 0, 64, 1).heads.empty());  // --check-rows 0
-  CHECK(plan_error_check(s, head, 0, 16, 64, 1).heads.empty());     // --check-flops 0
+  const ErrorCheck five = plan_error_check(s, head, 20000, 16, 64, 1);  // as many as fit
+  CHECK(five.heads.size() == 2);
+  CHECK(five.rows.size() == 5);
+  // Two rows of two pairs fit, four of one: the fewest a cut-short sample takes.
+  const ErrorCheck one = plan_error_check(s, head, 8000, 16, 64, 1);
+  CHECK(one.heads == HeadList{{0, 0}});
+  CHECK(one.rows == sample_rows(1000, 4, 64, 1));
+  CHECK(plan_error_check(s, head, 7999, 16, 64, 1).heads.empty());
+  CHECK(plan_error_check(s, head, 4000, 2, 64, 1).rows.size() == 2);  // --check-rows 2 as asked
+  CHECK(plan_error_check(s, head, 64000, 0, 64, 1).heads.empty());    // --check-rows 0
+  CHECK(plan_error_check(s, head, 0, 16, 64, 1).heads.empty());       // --check-flops 0
 }
 
 TEST_CASE("every reference computes sampled rows as its whole computation does",
