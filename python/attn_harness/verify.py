@@ -32,6 +32,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 
 import numpy as np
 
@@ -244,6 +245,18 @@ def run_case(function, path, layout, dtype):
     return row
 
 
+def run_cases(function, paths, layout, dtype):
+    """Every case in turn, each one's result on stderr as it comes (a slow implementation, or one that
+    compiles per shape, shows its progress, and an interrupted run what it had done)."""
+    rows = []
+    for i, path in enumerate(paths):
+        start = time.monotonic()
+        rows.append(run_case(function, path, layout, dtype))
+        print(f"verify: case {i + 1} of {len(paths)}, {rows[-1]['case']}: {rows[-1]['result']} "
+              f"({time.monotonic() - start:.1f} s)", file=sys.stderr, flush=True)
+    return rows
+
+
 def write_cases(bench, form, precision, options, folder):
     """bench cases into folder; its error line ends the run."""
     command = [bench, "cases", "--form", form, "--precision", precision, "--out", folder]
@@ -347,7 +360,7 @@ def main(argv=None):
             paths = [p for p in paths if any(w in os.path.basename(p) for w in words)]
             if not paths:
                 fail(f"--only {args.only}: no case matches")
-        rows = [run_case(function, p, layout, dtype) for p in paths]
+        rows = run_cases(function, paths, layout, dtype)
         status = report(rows, args)
         if args.sweep and status != 0:
             print(f"verify: not swept into {args.sweep}: the implementation fails the conformance cases")
