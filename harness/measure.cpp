@@ -502,9 +502,10 @@ void check_against_reference(const Form& form, const Shape& shape, const FormPar
                              const ErrorCheck& check, const ref::Outputs& output, PointCache& cache,
                              ResultRow& row) {
   if (check.heads.empty()) {
-    row.note =
-        "error not checked: neither a whole pair nor the fewest sampled rows (4, or --check-rows) "
-        "fit --check-flops";
+    row.note = fmt::format(
+        "error not checked: neither a whole pair nor the fewest sampled rows ({}, or "
+        "--check-rows) fit --check-flops",
+        min_sampled_rows);
     return;
   }
   const ref::Outputs& want = cache.reference(form, params, check);
