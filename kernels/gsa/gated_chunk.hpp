@@ -192,6 +192,77 @@ KOKKOS_INLINE_FUNCTION void team_add_causal_rows(const Member& team, const Acc& 
 #endif
 }
 
+// Step (2) of Alg. 1 on the portable path: states[bh][n] (X x Y), the state
+// after chunks 0..n-1 (docs/gsa.md §3.4). One team per (batch, head, TS x TS
+// tile) walks the chunks, S_(n+1) = exp(B_n) S_n + K~^T V~, the chunk's rows
+// streaming through scratch in RS-row slabs, the gated side carrying
+// exp(B_n - b_u). On the host a team is one core's and a 64 x 64 state tile
+// stays in its cache; on a GPU 32 x 32 tiles give more teams. The states are
+// kept between calls (common/workspace.hpp) under the name the tensor-core
+// sweeps give theirs: every sweep, on either path, reuses one buffer, so that
+// no two sweeps' states are allocated at once.
+template <class P, bool KeyGated, class Exec>
+Kokkos::View<accum_t<P>*, typename Exec::memory_space> portable_gated_chunk_states(
+    const Exec& exec, const std::string& name, const Tensor4<Exec, storage_t<P>>& key,
+    const Tensor4<Exec, storage_t<P>>& value, const GateSums<Exec, accum_t<P>>& sums,
+    const Shape& s) {
+  using T = accum_t<P>;
+  using Scratch = ScratchMatrix<Exec, T>;
+  using Member = typename Kokkos::TeamPolicy<Exec>::member_type;
+  const auto b = sums.b;
+  const int X = s.dk, Y = s.dv, L = s.seq, H = s.heads, BH = s.batch * H;
+  const int C = sums.chunk, chunks = ceil_div(L, C);
+  const bool reverse = sums.reverse;
+  constexpr int TS = is_host_space<Exec>() ? 64 : 32, RS = 32;
+  const auto states = workspace_view<Kokkos::View<T*, typename Exec::memory_space>>(
+      "chunk states", std::size_t(BH) * chunks * X * Y);
+  const int xt = ceil_div(X, TS), yt = ceil_div(Y, TS);
+  const std::size_t bytes = scratch_bytes<Exec, T>(TS, TS) + 2 * scratch_bytes<Exec, T>(RS, TS) +
+                            scratch_bytes<Exec, T>(1, TS);
+  auto policy = team_policy(exec, BH * xt * yt, 256).set_scratch_size(0, Kokkos::PerTeam(bytes));
+  Kokkos::parallel_for(
+      name + ": chunk states", policy, KOKKOS_LAMBDA(const Member& team) {
+        const int bh = team.league_rank() / (xt * yt), tile = team.league_rank() % (xt * yt);
+        const int bb = bh / H, hh = bh % H;
+        const int x0 = tile / yt * TS, y0 = tile % yt * TS;
+        const int nx = X - x0 < TS ? X - x0 : TS, ny = Y - y0 < TS ? Y - y0 : TS;
+        const int ng = KeyGated ? nx : ny, g0 = KeyGated ? x0 : y0;
+        Scratch S(team.team_scratch(0), TS, TS), Ks(team.team_scratch(0), RS, TS),
+            Vs(team.team_scratch(0), RS, TS), chunk_sum(team.team_scratch(0), 1, TS);
+        zero(team, S, nx, ny);
+        for (int n = 0; n < chunks; ++n) {
+          const int start = n * C, end = start + C < L ? start + C : L;
+          team.team_barrier();
+          T* const entering = states.data() + (std::size_t(bh) * chunks + n) * X * Y;
+          team_for_each(team, nx, ny,
+                        [&](int x, int y) { entering[(x0 + x) * Y + y0 + y] = S(x, y); });
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, ng),
+                               [&](int a) { chunk_sum(0, a) = b(bb, hh, end - 1, g0 + a); });
+          team.team_barrier();
+          team_for_each(team, nx, ny, [&](int x, int y) {
+            S(x, y) *= exp_nonpositive(chunk_sum(0, KeyGated ? x : y));
+          });
+          for (int j0 = start; j0 < end; j0 += RS) {
+            const int nj = end - j0 < RS ? end - j0 : RS;
+            team.team_barrier();
+            team_for_each(team, nj, nx, [&](int j, int x) {
+              Ks(j, x) =
+                  step_operand<P>(key, bb, hh, j0 + j, x0 + x, L, reverse) *
+                  (KeyGated ? exp_nonpositive(chunk_sum(0, x) - b(bb, hh, j0 + j, x0 + x)) : T(1));
+            });
+            team_for_each(team, nj, ny, [&](int j, int y) {
+              Vs(j, y) =
+                  step_operand<P>(value, bb, hh, j0 + j, y0 + y, L, reverse) *
+                  (KeyGated ? T(1) : exp_nonpositive(chunk_sum(0, y) - b(bb, hh, j0 + j, y0 + y)));
+            });
+            team.team_barrier();
+            add_transposed_product(team, S, Ks, Vs, nx, nj, ny);
+          }
+        }
+      });
+  return states;
+}
+
 // The portable path of gated_chunk_attention (below), the gate on the key
 // axis (KeyGated) or the value axis. Every weight is exp_nonpositive of a
 // difference of gate sums that is <= 0.
@@ -211,64 +282,7 @@ void portable_gated_chunk(const Exec& exec, const std::string& name,
   const bool reverse = sums.reverse;
   constexpr bool host = is_host_space<Exec>();
 
-  // (2) states[bh][n] (X x Y): the state after chunks 0..n-1. One team per
-  // (batch, head, TS x TS tile) walks the chunks, S_(n+1) = exp(B_n) S_n +
-  // K~^T V~, the chunk's rows streaming through scratch in RS-row slabs, the
-  // gated side carrying exp(B_n - b_u). On the host a team is one core's and a
-  // 64 x 64 state tile stays in its cache; on a GPU 32 x 32 tiles give more teams.
-  // The states are kept between calls (common/workspace.hpp) under the name
-  // the tensor-core sweeps give theirs: every sweep, on either path, reuses
-  // one buffer, so that no two sweeps' states are allocated at once.
-  constexpr int TS = host ? 64 : 32, RS = 32;
-  const auto states = workspace_view<Kokkos::View<T*, typename Exec::memory_space>>(
-      "chunk states", std::size_t(BH) * chunks * X * Y);
-  {
-    const int xt = ceil_div(X, TS), yt = ceil_div(Y, TS);
-    const std::size_t bytes = scratch_bytes<Exec, T>(TS, TS) + 2 * scratch_bytes<Exec, T>(RS, TS) +
-                              scratch_bytes<Exec, T>(1, TS);
-    auto policy = team_policy(exec, BH * xt * yt, 256).set_scratch_size(0, Kokkos::PerTeam(bytes));
-    Kokkos::parallel_for(
-        name + ": chunk states", policy, KOKKOS_LAMBDA(const Member& team) {
-          const int bh = team.league_rank() / (xt * yt), tile = team.league_rank() % (xt * yt);
-          const int bb = bh / H, hh = bh % H;
-          const int x0 = tile / yt * TS, y0 = tile % yt * TS;
-          const int nx = X - x0 < TS ? X - x0 : TS, ny = Y - y0 < TS ? Y - y0 : TS;
-          const int ng = KeyGated ? nx : ny, g0 = KeyGated ? x0 : y0;
-          Scratch S(team.team_scratch(0), TS, TS), Ks(team.team_scratch(0), RS, TS),
-              Vs(team.team_scratch(0), RS, TS), chunk_sum(team.team_scratch(0), 1, TS);
-          zero(team, S, nx, ny);
-          for (int n = 0; n < chunks; ++n) {
-            const int start = n * C, end = start + C < L ? start + C : L;
-            team.team_barrier();
-            T* const entering = states.data() + (std::size_t(bh) * chunks + n) * X * Y;
-            team_for_each(team, nx, ny,
-                          [&](int x, int y) { entering[(x0 + x) * Y + y0 + y] = S(x, y); });
-            Kokkos::parallel_for(Kokkos::TeamThreadRange(team, ng),
-                                 [&](int a) { chunk_sum(0, a) = b(bb, hh, end - 1, g0 + a); });
-            team.team_barrier();
-            team_for_each(team, nx, ny, [&](int x, int y) {
-              S(x, y) *= exp_nonpositive(chunk_sum(0, KeyGated ? x : y));
-            });
-            for (int j0 = start; j0 < end; j0 += RS) {
-              const int nj = end - j0 < RS ? end - j0 : RS;
-              team.team_barrier();
-              team_for_each(team, nj, nx, [&](int j, int x) {
-                Ks(j, x) = step_operand<P>(key, bb, hh, j0 + j, x0 + x, L, reverse) *
-                           (KeyGated ? exp_nonpositive(chunk_sum(0, x) - b(bb, hh, j0 + j, x0 + x))
-                                     : T(1));
-              });
-              team_for_each(team, nj, ny, [&](int j, int y) {
-                Vs(j, y) =
-                    step_operand<P>(value, bb, hh, j0 + j, y0 + y, L, reverse) *
-                    (KeyGated ? T(1)
-                              : exp_nonpositive(chunk_sum(0, y) - b(bb, hh, j0 + j, y0 + y)));
-              });
-              team.team_barrier();
-              add_transposed_product(team, S, Ks, Vs, nx, nj, ny);
-            }
-          }
-        });
-  }
+  const auto states = portable_gated_chunk_states<P, KeyGated>(exec, name, key, value, sums, s);
 
   // (3) Outputs: one team per (batch, head, chunk, W-column block), query
   // sub-chunks of R rows, the x axis streamed in XT-wide tiles. On the host
