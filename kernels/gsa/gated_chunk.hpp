@@ -263,9 +263,209 @@ Kokkos::View<accum_t<P>*, typename Exec::memory_space> portable_gated_chunk_stat
   return states;
 }
 
+// Step (3) of Alg. 1 on the portable path: one team per (batch, head, chunk,
+// W-column block), query sub-chunks of R rows, the x axis streamed in XT-wide
+// tiles; each sub-chunk's output rows are the entering state's part, the
+// earlier sub-chunks' and the diagonal sub-chunk's (docs/gsa.md §3.5). On the
+// host the sub-chunks are 32 rows and the tiles up to 128 wide, so that the
+// products take whole register blocks and the key-gated scores, which every
+// value block recomputes, are computed once for up to 128 value columns. On a
+// GPU the query rows and their gate sums, of which a warp's threads read two
+// at once, are one entry longer, so that they fall in different shared-memory
+// banks. The steps are forced inline, so that the kernel compiles as one body:
+// a step out of line can change how the compiler vectorises a sum, and with it
+// the sum's rounding.
+template <class P, bool KeyGated, class Exec>
+struct PortableGatedOutputs {
+  using T = accum_t<P>;
+  using Scratch = ScratchMatrix<Exec, T>;
+  using Member = typename Kokkos::TeamPolicy<Exec>::member_type;
+  static constexpr bool host = is_host_space<Exec>();
+  static constexpr int R = host ? 32 : 16, pad = host ? 0 : 1;
+
+  Tensor4<Exec, storage_t<P>> query, key, value, out;
+  Tensor4<Exec, T> b;                                    // the gate sums, by step
+  Kokkos::View<T*, typename Exec::memory_space> states;  // portable_gated_chunk_states
+  int X, Y, L, H, C, chunks;
+  bool reverse;
+  int XT, W;  // the x tiles' width, the value blocks' width
+
+  KOKKOS_INLINE_FUNCTION int value_blocks() const { return ceil_div(Y, W); }
+  KOKKOS_INLINE_FUNCTION int x_tiles() const { return ceil_div(X, XT); }
+  KOKKOS_INLINE_FUNCTION int gate_columns() const { return XT > W ? XT : W; }
+  std::size_t team_bytes() const {
+    return scratch_bytes<Exec, T>(R, XT + pad) + 2 * scratch_bytes<Exec, T>(XT, R) +
+           scratch_bytes<Exec, T>(R, gate_columns() + pad) + scratch_bytes<Exec, T>(R, R) +
+           2 * scratch_bytes<Exec, T>(R, W) + scratch_bytes<Exec, T>(XT, W);
+  }
+
+  // A team's (batch, head, chunk, value block): the chunk's steps [start, end),
+  // the value columns [y0, y0 + ny) and the state entering the chunk.
+  struct Block {
+    int bb, hh, start, end, y0, ny;
+    const T* entering;
+  };
+  // The team's scratch, taken in this order.
+  struct Tiles {
+    Scratch Qs, Kt, Gt;  // queries; keys and their gate sums as columns
+    Scratch Gs;          // gate sums of the diagonal sub-chunk's rows
+    Scratch Scores, Vs, acc, St;
+    KOKKOS_INLINE_FUNCTION Tiles(const Member& team, const PortableGatedOutputs& o)
+        : Qs(team.team_scratch(0), R, o.XT + pad),
+          Kt(team.team_scratch(0), o.XT, R),
+          Gt(team.team_scratch(0), o.XT, R),
+          Gs(team.team_scratch(0), R, o.gate_columns() + pad),
+          Scores(team.team_scratch(0), R, R),
+          Vs(team.team_scratch(0), R, o.W),
+          acc(team.team_scratch(0), R, o.W),
+          St(team.team_scratch(0), o.XT, o.W) {}
+  };
+
+  KOKKOS_INLINE_FUNCTION T gate(const Block& at, int step, int a) const {
+    return b(at.bb, at.hh, step, a);
+  }
+  template <class View>
+  KOKKOS_INLINE_FUNCTION T operand(const View& x, const Block& at, int step, int col) const {
+    return step_operand<P>(x, at.bb, at.hh, step, col, L, reverse);
+  }
+
+  KOKKOS_INLINE_FUNCTION void operator()(const Member& team) const {
+    const int yb = team.league_rank() % value_blocks(),
+              n = team.league_rank() / value_blocks() % chunks;
+    const int bh = team.league_rank() / (value_blocks() * chunks);
+    const int y0 = yb * W, ny = Y - y0 < W ? Y - y0 : W;
+    const int start = n * C, end = start + C < L ? start + C : L;
+    const T* const entering = states.data() + (std::size_t(bh) * chunks + n) * X * Y;
+    const Block at{bh / H, bh % H, start, end, y0, ny, entering};
+    const Tiles tile(team, *this);
+    for (int q0 = at.start; q0 < at.end; q0 += R) {
+      const int nr = at.end - q0 < R ? at.end - q0 : R;
+      team.team_barrier();
+      zero(team, tile.acc, nr, at.ny);
+      if (n > 0) add_entering_state(team, at, tile, q0, nr);
+      add_earlier_sub_chunks(team, at, tile, q0, nr);
+      // The value gate's last factor, exp(b_t - b at q0), on both parts so far (§3.5).
+      if (!KeyGated) {
+        team.team_barrier();
+        team_for_each(team, nr, at.ny, [&](int r, int y) {
+          tile.acc(r, y) *= exp_nonpositive(gate(at, q0 + r, at.y0 + y) - gate(at, q0, at.y0 + y));
+        });
+      }
+      add_diagonal_sub_chunk(team, at, tile, q0, nr);
+      team.team_barrier();
+      team_for_each(team, nr, at.ny, [&](int r, int y) {
+        out(at.bb, at.hh, reverse ? L - 1 - (q0 + r) : q0 + r, at.y0 + y) =
+            storage_t<P>(tile.acc(r, y));
+      });
+    }
+  }
+
+  // Inter-chunk: the entering state, decayed from the chunk start by exp(b_t):
+  // key-gated on the query; value-gated on the output, exp(b at q0) here and
+  // exp(b_t - b at q0) after the off-diagonal pairs.
+  KOKKOS_FORCEINLINE_FUNCTION void add_entering_state(const Member& team, const Block& at,
+                                                      const Tiles& tile, int q0, int nr) const {
+    for (int x0 = 0; x0 < X; x0 += XT) {
+      const int nx = X - x0 < XT ? X - x0 : XT;
+      team.team_barrier();
+      team_for_each(team, nr, nx, [&](int r, int x) {
+        tile.Qs(r, x) = operand(query, at, q0 + r, x0 + x) *
+                        (KeyGated ? exp_nonpositive(gate(at, q0 + r, x0 + x)) : T(1));
+      });
+      team_for_each(team, nx, at.ny,
+                    [&](int x, int y) { tile.St(x, y) = at.entering[(x0 + x) * Y + at.y0 + y]; });
+      team.team_barrier();
+      add_product(team, tile.acc, tile.Qs, tile.St, nr, nx, at.ny);
+    }
+    if (!KeyGated) {
+      team.team_barrier();
+      team_for_each(team, nr, at.ny, [&](int r, int y) {
+        tile.acc(r, y) *= exp_nonpositive(gate(at, q0, at.y0 + y));
+      });
+    }
+  }
+
+  // Off-diagonal sub-chunks before q0, through the reference r = b at q0
+  // (docs/gsa.md §3.5): the queries' factor exp(b_t - r) and the keys'
+  // exp(r - b_u) (key gate), or the values' exp(r - b_u) (value gate); the
+  // queries loaded once when one x tile holds every column.
+  KOKKOS_FORCEINLINE_FUNCTION void add_earlier_sub_chunks(const Member& team, const Block& at,
+                                                          const Tiles& tile, int q0, int nr) const {
+    auto load_queries = [&](int x0, int nx) {
+      team_for_each(team, nr, nx, [&](int r, int x) {
+        tile.Qs(r, x) =
+            operand(query, at, q0 + r, x0 + x) *
+            (KeyGated ? exp_nonpositive(gate(at, q0 + r, x0 + x) - gate(at, q0, x0 + x)) : T(1));
+      });
+    };
+    if (x_tiles() == 1 && q0 > at.start) {
+      team.team_barrier();
+      load_queries(0, X);
+    }
+    for (int k0 = at.start; k0 < q0; k0 += R) {
+      team.team_barrier();
+      zero(team, tile.Scores, nr, R);
+      for (int x0 = 0; x0 < X; x0 += XT) {
+        const int nx = X - x0 < XT ? X - x0 : XT;
+        team.team_barrier();
+        if (x_tiles() > 1) load_queries(x0, nx);
+        team_for_each(team, R, nx, [&](int j, int x) {
+          tile.Kt(x, j) =
+              operand(key, at, k0 + j, x0 + x) *
+              (KeyGated ? exp_nonpositive(gate(at, q0, x0 + x) - gate(at, k0 + j, x0 + x)) : T(1));
+        });
+        team.team_barrier();
+        scores(team, tile.Qs, tile.Kt, nr, R, nx,
+               [&](int r, int j, T sum) { tile.Scores(r, j) += sum; });
+      }
+      team_for_each(team, R, at.ny, [&](int j, int y) {
+        tile.Vs(j, y) =
+            operand(value, at, k0 + j, at.y0 + y) *
+            (KeyGated ? T(1)
+                      : exp_nonpositive(gate(at, q0, at.y0 + y) - gate(at, k0 + j, at.y0 + y)));
+      });
+      team.team_barrier();
+      add_product(team, tile.acc, tile.Scores, tile.Vs, nr, R, at.ny);
+    }
+  }
+
+  // Diagonal sub-chunk: the pairwise weights exp(b_t - b_u) for u <= t only
+  // (docs/gsa.md §3.5), inside the x sum with the key gate, per output column
+  // with the value gate.
+  KOKKOS_FORCEINLINE_FUNCTION void add_diagonal_sub_chunk(const Member& team, const Block& at,
+                                                          const Tiles& tile, int q0, int nr) const {
+    team.team_barrier();
+    zero(team, tile.Scores, nr, nr);
+    for (int x0 = 0; x0 < X; x0 += XT) {
+      const int nx = X - x0 < XT ? X - x0 : XT;
+      team.team_barrier();
+      team_for_each(team, nr, nx, [&](int r, int x) {
+        tile.Qs(r, x) = operand(query, at, q0 + r, x0 + x);
+        tile.Kt(x, r) = operand(key, at, q0 + r, x0 + x);
+        if (KeyGated) tile.Gt(x, r) = tile.Gs(r, x) = gate(at, q0 + r, x0 + x);
+      });
+      team.team_barrier();
+      team_add_causal_pair_scores<KeyGated>(team, tile.Scores, tile.Qs, tile.Kt, tile.Gs, tile.Gt,
+                                            nr, nx);
+    }
+    team.team_barrier();
+    team_for_each(team, nr, at.ny, [&](int j, int y) {
+      tile.Vs(j, y) = operand(value, at, q0 + j, at.y0 + y);
+      if (!KeyGated) tile.Gs(j, y) = gate(at, q0 + j, at.y0 + y);
+    });
+    team.team_barrier();
+    if (KeyGated)
+      add_product(team, tile.acc, tile.Scores, tile.Vs, nr, nr, at.ny, LowerBand{0});
+    else
+      team_add_causal_rows(team, tile.acc, nr, at.ny, [&](int r, int j, int y) {
+        return tile.Scores(r, j) * tile.Vs(j, y) * exp_nonpositive(tile.Gs(r, y) - tile.Gs(j, y));
+      });
+  }
+};
+
 // The portable path of gated_chunk_attention (below), the gate on the key
-// axis (KeyGated) or the value axis. Every weight is exp_nonpositive of a
-// difference of gate sums that is <= 0.
+// axis (KeyGated) or the value axis: Alg. 1's steps (2) and (3). Every weight
+// is exp_nonpositive of a difference of gate sums that is <= 0.
 template <class P, bool KeyGated, class Exec>
 void portable_gated_chunk(const Exec& exec, const std::string& name,
                           const Tensor4<Exec, storage_t<P>>& query,
@@ -273,148 +473,15 @@ void portable_gated_chunk(const Exec& exec, const std::string& name,
                           const Tensor4<Exec, storage_t<P>>& value,
                           const GateSums<Exec, accum_t<P>>& sums,
                           const Tensor4<Exec, storage_t<P>>& out, const Shape& s) {
-  using T = accum_t<P>;
-  using Scratch = ScratchMatrix<Exec, T>;
-  using Member = typename Kokkos::TeamPolicy<Exec>::member_type;
-  const auto b = sums.b;
-  const int X = s.dk, Y = s.dv, L = s.seq, H = s.heads, BH = s.batch * H;
-  const int C = sums.chunk, chunks = ceil_div(L, C);
-  const bool reverse = sums.reverse;
-  constexpr bool host = is_host_space<Exec>();
-
+  using Outputs = PortableGatedOutputs<P, KeyGated, Exec>;
+  const int X = s.dk, Y = s.dv, L = s.seq, C = sums.chunk, chunks = ceil_div(L, C);
   const auto states = portable_gated_chunk_states<P, KeyGated>(exec, name, key, value, sums, s);
-
-  // (3) Outputs: one team per (batch, head, chunk, W-column block), query
-  // sub-chunks of R rows, the x axis streamed in XT-wide tiles. On the host
-  // the sub-chunks are 32 rows and the tiles up to 128 wide, so that the
-  // products take whole register blocks and the key-gated scores, which every
-  // value block recomputes, are computed once for up to 128 value columns.
-  // On a GPU the query rows and their gate sums, of which a warp's threads
-  // read two at once, are one entry longer, so that they fall in different
-  // shared-memory banks.
-  constexpr int R = host ? 32 : 16, pad = host ? 0 : 1;
-  const int XT = host ? std::min(X, 128) : 32, W = host ? std::min(Y, 128) : 32;
-  const int GW = XT > W ? XT : W, yblocks = ceil_div(Y, W), x_tiles = ceil_div(X, XT);
-  const std::size_t bytes = scratch_bytes<Exec, T>(R, XT + pad) +
-                            2 * scratch_bytes<Exec, T>(XT, R) +
-                            scratch_bytes<Exec, T>(R, GW + pad) + scratch_bytes<Exec, T>(R, R) +
-                            2 * scratch_bytes<Exec, T>(R, W) + scratch_bytes<Exec, T>(XT, W);
-  auto policy =
-      team_policy(exec, BH * chunks * yblocks, 128).set_scratch_size(0, Kokkos::PerTeam(bytes));
-  Kokkos::parallel_for(
-      name + ": chunk outputs", policy, KOKKOS_LAMBDA(const Member& team) {
-        const int yb = team.league_rank() % yblocks, n = team.league_rank() / yblocks % chunks;
-        const int bh = team.league_rank() / (yblocks * chunks), bb = bh / H, hh = bh % H;
-        const int y0 = yb * W, ny = Y - y0 < W ? Y - y0 : W;
-        const int start = n * C, end = start + C < L ? start + C : L;
-        auto gate = [&](int step, int a) { return b(bb, hh, step, a); };
-        Scratch Qs(team.team_scratch(0), R, XT + pad), Kt(team.team_scratch(0), XT, R),
-            Gt(team.team_scratch(0), XT, R);  // keys and their gate sums as columns
-        Scratch Gs(team.team_scratch(0), R,
-                   GW + pad);  // gate sums of the diagonal sub-chunk's rows
-        Scratch Scores(team.team_scratch(0), R, R), Vs(team.team_scratch(0), R, W),
-            acc(team.team_scratch(0), R, W), St(team.team_scratch(0), XT, W);
-        const T* const entering = states.data() + (std::size_t(bh) * chunks + n) * X * Y;
-
-        for (int q0 = start; q0 < end; q0 += R) {
-          const int nr = end - q0 < R ? end - q0 : R;
-          team.team_barrier();
-          zero(team, acc, nr, ny);
-          // Inter-chunk: the entering state, decayed from the chunk start by
-          // exp(b_t): key-gated on the query; value-gated on the output,
-          // exp(b at q0) here and exp(b_t - b at q0) after the off-diagonal pairs.
-          for (int x0 = 0; n > 0 && x0 < X; x0 += XT) {
-            const int nx = X - x0 < XT ? X - x0 : XT;
-            team.team_barrier();
-            team_for_each(team, nr, nx, [&](int r, int x) {
-              Qs(r, x) = step_operand<P>(query, bb, hh, q0 + r, x0 + x, L, reverse) *
-                         (KeyGated ? exp_nonpositive(gate(q0 + r, x0 + x)) : T(1));
-            });
-            team_for_each(team, nx, ny,
-                          [&](int x, int y) { St(x, y) = entering[(x0 + x) * Y + y0 + y]; });
-            team.team_barrier();
-            add_product(team, acc, Qs, St, nr, nx, ny);
-          }
-          if (!KeyGated && n > 0) {
-            team.team_barrier();
-            team_for_each(team, nr, ny,
-                          [&](int r, int y) { acc(r, y) *= exp_nonpositive(gate(q0, y0 + y)); });
-          }
-          // Off-diagonal sub-chunks before q0, through the reference b at q0
-          // (§3.5): the queries' factor exp(b_t - b at q0) (key gate), loaded
-          // once when one x tile holds every column.
-          auto load_queries = [&](int x0, int nx) {
-            team_for_each(team, nr, nx, [&](int r, int x) {
-              Qs(r, x) =
-                  step_operand<P>(query, bb, hh, q0 + r, x0 + x, L, reverse) *
-                  (KeyGated ? exp_nonpositive(gate(q0 + r, x0 + x) - gate(q0, x0 + x)) : T(1));
-            });
-          };
-          if (x_tiles == 1 && q0 > start) {
-            team.team_barrier();
-            load_queries(0, X);
-          }
-          for (int k0 = start; k0 < q0; k0 += R) {
-            team.team_barrier();
-            zero(team, Scores, nr, R);
-            for (int x0 = 0; x0 < X; x0 += XT) {
-              const int nx = X - x0 < XT ? X - x0 : XT;
-              team.team_barrier();
-              if (x_tiles > 1) load_queries(x0, nx);
-              team_for_each(team, R, nx, [&](int j, int x) {
-                Kt(x, j) =
-                    step_operand<P>(key, bb, hh, k0 + j, x0 + x, L, reverse) *
-                    (KeyGated ? exp_nonpositive(gate(q0, x0 + x) - gate(k0 + j, x0 + x)) : T(1));
-              });
-              team.team_barrier();
-              scores(team, Qs, Kt, nr, R, nx, [&](int r, int j, T sum) { Scores(r, j) += sum; });
-            }
-            team_for_each(team, R, ny, [&](int j, int y) {
-              Vs(j, y) =
-                  step_operand<P>(value, bb, hh, k0 + j, y0 + y, L, reverse) *
-                  (KeyGated ? T(1) : exp_nonpositive(gate(q0, y0 + y) - gate(k0 + j, y0 + y)));
-            });
-            team.team_barrier();
-            add_product(team, acc, Scores, Vs, nr, R, ny);
-          }
-          if (!KeyGated) {
-            team.team_barrier();
-            team_for_each(team, nr, ny, [&](int r, int y) {
-              acc(r, y) *= exp_nonpositive(gate(q0 + r, y0 + y) - gate(q0, y0 + y));
-            });
-          }
-          // Diagonal sub-chunk: pairwise weights for j <= r only.
-          team.team_barrier();
-          zero(team, Scores, nr, nr);
-          for (int x0 = 0; x0 < X; x0 += XT) {
-            const int nx = X - x0 < XT ? X - x0 : XT;
-            team.team_barrier();
-            team_for_each(team, nr, nx, [&](int r, int x) {
-              Qs(r, x) = step_operand<P>(query, bb, hh, q0 + r, x0 + x, L, reverse);
-              Kt(x, r) = step_operand<P>(key, bb, hh, q0 + r, x0 + x, L, reverse);
-              if (KeyGated) Gt(x, r) = Gs(r, x) = gate(q0 + r, x0 + x);
-            });
-            team.team_barrier();
-            team_add_causal_pair_scores<KeyGated>(team, Scores, Qs, Kt, Gs, Gt, nr, nx);
-          }
-          team.team_barrier();
-          team_for_each(team, nr, ny, [&](int j, int y) {
-            Vs(j, y) = step_operand<P>(value, bb, hh, q0 + j, y0 + y, L, reverse);
-            if (!KeyGated) Gs(j, y) = gate(q0 + j, y0 + y);
-          });
-          team.team_barrier();
-          if (KeyGated)
-            add_product(team, acc, Scores, Vs, nr, nr, ny, LowerBand{0});
-          else
-            team_add_causal_rows(team, acc, nr, ny, [&](int r, int j, int y) {
-              return Scores(r, j) * Vs(j, y) * exp_nonpositive(Gs(r, y) - Gs(j, y));
-            });
-          team.team_barrier();
-          team_for_each(team, nr, ny, [&](int r, int y) {
-            out(bb, hh, reverse ? L - 1 - (q0 + r) : q0 + r, y0 + y) = storage_t<P>(acc(r, y));
-          });
-        }
-      });
+  const int XT = Outputs::host ? std::min(X, 128) : 32, W = Outputs::host ? std::min(Y, 128) : 32;
+  const Outputs outputs{query, key,     value, out,    sums.b,       states, X, Y,
+                        L,     s.heads, C,     chunks, sums.reverse, XT,     W};
+  auto policy = team_policy(exec, s.batch * s.heads * chunks * outputs.value_blocks(), 128)
+                    .set_scratch_size(0, Kokkos::PerTeam(outputs.team_bytes()));
+  Kokkos::parallel_for(name + ": chunk outputs", policy, outputs);
 }
 
 // The kernel of a gated sweep in chunks of `chunk`: the tensor-core tiles
