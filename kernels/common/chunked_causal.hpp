@@ -110,6 +110,198 @@ void chunked_causal_head_blocks(const Exec& exec, const std::string& name,
       });
 }
 
+// The portable path of chunked_causal_attention (below): one team per (batch,
+// head, value block) walks the chunks of docs/lightning.md §4.3 in order, its
+// state block in team scratch; each chunk's outputs in sub-tiles of R rows,
+// then the state's update. The steps are forced inline, so that the kernel
+// compiles as one body: a step out of line can change how the compiler
+// vectorises a sum, and with it the sum's rounding.
+template <class P, class Exec>
+struct PortableChunkedCausal {
+  using T = accum_t<P>;
+  using Scratch = ScratchMatrix<Exec, T>;
+  using Member = typename Kokkos::TeamPolicy<Exec>::member_type;
+
+  Tensor4<Exec, storage_t<P>> q, k, v, o;
+  Vector<Exec, storage_t<P>> decay_rate;  // empty: no decay
+  int dk, dv, L, H, C;
+  int R, cols;  // rows of a sub-tile, value columns of a block
+  bool normalise, reverse;
+
+  KOKKOS_INLINE_FUNCTION int blocks() const { return ceil_div(dv, cols); }
+  KOKKOS_INLINE_FUNCTION int chunks() const { return ceil_div(L, C); }
+  KOKKOS_INLINE_FUNCTION bool decayed() const { return decay_rate.extent(0) > 0; }
+  // The token of step t: time runs from L-1 down to 0 when reversed.
+  KOKKOS_INLINE_FUNCTION int token(int t) const { return reverse ? L - 1 - t : t; }
+
+  // A team's (batch, head) and its value columns [c0, c0 + w).
+  struct Block {
+    int b, h, c0, w;
+  };
+  // The team's scratch, taken in this order (chunked_causal_attention fits
+  // its sizes), and which key/value sub-tile is in Kt and Vs.
+  struct Tiles {
+    Scratch S, z;  // the state and the normaliser z entering the sub-tile
+    Scratch Qs, Kt, Vs, acc, den;
+    Scratch W;   // the masked, decayed scores
+    Scratch Zs;  // z_t of the sub-tile's rows (normalising)
+    // decays(0, C - n) = lambda^n for 0 <= n <= C, and 0 past C: a masked
+    // pair (key after query, n < 0) reads a zero, so masking needs no branch,
+    // and the lookups along a key tile (n falling as the key advances) run
+    // forwards through the table, as vector loads.
+    Scratch decays;
+    int loaded = -1;  // first step of the key/value sub-tile now in Kt, Vs
+    KOKKOS_INLINE_FUNCTION Tiles(const Member& team, const PortableChunkedCausal& f)
+        : S(team.team_scratch(0), f.dk, f.cols),
+          z(team.team_scratch(0), 1, f.dk),
+          Qs(team.team_scratch(0), f.R, f.dk + 1),
+          Kt(team.team_scratch(0), f.dk, f.R + 1),
+          Vs(team.team_scratch(0), f.R, f.cols),
+          acc(team.team_scratch(0), f.R, f.cols),
+          den(team.team_scratch(0), 1, f.R),
+          W(team.team_scratch(0), f.R, f.R + 1),
+          Zs(team.team_scratch(0), f.R, f.dk),
+          decays(team.team_scratch(0), 1, f.C + f.R) {}
+  };
+  // lambda^n for n <= C; 0 for n < 0
+  KOKKOS_INLINE_FUNCTION T decay(const Tiles& tile, int n) const { return tile.decays(0, C - n); }
+
+  KOKKOS_INLINE_FUNCTION void operator()(const Member& team) const {
+    const int blk = team.league_rank() % blocks();
+    const int bh = team.league_rank() / blocks();
+    const int c0 = blk * cols;
+    const Block at{bh / H, bh % H, c0, (dv - c0 < cols) ? dv - c0 : cols};
+    Tiles tile(team, *this);
+    const T rate = decayed() ? T(decay_rate(at.h)) : T(0);
+    team_for_each(team, 1, C + R, [&](int, int i) {
+      tile.decays(0, i) = i > C ? T(0) : decayed() ? attn::exp(-rate * T(C - i)) : T(1);
+    });
+    zero(team, tile.S, dk, at.w);
+    zero(team, tile.z, 1, dk);
+    for (int n = 0; n < chunks(); ++n) {
+      const int start = n * C;
+      const int len = (L - start < C) ? L - start : C;
+      const int subtiles = (len + R - 1) / R;
+      if (n + 1 < chunks()) prefetch_chunk(at, start + C);
+      for (int a = 0; a < subtiles; ++a) sub_tile_outputs(team, at, tile, start, len, a);
+      update_state(team, at, tile, start, len, subtiles);
+    }
+  }
+
+  // Asks for the rows of the chunk from step `next` on, fetched while this one
+  // is computed.
+  KOKKOS_FORCEINLINE_FUNCTION void prefetch_chunk(const Block& at, int next) const {
+    const int count = (L - next < C) ? L - next : C, bytes = int(sizeof(storage_t<P>));
+    prefetch_rows(count, dk * bytes, [&](int r) { return &q(at.b, at.h, token(next + r), 0); });
+    prefetch_rows(count, dk * bytes, [&](int r) { return &k(at.b, at.h, token(next + r), 0); });
+    prefetch_rows(count, at.w * bytes,
+                  [&](int r) { return &v(at.b, at.h, token(next + r), at.c0); });
+  }
+
+  // Loads the key/value sub-tile of steps [k0, k0 + nk) unless it is loaded.
+  KOKKOS_FORCEINLINE_FUNCTION void load_keys(const Member& team, const Block& at, Tiles& tile,
+                                             int k0, int nk) const {
+    if (tile.loaded == k0) return;
+    team.team_barrier();  // nobody still reads the old tile
+    team_for_each(team, nk, dk, [&](int j, int d) {
+      tile.Kt(d, j) = operand_value<P>(k(at.b, at.h, token(k0 + j), d));
+    });
+    team_map_rows(
+        team, nk, at.w, [&](int j) { return &tile.Vs(j, 0); },
+        [&](int j) { return &v(at.b, at.h, token(k0 + j), at.c0); },
+        [](int, storage_t<P> x) { return T(operand_value<P>(x)); });
+    tile.loaded = k0;
+  }
+
+  // The outputs of sub-tile a of the chunk [start, start + len): o_t of
+  // docs/lightning.md §4.3, the state's part and the chunk's own.
+  KOKKOS_FORCEINLINE_FUNCTION void sub_tile_outputs(const Member& team, const Block& at,
+                                                    Tiles& tile, int start, int len, int a) const {
+    const int q0 = start + a * R;
+    const int nr = (start + len - q0 < R) ? start + len - q0 : R;
+    team.team_barrier();  // acc and Qs of the previous sub-tile are consumed
+    team_map_rows(
+        team, nr, dk, [&](int r) { return &tile.Qs(r, 0); },
+        [&](int r) { return &q(at.b, at.h, token(q0 + r), 0); },
+        [](int, storage_t<P> x) { return T(operand_value<P>(x)); });
+    team.team_barrier();
+    // Inter-chunk: all earlier chunks through the state, decayed by
+    // lambda^(t - start + 1) (Alg 5's Lambda Q_t KV).
+    team_product(
+        team, nr, at.w, dk, [&](int r, int d) { return tile.Qs(r, d); },
+        [&](int d, int c) { return tile.S(d, c); },
+        [&](int r, int c, T sum) { tile.acc(r, c) = sum * decay(tile, q0 + r - start + 1); });
+    if (normalise) normalisers(team, at, tile, q0, nr);
+    // Intra-chunk: the masked quadratic part, key sub-tiles up to the
+    // diagonal. Masked pairs get weight 0 from the table (never a negative
+    // power); in the diagonal sub-tile the products of wholly masked blocks
+    // are skipped (the band).
+    for (int bs = 0; bs <= a; ++bs) {
+      const int k0 = start + bs * R;
+      const int nk = (start + len - k0 < R) ? start + len - k0 : R;
+      const LowerBand band{q0 - k0};
+      load_keys(team, at, tile, k0, nk);
+      team.team_barrier();
+      scores(
+          team, tile.Qs, tile.Kt, nr, nk, dk,
+          [&](int r, int j, T dot) { tile.W(r, j) = dot * tile.decays(0, C - (q0 + r - k0) + j); },
+          band);
+      team.team_barrier();
+      add_product(team, tile.acc, tile.W, tile.Vs, nr, nk, at.w, band);
+    }
+    team.team_barrier();
+    team_map_rows(
+        team, nr, at.w, [&](int r) { return &o(at.b, at.h, token(q0 + r), at.c0); },
+        [&](int r) { return &tile.acc(r, 0); },
+        [&](int r, T x) {
+          return storage_t<P>(normalise ? x * tile.den(0, r) : x);
+        });  // den: reciprocals
+  }
+
+  // The normaliser q_t . z_t of the sub-tile's rows [q0, q0 + nr), with z_t =
+  // lambda z_(t-1) + k_t run through them from the z entering the sub-tile:
+  // one dot per row (held as its reciprocal), where the state part and every
+  // key sub-tile's weights would each need a row sum.
+  KOKKOS_FORCEINLINE_FUNCTION void normalisers(const Member& team, const Block& at,
+                                               const Tiles& tile, int q0, int nr) const {
+    team_running_sum(
+        team, nr, dk, &tile.z(0, 0), decay(tile, 1), [&](int r) { return &tile.Zs(r, 0); },
+        [&](int r) { return &k(at.b, at.h, token(q0 + r), 0); });
+    team.team_barrier();
+    team_row_sums(
+        team, nr, dk, [&](int r, int d) { return tile.Qs(r, d) * tile.Zs(r, d); },
+        [&](int r, T sum) { tile.den(0, r) = T(1) / sum; });
+    team_for_each(team, 1, dk, [&](int, int d) {
+      tile.z(0, d) = tile.Zs(nr - 1, d);
+    });  // z entering the next rows
+  }
+
+  // The state update of docs/lightning.md §4.3, KV' = lambda^len KV + sum_u
+  // lambda^(start+len-1-u) k_u v_u^T; walking the sub-tiles backwards starts
+  // with the one still loaded.
+  KOKKOS_FORCEINLINE_FUNCTION void update_state(const Member& team, const Block& at, Tiles& tile,
+                                                int start, int len, int subtiles) const {
+    if (decayed()) {
+      team.team_barrier();
+      const T block_decay = decay(tile, len);
+      team_for_each(team, dk, at.w, [&](int d, int c) { tile.S(d, c) *= block_decay; });
+    }
+    for (int bs = subtiles - 1; bs >= 0; --bs) {
+      const int k0 = start + bs * R;
+      const int nk = (start + len - k0 < R) ? start + len - k0 : R;
+      load_keys(team, at, tile, k0, nk);
+      team.team_barrier();
+      // k_j decayed to the chunk's end, lambda^(start + len - 1 - k0 - j)
+      auto decayed_key = [&](int d, int j) {
+        return tile.Kt(d, j) * tile.decays(0, C - (start + len - 1 - k0) + j);
+      };
+      team_product(
+          team, dk, at.w, nk, decayed_key, [&](int j, int c) { return tile.Vs(j, c); },
+          [&](int d, int c, T sum) { tile.S(d, c) += sum; });
+    }
+  }
+};
+
 template <class P, class Exec>
 void chunked_causal_attention(const Exec& exec, const char* label,
                               const Tensor4<Exec, storage_t<P>>& q,
@@ -118,7 +310,6 @@ void chunked_causal_attention(const Exec& exec, const char* label,
                               const Vector<Exec, storage_t<P>>& decay_rate,
                               const Tensor4<Exec, storage_t<P>>& o, ChunkedCausalOptions options) {
   using T = accum_t<P>;
-  using Scratch = ScratchMatrix<Exec, T>;
   if (options.chunk <= 0)
     throw std::invalid_argument(std::string(label) + ": chunk size must be positive");
   const Shape s = checked_shape<Exec, storage_t<P>>(q, k, v, o);
@@ -140,9 +331,8 @@ void chunked_causal_attention(const Exec& exec, const char* label,
       return;
     }
 #endif
-  const int dk = s.dk, dv = s.dv, L = s.seq, H = s.heads;
+  const int dk = s.dk, dv = s.dv, L = s.seq;
   const int C = std::min(options.chunk, L);
-  const bool normalise = options.normalise, reverse = options.reverse;
 
   // Per team: state S (dk x cols) and the normaliser z (dk) entering the
   // sub-tile, and z_t of its rows (rows x dk); the Q
@@ -158,148 +348,15 @@ void chunked_causal_attention(const Exec& exec, const char* label,
            scratch_bytes<Exec, T>(rows, rows + 1) + scratch_bytes<Exec, T>(1, C + rows) +
            scratch_bytes<Exec, T>(rows, dk);
   };
-  // Plain ints, not a structured binding: the kernel lambda captures them.
-  const std::pair<int, int> fit =
+  const auto [fit_rows, cols] =
       fit_rows_and_columns<Exec>(max_tile_rows<Exec>(), std::min(dv, max_tile_rows<Exec>()), bytes);
-  const int fit_rows = fit.first, cols = fit.second;
   if (cols == 0) tiles_do_not_fit(label, s);
   const int R = std::min(fit_rows, C);
-  const int blocks = ceil_div(dv, cols);
-  const int chunks = ceil_div(L, C);
-
-  auto policy = team_policy(exec, s.batch * H * blocks, 128)
+  const PortableChunkedCausal<P, Exec> sweep{
+      q, k, v, o, decay_rate, dk, dv, L, s.heads, C, R, cols, options.normalise, options.reverse};
+  auto policy = team_policy(exec, s.batch * s.heads * sweep.blocks(), 128)
                     .set_scratch_size(0, Kokkos::PerTeam(bytes(R, cols)));
-  using Member = typename Kokkos::TeamPolicy<Exec>::member_type;
-  Kokkos::parallel_for(
-      label, policy, KOKKOS_LAMBDA(const Member& team) {
-        const int blk = team.league_rank() % blocks;
-        const int bh = team.league_rank() / blocks;
-        const int b = bh / H, h = bh % H;
-        const int c0 = blk * cols;
-        const int w = (dv - c0 < cols) ? dv - c0 : cols;           // value columns here
-        auto at = [&](int t) { return reverse ? L - 1 - t : t; };  // step t's token
-
-        Scratch S(team.team_scratch(0), dk, cols), z(team.team_scratch(0), 1, dk);
-        Scratch Qs(team.team_scratch(0), R, dk + 1), Kt(team.team_scratch(0), dk, R + 1);
-        Scratch Vs(team.team_scratch(0), R, cols), acc(team.team_scratch(0), R, cols),
-            den(team.team_scratch(0), 1, R);
-        Scratch W(team.team_scratch(0), R, R + 1);  // the masked, decayed scores
-        Scratch Zs(team.team_scratch(0), R, dk);    // z_t of the sub-tile's rows (normalising)
-        // decays(0, C - n) = lambda^n for 0 <= n <= C, and 0 past C: a masked
-        // pair (key after query, n < 0) reads a zero, so masking needs no branch,
-        // and the lookups along a key tile (n falling as the key advances) run
-        // forwards through the table, as vector loads.
-        Scratch decays(team.team_scratch(0), 1, C + R);
-        const T rate = decayed ? T(decay_rate(h)) : T(0);
-        team_for_each(team, 1, C + R, [&](int, int i) {
-          decays(0, i) = i > C ? T(0) : decayed ? attn::exp(-rate * T(C - i)) : T(1);
-        });
-        auto decay = [&](int n) { return decays(0, C - n); };  // lambda^n, n <= C; 0 for n < 0
-        zero(team, S, dk, w);
-        zero(team, z, 1, dk);
-
-        int loaded = -1;  // first step of the key/value sub-tile now in Kt, Vs
-        auto load_keys = [&](int k0, int nk) {
-          if (loaded == k0) return;
-          team.team_barrier();  // nobody still reads the old tile
-          team_for_each(team, nk, dk,
-                        [&](int j, int d) { Kt(d, j) = operand_value<P>(k(b, h, at(k0 + j), d)); });
-          team_map_rows(
-              team, nk, w, [&](int j) { return &Vs(j, 0); },
-              [&](int j) { return &v(b, h, at(k0 + j), c0); },
-              [](int, storage_t<P> x) { return T(operand_value<P>(x)); });
-          loaded = k0;
-        };
-
-        for (int n = 0; n < chunks; ++n) {
-          const int start = n * C;
-          const int len = (L - start < C) ? L - start : C;
-          const int subtiles = (len + R - 1) / R;
-          if (n + 1 < chunks) {  // the next chunk's rows, fetched while this one is computed
-            const int next = start + C, count = (L - next < C) ? L - next : C,
-                      bytes = int(sizeof(storage_t<P>));
-            prefetch_rows(count, dk * bytes, [&](int r) { return &q(b, h, at(next + r), 0); });
-            prefetch_rows(count, dk * bytes, [&](int r) { return &k(b, h, at(next + r), 0); });
-            prefetch_rows(count, w * bytes, [&](int r) { return &v(b, h, at(next + r), c0); });
-          }
-          for (int a = 0; a < subtiles; ++a) {
-            const int q0 = start + a * R;
-            const int nr = (start + len - q0 < R) ? start + len - q0 : R;
-            team.team_barrier();  // acc and Qs of the previous sub-tile are consumed
-            team_map_rows(
-                team, nr, dk, [&](int r) { return &Qs(r, 0); },
-                [&](int r) { return &q(b, h, at(q0 + r), 0); },
-                [](int, storage_t<P> x) { return T(operand_value<P>(x)); });
-            team.team_barrier();
-            // Inter-chunk: all earlier chunks through the state, decayed by
-            // lambda^(t - start + 1) (Alg 5's Lambda Q_t KV).
-            team_product(
-                team, nr, w, dk, [&](int r, int d) { return Qs(r, d); },
-                [&](int d, int c) { return S(d, c); },
-                [&](int r, int c, T sum) { acc(r, c) = sum * decay(q0 + r - start + 1); });
-            if (normalise) {
-              // The normaliser q_t . z_t, with z_t = lambda z_(t-1) + k_t run
-              // through the sub-tile's rows from the z entering it: one dot per
-              // row (held as its reciprocal), where the state part and every key
-              // sub-tile's weights would each need a row sum.
-              team_running_sum(
-                  team, nr, dk, &z(0, 0), decay(1), [&](int r) { return &Zs(r, 0); },
-                  [&](int r) { return &k(b, h, at(q0 + r), 0); });
-              team.team_barrier();
-              team_row_sums(
-                  team, nr, dk, [&](int r, int d) { return Qs(r, d) * Zs(r, d); },
-                  [&](int r, T sum) { den(0, r) = T(1) / sum; });
-              team_for_each(team, 1, dk, [&](int, int d) {
-                z(0, d) = Zs(nr - 1, d);
-              });  // z entering the next rows
-            }
-            // Intra-chunk: the masked quadratic part, key sub-tiles up to the
-            // diagonal. Masked pairs get weight 0 from the table (never a
-            // negative power); in the diagonal sub-tile the products of wholly
-            // masked blocks are skipped (the band).
-            for (int bs = 0; bs <= a; ++bs) {
-              const int k0 = start + bs * R;
-              const int nk = (start + len - k0 < R) ? start + len - k0 : R;
-              const LowerBand band{q0 - k0};
-              load_keys(k0, nk);
-              team.team_barrier();
-              scores(
-                  team, Qs, Kt, nr, nk, dk,
-                  [&](int r, int j, T dot) { W(r, j) = dot * decays(0, C - (q0 + r - k0) + j); },
-                  band);
-              team.team_barrier();
-              add_product(team, acc, W, Vs, nr, nk, w, band);
-            }
-            team.team_barrier();
-            team_map_rows(
-                team, nr, w, [&](int r) { return &o(b, h, at(q0 + r), c0); },
-                [&](int r) { return &acc(r, 0); },
-                [&](int r, T x) {
-                  return storage_t<P>(normalise ? x * den(0, r) : x);
-                });  // den: reciprocals
-          }
-          // State update: KV' = lambda^len KV + sum_u lambda^(start+len-1-u) k_u v_u^T;
-          // walking the sub-tiles backwards starts with the one still loaded.
-          if (decayed) {
-            team.team_barrier();
-            const T block_decay = decay(len);
-            team_for_each(team, dk, w, [&](int d, int c) { S(d, c) *= block_decay; });
-          }
-          for (int bs = subtiles - 1; bs >= 0; --bs) {
-            const int k0 = start + bs * R;
-            const int nk = (start + len - k0 < R) ? start + len - k0 : R;
-            load_keys(k0, nk);
-            team.team_barrier();
-            // k_j decayed to the chunk's end, lambda^(start + len - 1 - k0 - j)
-            auto decayed_key = [&](int d, int j) {
-              return Kt(d, j) * decays(0, C - (start + len - 1 - k0) + j);
-            };
-            team_product(
-                team, dk, w, nk, decayed_key, [&](int j, int c) { return Vs(j, c); },
-                [&](int d, int c, T sum) { S(d, c) += sum; });
-          }
-        }
-      });
+  Kokkos::parallel_for(label, policy, sweep);
 }
 
 }  // namespace attn::detail
