@@ -41,12 +41,161 @@
 
 namespace attn {
 
+namespace detail {
+
+// The two sweeps of lion_rnn_forward, one team per (batch, head, value block,
+// direction): each tile of `tokens` tokens loaded, then walked through the
+// team's state block (Eqs. 83a-84a). The steps are forced inline, so that the
+// kernel compiles as one body: a step out of line can change how the compiler
+// vectorises a sum, and with it the sum's rounding.
+template <class Exec, class T>
+struct LionRnnSweeps {
+  using Scratch = ScratchMatrix<Exec, T>;
+  using Member = typename Kokkos::TeamPolicy<Exec>::member_type;
+  static constexpr bool carried = carries_state_error<T>;
+
+  Tensor4<Exec, T> q, k, v, o;  // y^B goes straight into o
+  LionStepDecay<Exec, T> step_decay;
+  Tensor4<Exec, T> forward_y;              // y^F
+  Tensor3<Exec, T> forward_c, backward_c;  // c^F, c^B (scaled)
+  int dk, dv, L, H;
+  int width;         // state columns: dv, and z's when scaled
+  int tokens, cols;  // tokens of a tile, state columns of a block
+  int carry_rows;    // dk with carries, else one unread row
+
+  KOKKOS_INLINE_FUNCTION int blocks() const { return ceil_div(width, cols); }
+  KOKKOS_INLINE_FUNCTION int tiles() const { return ceil_div(L, tokens); }
+
+  // A team's direction, (batch, head), state columns [c0, c0 + w) and where
+  // its outputs go.
+  struct Sweep {
+    bool backward;
+    int b, h, c0, w;
+    Tensor4<Exec, T> y;
+    Tensor3<Exec, T> c_out;
+  };
+  // The team's scratch, taken in this order (lion_rnn_forward counts its bytes).
+  struct Tiles {
+    Scratch S, E, Qs, Ks, Vs;
+    Scratch token_scalars;  // g_t - 1, (q_t . k_t)/2
+    Scratch q_state;        // q_t . S[:, c] per token, column (host)
+    KOKKOS_INLINE_FUNCTION Tiles(const Member& team, const LionRnnSweeps& f)
+        : S(team.team_scratch(0), f.dk, f.cols),
+          E(team.team_scratch(0), f.carry_rows, f.cols),
+          Qs(team.team_scratch(0), f.tokens, f.dk),
+          Ks(team.team_scratch(0), f.tokens, f.dk),
+          Vs(team.team_scratch(0), f.tokens, f.cols),
+          token_scalars(team.team_scratch(0), f.tokens, 2) {
+#if !defined(__CUDA_ARCH__)
+      q_state = Scratch(team.team_scratch(0), f.tokens, f.cols);
+#endif
+    }
+  };
+
+  KOKKOS_INLINE_FUNCTION void operator()(const Member& team) const {
+    const bool backward = team.league_rank() % 2 == 1;
+    const int blk = team.league_rank() / 2 % blocks();
+    const int bh = team.league_rank() / 2 / blocks();
+    const int c0 = blk * cols;
+    const int w = (width - c0 < cols) ? width - c0 : cols;  // state columns of this team
+    const Tensor4<Exec, T> y = backward ? o : forward_y;
+    const Tensor3<Exec, T> c_out = backward ? backward_c : forward_c;
+    const Sweep sweep{backward, bh / H, bh % H, c0, w, y, c_out};
+    const Tiles tile(team, *this);
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, dk * w), [&](int i) {
+      tile.S(i / w, i % w) = T(0);
+      if (carried) tile.E(i / w, i % w) = T(0);
+    });
+    for (int n = 0; n < tiles(); ++n) {
+      // Tile n in sweep order: tokens [first, first + nt), walked up or down.
+      const int first =
+          backward ? (L - (n + 1) * tokens > 0 ? L - (n + 1) * tokens : 0) : n * tokens;
+      const int nt = backward ? L - n * tokens - first : (L - first < tokens ? L - first : tokens);
+      load_tile(team, sweep, tile, first, nt);
+      walk_tile(team, sweep, tile, first, nt);
+    }
+  }
+
+  // Loads tokens [first, first + nt): q, k, v (and v = 1 for z's column),
+  // each token's g_t - 1 = expm1(ln g_t) and (q_t . k_t)/2.
+  KOKKOS_FORCEINLINE_FUNCTION void load_tile(const Member& team, const Sweep& sweep,
+                                             const Tiles& tile, int first, int nt) const {
+    const int b = sweep.b, h = sweep.h;
+    team.team_barrier();  // the previous tile is consumed
+    load_rows(team, tile.Qs, q, tile.Ks, k, b, h, first, nt, dk);
+    team_for_each(team, nt, sweep.w, [&](int t, int c) {
+      tile.Vs(t, c) = sweep.c0 + c < dv ? v(b, h, first + t, sweep.c0 + c) : T(1);
+    });
+    // The first token of each sweep starts from a zero state: its decay is unused.
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nt), [&](int t) {
+      const int token = first + t;
+      tile.token_scalars(t, 0) =
+          sweep.backward
+              ? (token < L - 1 ? attn::expm1(step_decay.log_backward(b, h, token)) : T(0))
+              : (token > 0 ? attn::expm1(step_decay.log_forward(b, h, token)) : T(0));
+    });
+    team.team_barrier();
+    team_row_sums(
+        team, nt, dk, [&](int t, int i) { return tile.Qs(t, i) * tile.Ks(t, i); },
+        [&](int t, T dot) { tile.token_scalars(t, 1) = dot / 2; });
+    team.team_barrier();
+  }
+
+  // Walks the loaded tile through the state block and writes y_t (84a) and
+  // c_t (83c). Column c of S (and of z) depends only on k and v[c]: no
+  // synchronisation between tokens. On a GPU each thread walks the tokens for
+  // its column; on the host blocks of S walk the tile in registers
+  // (host_recurrent_tile), with the same operations in the same order per
+  // column.
+  KOKKOS_FORCEINLINE_FUNCTION void walk_tile(const Member& team, const Sweep& sweep,
+                                             const Tiles& tile, int first, int nt) const {
+    const int b = sweep.b, h = sweep.h, c0 = sweep.c0, w = sweep.w;
+    auto write = [&](int t, int c, T result) {
+      if (c0 + c < dv)
+        sweep.y(b, h, first + t, c0 + c) = result;
+      else
+        sweep.c_out(b, h, first + t) = result;
+    };
+#if defined(__CUDA_ARCH__)
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, w), [&](int c) {
+      for (int step_index = 0; step_index < nt; ++step_index) {
+        const int t = sweep.backward ? nt - 1 - step_index : step_index;
+        const T vc = tile.Vs(t, c), decay_minus_one = tile.token_scalars(t, 0);
+        T qS = 0;
+        for (int i = 0; i < dk; ++i)
+          qS += tile.Qs(t, i) * step_state<true, carried>(tile.S(i, c), tile.E(carried ? i : 0, c),
+                                                          decay_minus_one,
+                                                          tile.Ks(t, i) * vc);  // (83a, 83b)
+        write(t, c, qS - tile.token_scalars(t, 1) * vc);                        // (84a, 83c)
+      }
+    });
+#else
+    Kokkos::single(Kokkos::PerTeam(team), [&]() {
+      host_recurrent_tile<true>(tile.S, tile.E, tile.Ks, tile.Vs, tile.Qs, tile.q_state, nt, dk, w,
+                                sweep.backward,
+                                [&](int t) { return tile.token_scalars(t, 0); });  // (83a, 83b)
+      const int values = dv - c0 < w ? dv - c0 : w;  // the block's columns of y; then z's
+      for (int t = 0; t < nt; ++t) {
+        const T half = tile.token_scalars(t, 1);
+        T* const to = &sweep.y(b, h, first + t, c0);
+        ATTN_SIMD
+        for (int c = 0; c < values; ++c)
+          to[c] = tile.q_state(t, c) - half * tile.Vs(t, c);  // (84a)
+        if (values < w)
+          write(t, values, tile.q_state(t, values) - half * tile.Vs(t, values));  // (83c)
+      }
+    });
+#endif
+  }
+};
+
+}  // namespace detail
+
 template <class Exec, class T>
 void lion_rnn_forward(const Exec& exec, const Tensor4<Exec, T>& q, const Tensor4<Exec, T>& k,
                       const Tensor4<Exec, T>& v, const Vector<Exec, T>& decay_rate,
                       const Tensor3<Exec, T>& log_decay, const Tensor4<Exec, T>& o,
                       const LionOptions& options) {
-  using Scratch = ScratchMatrix<Exec, T>;
   const Shape s =
       detail::checked_lion_shape<Exec, T>("lion/rnn", q, k, v, decay_rate, log_decay, o, options);
   if (s.seq == 0 || s.batch == 0 || s.heads == 0) return;
@@ -55,9 +204,9 @@ void lion_rnn_forward(const Exec& exec, const Tensor4<Exec, T>& q, const Tensor4
   const int width = dv + (scaled ? 1 : 0);  // state columns; column dv is z
   const auto step_decay = detail::lion_step_decay<Exec, T>(options, decay_rate, log_decay);
 
-  // Per team: state block S (dk x cols) and its carries (float); a tile of
-  // tokens' q, k, v; per token the step decay minus one and (q . k)/2; each
-  // token's q.S per column (host).
+  // Per team (LionRnnSweeps::Tiles): state block S (dk x cols) and its carries
+  // (float); a tile of tokens' q, k, v; per token the step decay minus one and
+  // (q . k)/2; each token's q.S per column (host).
   constexpr bool carried = detail::carries_state_error<T>;
   const int carry_rows = carried ? dk : 1;  // one unread row without carries
   auto bytes = [&](int tokens, int cols) {
@@ -68,14 +217,10 @@ void lion_rnn_forward(const Exec& exec, const Tensor4<Exec, T>& q, const Tensor4
   // On a GPU a thread per state column (a warp of 32); on the host every
   // column in one team (they are its vector lanes).
   const int most_columns = is_host_space<Exec>() ? 255 : 32;
-  // Plain ints, not a structured binding: the kernel lambda captures them.
-  const std::pair<int, int> fit =
+  const auto [fit_tokens, cols] =
       detail::fit_rows_and_columns<Exec>(32, std::min(width, most_columns), bytes);
-  const int fit_tokens = fit.first, cols = fit.second;
   if (cols == 0) tiles_do_not_fit("lion/rnn", s);
   const int tokens = std::min(fit_tokens, L);
-  const int blocks = ceil_div(width, cols);
-  const int tiles = ceil_div(L, tokens);
 
   // The forward sweep's outputs and both sweeps' normalisers, kept between
   // calls (common/workspace.hpp).
@@ -86,95 +231,12 @@ void lion_rnn_forward(const Exec& exec, const Tensor4<Exec, T>& q, const Tensor4
   const auto backward_c =
       workspace_view<Tensor3<Exec, T>>("lion_rnn_backward_c", s.batch, H, normalisers);
 
-  auto policy = team_policy(exec, s.batch * H * blocks * 2, cols)
+  const detail::LionRnnSweeps<Exec, T> sweeps{
+      q,  k,  v, o, step_decay, forward_y, forward_c, backward_c,
+      dk, dv, L, H, width,      tokens,    cols,      carry_rows};
+  auto policy = team_policy(exec, s.batch * H * sweeps.blocks() * 2, cols)
                     .set_scratch_size(0, Kokkos::PerTeam(bytes(tokens, cols)));
-  using Member = typename Kokkos::TeamPolicy<Exec>::member_type;
-  Kokkos::parallel_for(
-      "lion_rnn_sweeps", policy, KOKKOS_LAMBDA(const Member& team) {
-        const bool backward = team.league_rank() % 2 == 1;
-        const int blk = team.league_rank() / 2 % blocks;
-        const int bh = team.league_rank() / 2 / blocks;
-        const int b = bh / H, h = bh % H;
-        const int c0 = blk * cols;
-        const int w = (width - c0 < cols) ? width - c0 : cols;  // state columns of this team
-        const Tensor4<Exec, T> y = backward ? o : forward_y;
-        const Tensor3<Exec, T> c_out = backward ? backward_c : forward_c;
-
-        Scratch S(team.team_scratch(0), dk, cols), E(team.team_scratch(0), carry_rows, cols);
-        Scratch Qs(team.team_scratch(0), tokens, dk), Ks(team.team_scratch(0), tokens, dk);
-        Scratch Vs(team.team_scratch(0), tokens, cols);
-        Scratch token_scalars(team.team_scratch(0), tokens, 2);  // g_t - 1, (q_t . k_t)/2
-#if !defined(__CUDA_ARCH__)
-        Scratch q_state(team.team_scratch(0), tokens, cols);  // q_t . S[:, c] per token, column
-#endif
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, dk * w), [&](int i) {
-          S(i / w, i % w) = T(0);
-          if (carried) E(i / w, i % w) = T(0);
-        });
-
-        for (int n = 0; n < tiles; ++n) {
-          // Tile n in sweep order: tokens [first, first + nt), walked up or down.
-          const int first =
-              backward ? (L - (n + 1) * tokens > 0 ? L - (n + 1) * tokens : 0) : n * tokens;
-          const int nt =
-              backward ? L - n * tokens - first : (L - first < tokens ? L - first : tokens);
-          team.team_barrier();  // the previous tile is consumed
-          detail::load_rows(team, Qs, q, Ks, k, b, h, first, nt, dk);
-          detail::team_for_each(team, nt, w, [&](int t, int c) {
-            Vs(t, c) = c0 + c < dv ? v(b, h, first + t, c0 + c) : T(1);
-          });
-          // The first token of each sweep starts from a zero state: its decay is unused.
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nt), [&](int t) {
-            const int token = first + t;
-            token_scalars(t, 0) =
-                backward
-                    ? (token < L - 1 ? attn::expm1(step_decay.log_backward(b, h, token)) : T(0))
-                    : (token > 0 ? attn::expm1(step_decay.log_forward(b, h, token)) : T(0));
-          });
-          team.team_barrier();
-          detail::team_row_sums(
-              team, nt, dk, [&](int t, int i) { return Qs(t, i) * Ks(t, i); },
-              [&](int t, T dot) { token_scalars(t, 1) = dot / 2; });
-          team.team_barrier();
-          // Column c of S (and of z) depends only on k and v[c]: no synchronisation
-          // between tokens. On a GPU each thread walks the tokens for its column;
-          // on the host blocks of S walk the tile in registers (host_recurrent_tile),
-          // with the same operations in the same order per column.
-          auto write = [&](int t, int c, T result) {
-            if (c0 + c < dv)
-              y(b, h, first + t, c0 + c) = result;
-            else
-              c_out(b, h, first + t) = result;
-          };
-#if defined(__CUDA_ARCH__)
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, w), [&](int c) {
-            for (int step_index = 0; step_index < nt; ++step_index) {
-              const int t = backward ? nt - 1 - step_index : step_index;
-              const T vc = Vs(t, c), decay_minus_one = token_scalars(t, 0);
-              T qS = 0;
-              for (int i = 0; i < dk; ++i)
-                qS += Qs(t, i) * detail::step_state<true, carried>(S(i, c), E(carried ? i : 0, c),
-                                                                   decay_minus_one,
-                                                                   Ks(t, i) * vc);  // (83a, 83b)
-              write(t, c, qS - token_scalars(t, 1) * vc);                           // (84a, 83c)
-            }
-          });
-#else
-      Kokkos::single(Kokkos::PerTeam(team), [&]() {
-        detail::host_recurrent_tile<true>(S, E, Ks, Vs, Qs, q_state, nt, dk, w, backward,
-                                          [&](int t) { return token_scalars(t, 0); });  // (83a, 83b)
-        const int values = dv - c0 < w ? dv - c0 : w;  // the block's columns of y; then z's
-        for (int t = 0; t < nt; ++t) {
-          const T half = token_scalars(t, 1);
-          T* const to = &y(b, h, first + t, c0);
-          ATTN_SIMD
-          for (int c = 0; c < values; ++c) to[c] = q_state(t, c) - half * Vs(t, c);  // (84a)
-          if (values < w) write(t, values, q_state(t, values) - half * Vs(t, values));  // (83c)
-        }
-      });
-#endif
-        }
-      });
+  Kokkos::parallel_for("lion_rnn_sweeps", policy, sweeps);
 
   for_each_element(
       exec, "lion_rnn_combine", s.batch, H, L, dv, KOKKOS_LAMBDA(int b, int h, int t, int c) {
