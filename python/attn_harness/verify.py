@@ -233,7 +233,11 @@ def run_case(function, path, layout, dtype):
     except KeyboardInterrupt:
         raise
     except BaseException as e:  # the function's failure is the case's, never the runner's
-        row["note"] = f"raised {type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''}"
+        # A compiler's error (Triton's) names the place first and the cause last: the note keeps the
+        # last line, the JSON row the whole message.
+        lines = [line.strip() for line in str(e).splitlines() if line.strip()]
+        row["note"] = f"raised {type(e).__name__}: {lines[-1][:120] if lines else ''}"
+        row["error"] = str(e)
         return row
     got, problem = results_of(returned, reference, layout)
     if got is None:

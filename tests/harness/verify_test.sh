@@ -78,7 +78,8 @@ grep -q '^edge-6 .* FAIL ' "$work/v.out" || fail "the table's FAIL row of edge-6
 rc=$?
 /usr/bin/python3 -c 'import json, sys; r = json.load(open(sys.argv[1]))
 assert r["passed"] is False and r["first_failure"] == "edge-2" and len(r["cases"]) == 8, r
-assert r["cases"][0]["result"] == "pass" and r["cases"][2]["note"].startswith("raised RuntimeError"), r' \
+assert r["cases"][0]["result"] == "pass" and r["cases"][2]["note"] == "raised RuntimeError: planted failure for L > 40", r
+assert r["cases"][2]["error"].startswith("at 39:16:") and "error" not in r["cases"][0], r' \
   "$work/v.json" && [ "$rc" = 1 ] && pass "--json and --only, cases written by bench verify" || fail "--json: exit $rc"
 
 # Bad input: one line, exit 2.
