@@ -82,8 +82,10 @@ struct LionTensorCoreTiles {
       backward_row[half] = masked ? mask.backward(b, h, i) : MaskCoordinate{0.0, 0.0};
     }
     // The chunk form: the warp's chunk (its 16 rows never straddle two) and the
-    // query-row factors of its rank-1 blocks, keys before and after it.
-    const int first = chunk > 0 ? row0 / chunk * chunk : 0;
+    // query-row factors of its rank-1 blocks, keys before and after it. A warp
+    // wholly past the sequence (a last tile's padding) takes the last token's
+    // chunk, so that the mask is read inside the sequence.
+    const int first = chunk > 0 ? (row0 < L ? row0 : L - 1) / chunk * chunk : 0;
     const int last = chunk > 0 && first + chunk < L ? first + chunk - 1 : L - 1;
     const MaskCoordinate first_forward =
         masked ? mask.forward(b, h, first) : MaskCoordinate{0.0, 0.0};

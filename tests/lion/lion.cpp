@@ -36,13 +36,14 @@ TEMPLATE_LIST_TEST_CASE("lion: every form equals both fp64 references under ever
   const std::uint64_t seed = test_seed();
   // L = 1; chunk 1; chunk not dividing L; chunk >= L; dv != dk; B*H > 1; prime L; a head of 128
   // over several 64-row tiles (the tensor-core tiles' value blocks); chunks of 16, 32 and 48
-  // whose boundaries fall inside 64-row tiles. On CUDA both tile paths.
+  // whose boundaries fall inside 64-row tiles, and warps wholly past the end of the last tile. On
+  // CUDA both tile paths.
   const struct {
     Shape shape;
     int chunk;
   } cases[] = {{{2, 2, 1, 8, 5}, 3},     {{2, 3, 37, 12, 7}, 1},    {{1, 2, 37, 16, 40}, 5},
                {{1, 1, 13, 8, 8}, 16},   {{1, 2, 101, 32, 16}, 32}, {{1, 1, 200, 128, 96}, 64},
-               {{1, 1, 70, 16, 24}, 16}, {{1, 2, 150, 64, 64}, 48}};
+               {{1, 1, 70, 16, 24}, 16}, {{1, 2, 150, 64, 64}, 48}, {{1, 1, 130, 32, 24}, 16}};
   for (const std::string family : {"lion-lit", "lion-d", "lion-s"}) {
     for (const auto& c : cases) {
       const HostProblem p = random_problem(c.shape, *lion_family(family)[0], seed);
