@@ -23,6 +23,7 @@
 
 #include "axes.hpp"
 #include "ceiling.hpp"
+#include "common/host_vectors.hpp"
 #include "common/kernel_path.hpp"
 #include "compare.hpp"
 #include "conformance.hpp"
@@ -1198,8 +1199,10 @@ int run_command(int argc, char* argv[]) {
         throw std::invalid_argument(fmt::format("ceiling takes no arguments, got '{}'", argv[2]));
       default_openmp_placement();
       const HostCeilings c = measure_host_ceilings();
-      fmt::print("fp32 FMA {:.1f} GFLOP/s, copy {:.1f} GB/s (read + write), {} OpenMP threads\n",
-                 c.fma_gflops, c.copy_gbps, c.threads);
+      fmt::print(
+          "fp32 FMA {:.1f} GFLOP/s, copy {:.1f} GB/s (read + write), {} OpenMP threads, {} "
+          "vectors\n",
+          c.fma_gflops, c.copy_gbps, c.threads, host_vectors::isa);
       return 0;
     }
     if (command != "sweep" && command != "run")

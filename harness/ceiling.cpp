@@ -7,6 +7,8 @@
 #include <cstddef>
 #include <vector>
 
+#include "common/host_vectors.hpp"
+
 namespace attn {
 namespace {
 
@@ -14,10 +16,13 @@ double seconds_of(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-// Independent chains of a = a * x + y in fp32, `chains` x `lanes` of them per
-// thread: enough chains to cover the FMA latency of every vector unit, few
-// enough to stay in registers. The compiler vectorises the lane loop.
-constexpr int chains = 12, lanes = 16;
+// Independent chains of a = a * x + y in fp32, `chains` vector registers of
+// `lanes` of them per thread (the ISA the build targets: 16 lanes on AVX-512,
+// 8 on AVX2): enough chains to cover the FMA latency of every vector unit, few
+// enough to stay in the 16 registers of AVX2 (16 lanes there took 24 and
+// spilled). The compiler vectorises the lane loop.
+constexpr int chains = 12, lanes = host_vectors::bytes / int(sizeof(float));
+static_assert(chains < host_vectors::registers, "every chain in a register");
 constexpr long steps = 4'000'000;
 
 double fma_gflops_once(int threads) {

@@ -5,6 +5,7 @@
 // place the team barriers. The CUDA tensor-core counterparts are in
 // common/mma_tiles.hpp.
 #pragma once
+#include "common/host_vectors.hpp"
 #include "common/views.hpp"
 
 // `omp simd` on host loops that the compiler should vectorise (host builds
@@ -170,9 +171,10 @@ KOKKOS_INLINE_FUNCTION void load_values_and_ones(const Member& team, const Scrat
                                                  const View& v, int b, int h, int first, int count,
                                                  int dv, int width) {
   using T = typename Scratch::non_const_value_type;
-  team_for_each(team, count, width, [&](int j, int c) {
-    dst(j, c) = c < dv ? T(operand_value<P>(v(b, h, first + j, c))) : T(1);
-  });
+  // The values as load_rows loads them (row pointers: vectorised on the host),
+  // then the ones: disjoint columns, so no barrier between.
+  load_rows<P>(team, dst, v, b, h, first, count, dv);
+  team_for_each(team, count, width - dv, [&](int j, int c) { dst(j, dv + c) = T(1); });
 }
 
 // m(r, c) = 0 for r < rows, c < cols.
@@ -199,19 +201,20 @@ struct LowerBand {
 // `outputs` are not needed (masked scores: the store masks them itself, and
 // may be handed 0 for them instead of the product), and the entries a(r, j)
 // past `left` must be zero (masked weights: the inner loop may stop early).
-// Host: each thread owns blocks of host_rows x host_cols outputs (8 rows of
-// 128 bytes: 8 x 32 floats, 8 x 16 doubles; 16 vector registers of sums):
-// per inner step, one load of b's row slice (contiguous when b is a row-major
-// tile, as every caller passes it), a broadcast of a(r, j) per row, and
-// host_cols / vector-width fused multiply-adds per row. (8 x 128 bytes was the
-// fastest of 4, 6, 8 rows by 128 or 256 bytes for the softmax and chunked
-// forms at d = 64 on the AVX-512 machine.) Blocks cut by the tile's edge take
-// plain dot products (a masked-load form of the same block ran far slower:
-// its sums left the registers).
+// Host: each thread owns blocks of BlockRows rows of BlockRowBytes of
+// outputs, sized by the ISA the build targets (host_vectors::product_block:
+// 8 rows of two AVX-512 registers, 4 of two AVX2 ones): per inner step, one
+// load of b's row slice (contiguous when b is a row-major tile, as every
+// caller passes it), a broadcast of a(r, j) per row, and two fused
+// multiply-adds per row, every sum in a register. Blocks cut by the tile's
+// edge take plain dot products (a masked-load form of the same block ran far
+// slower: its sums left the registers).
 // GPU: each thread keeps one output (the portable kernels' tiles, ~32 x 33
 // outputs, would leave most of a 128-thread team idle in blocks); the GPU's
 // fast products are the tensor-core ones (common/mma_tiles.hpp).
-template <class Member, class A, class B, class Store>
+template <int BlockRows = host_vectors::product_block.rows,
+          int BlockRowBytes = host_vectors::product_block.row_bytes, class Member, class A, class B,
+          class Store>
 KOKKOS_INLINE_FUNCTION void team_product(const Member& team, int rows, int cols, int inner,
                                          const A& a, const B& b, const Store& store,
                                          LowerBand outputs = {}, LowerBand left = {}) {
@@ -226,7 +229,7 @@ KOKKOS_INLINE_FUNCTION void team_product(const Member& team, int rows, int cols,
   Kokkos::parallel_for(Kokkos::TeamThreadRange(team, rows * cols),
                        [&](int i) { one_output(i / cols, i % cols); });
 #else
-  constexpr int host_rows = 8, host_cols = 128 / int(sizeof(T));
+  constexpr int host_rows = BlockRows, host_cols = BlockRowBytes / int(sizeof(T));
   const int block_cols = (cols + host_cols - 1) / host_cols;
   Kokkos::parallel_for(
       Kokkos::TeamThreadRange(team, ((rows + host_rows - 1) / host_rows) * block_cols), [&](int i) {
