@@ -6,18 +6,26 @@
 
 namespace attn::host_vectors {
 
+// An ISA's vector register file: `registers` registers of `bytes` each.
+struct Isa {
+  const char* name;
+  int bytes, registers;
+};
+inline constexpr Isa avx512{"AVX-512", 64, 32}, avx2{"AVX2", 32, 16},
+    sse2{"SSE2", 16, 16};  // x86-64's baseline
+inline constexpr Isa every_isa[] = {avx512, avx2, sse2};
+
 // A CUDA build (nvcc, both passes) keeps x86-64's baseline, as its host code
 // does (CMakeLists.txt), so that the passes instantiate the same templates.
 #if defined(__AVX512F__) && !defined(__CUDACC__)
-inline constexpr int bytes = 64, registers = 32;  // zmm0-31
-inline constexpr const char* isa = "AVX-512";
+inline constexpr Isa target = avx512;
 #elif defined(__AVX__) && !defined(__CUDACC__)
-inline constexpr int bytes = 32, registers = 16;  // ymm0-15
-inline constexpr const char* isa = "AVX2";
+inline constexpr Isa target = avx2;
 #else
-inline constexpr int bytes = 16, registers = 16;  // xmm0-15, x86-64's baseline
-inline constexpr const char* isa = "SSE2";
+inline constexpr Isa target = sse2;
 #endif
+inline constexpr int bytes = target.bytes, registers = target.registers;
+inline constexpr const char* isa = target.name;
 
 // A host product's block of outputs held in registers: `rows` rows of
 // `row_bytes` (two vector registers) each. Per inner step it loads a row's
@@ -30,7 +38,10 @@ inline constexpr const char* isa = "SSE2";
 struct ProductBlock {
   int rows, row_bytes;
 };
-inline constexpr ProductBlock product_block =
-    registers >= 32 ? ProductBlock{8, 2 * bytes} : ProductBlock{4, 2 * bytes};
+constexpr ProductBlock product_block_of(const Isa& vectors) {
+  return vectors.registers >= 32 ? ProductBlock{8, 2 * vectors.bytes}
+                                 : ProductBlock{4, 2 * vectors.bytes};
+}
+inline constexpr ProductBlock product_block = product_block_of(target);
 
 }  // namespace attn::host_vectors

@@ -7,9 +7,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <limits>
 #include <random>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "backends.hpp"
@@ -195,7 +197,7 @@ TEMPLATE_LIST_TEST_CASE("tile products: the batched product matches plain loops"
   }
 }
 
-// The host product's register block of every ISA (host_vectors::product_block:
+// The host product's register block of every ISA (host_vectors::every_isa:
 // AVX-512's 8 rows of 128 bytes, AVX2's 4 of 64, SSE2's 4 of 32) in one build,
 // whichever ISA it targets, against plain loops, whole and with a causal band
 // on the left operand; in double and float (a block row of 16 and 32, 8 and
@@ -244,19 +246,32 @@ void check_host_block(const ProductShape& s, std::mt19937_64& rng) {
   CHECK(worst_banded < tolerance);
 }
 
+// The blocks of ISA i of host_vectors::every_isa, in double and float.
+template <std::size_t... I>
+void check_every_isa_block(const ProductShape& s, std::mt19937_64& rng, std::index_sequence<I...>) {
+  using attn::host_vectors::every_isa, attn::host_vectors::product_block_of;
+  ((check_host_block<product_block_of(every_isa[I]).rows, product_block_of(every_isa[I]).row_bytes,
+                     double>(s, rng),
+    check_host_block<product_block_of(every_isa[I]).rows, product_block_of(every_isa[I]).row_bytes,
+                     float>(s, rng)),
+   ...);
+}
+
 TEST_CASE("tile products: the host register blocks of AVX-512, AVX2 and SSE2 match plain loops",
           "[tiles]") {
+  using attn::host_vectors::every_isa, attn::host_vectors::product_block_of;
   std::mt19937_64 rng(seed_of("host blocks"));
   for (const ProductShape& s : product_shapes) {
     INFO("rows " << s.rows << ", cols " << s.cols << ", inner " << s.inner);
-    check_host_block<8, 128, double>(s, rng);
-    check_host_block<8, 128, float>(s, rng);
-    check_host_block<4, 64, double>(s, rng);
-    check_host_block<4, 64, float>(s, rng);
-    check_host_block<4, 32, double>(s, rng);
-    check_host_block<4, 32, float>(s, rng);
+    check_every_isa_block(s, rng, std::make_index_sequence<std::size(every_isa)>{});
   }
-  // The build's own block is one of them.
+  // The three blocks are those of the comment above, and the build's own block is one of them.
+  CHECK((product_block_of(every_isa[0]).rows == 8 &&
+         product_block_of(every_isa[0]).row_bytes == 128));
+  CHECK(
+      (product_block_of(every_isa[1]).rows == 4 && product_block_of(every_isa[1]).row_bytes == 64));
+  CHECK(
+      (product_block_of(every_isa[2]).rows == 4 && product_block_of(every_isa[2]).row_bytes == 32));
   constexpr auto own = attn::host_vectors::product_block;
   CHECK(((own.rows == 8 && own.row_bytes == 128) || (own.rows == 4 && own.row_bytes == 64) ||
          (own.rows == 4 && own.row_bytes == 32)));
