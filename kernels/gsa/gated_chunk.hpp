@@ -485,12 +485,12 @@ void portable_gated_chunk(const Exec& exec, const std::string& name,
 }
 
 // The kernel of a gated sweep in chunks of `chunk`: the tensor-core tiles
-// where they hold whole chunks (axes above 128 columns in blocks of 128,
+// where each warp's 16 rows are in one chunk (axes above 128 columns in blocks of 128,
 // gsa/gated_chunk_tensor_core.hpp), the portable tiles otherwise.
 template <class P, class Exec>
 KernelPath gated_chunk_path(int seq, int chunk) {
   if (KernelPath none = without_tensor_cores<Exec, P>(); !none.name.empty()) return none;
-  return tensor_core_unless(chunks_straddle_tiles(seq, chunk));
+  return tensor_core_unless(chunks_straddle_tiles(seq, chunk, mma_rows));
 }
 
 template <class P, class Exec>

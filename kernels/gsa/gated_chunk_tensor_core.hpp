@@ -11,10 +11,12 @@
 //      ahead and stored to shared memory scaled by exp(B - b_u) <= 1. With
 //      few walks the sequence is cut into segments walked in parallel from
 //      zero, and JoinGatedSegments adds each segment's decayed entering state
-//      to its stored states.
-//   2. GatedChunkOutputs: one team per (batch, head, 64 rows of one chunk),
-//      a warp per 16-row sub-chunk, the keys streamed one 16-row sub-chunk j
-//      at a time (in bf16 the next one copied while this one is used). With
+//      to its stored states. C is a multiple of 16, or the whole sequence.
+//   2. GatedChunkOutputs: one team per (batch, head, 64 rows), a warp per
+//      16-row sub-chunk, each warp's rows in one chunk, the keys from the
+//      tile's first chunk on streamed one 16-row sub-chunk j at a time (in
+//      bf16 the next one copied while this one is used); a warp takes those of
+//      its own chunk and the state entering it. With
 //      r_w the gate sums at the warp's first row and r_j those at sub-chunk
 //      j's last row, a weight exp(b_t - b_u) of a key before the warp's rows
 //      factorises as
@@ -83,12 +85,14 @@ __device__ __forceinline__ void load8(const mma::operand_t<P>* p, float (&x)[8])
 
 #if defined(ATTN_MMA_DEVICE_PASS)
 // The gated side of a walk's tile (Tokens steps x Block columns of the keys
-// or the values) with the gate sums b_u of its entries and B_n of its chunk,
-// read into registers one tile ahead and then stored to shared memory scaled
-// by exp(B_n - b_u) <= 1: every element is used once, so one pass does what
-// a copy into shared memory, a copy of the gate sums and a scaling pass over
-// the tile did. Each of the Threads threads keeps the same Width columns
-// (one 16-byte piece of operands) in `pieces` rows row_step apart.
+// or the values) with the gate sums b_u of its entries and B_n of their
+// chunk, read into registers one tile ahead and then stored to shared memory
+// scaled by exp(B_n - b_u) <= 1: every element is used once, so one pass does
+// what a copy into shared memory, a copy of the gate sums and a scaling pass
+// over the tile did. A chunk may end after any 16 of the tile's steps, so
+// each row takes the end of its own chunk. Each of the Threads threads keeps
+// the same Width columns (one 16-byte piece of operands) in `pieces` rows
+// row_step apart.
 template <class P, int Tokens, int Block, int Threads>
 struct GatedTileInRegisters {
   using E = mma::operand_t<P>;
@@ -98,15 +102,16 @@ struct GatedTileInRegisters {
                 "a thread keeps its columns in every row");
   uint4 raw[pieces];          // the operands as stored
   float sums[pieces][width];  // b_u of each
-  float end[width];           // B_n of the tile's chunk
+  float end[pieces][width];   // B_n of each row's chunk
 
-  // Steps first .. first + Tokens - 1 of x(b, h, ., col0 + c) for c < cols
-  // (zero beyond), their gate sums from columns g0 .. m - 1 of `gate`, and
-  // the sums at `chunk_last`, the chunk's last step.
+  // Steps first .. first + count - 1 (count <= Tokens; zero after) of x(b,
+  // h, ., col0 + c) for c < cols (zero beyond), their gate sums from columns
+  // g0 .. m - 1 of `gate`, and the sums at the last step of each one's chunk
+  // of C steps (every chunk whole).
   template <class View>
   __device__ __forceinline__ void load(const View& x, const GateSumView& gate, int b, int h,
-                                       int first, int chunk_last, int col0, int cols, int g0, int m,
-                                       int mirror, int tid) {
+                                       int first, int count, int C, int col0, int cols, int g0,
+                                       int m, int mirror, int tid) {
     const int c = (tid % row_pieces) * width, r0 = tid / row_pieces;
     // Whole 16-byte pieces when rows are (as start_tile_copy decides) and the
     // gate sums' rows too (a block's m may be a multiple of 4 where all of
@@ -127,10 +132,16 @@ struct GatedTileInRegisters {
         }
       }
     };
-    load_sums(end, chunk_last);
 #pragma unroll
     for (int p = 0; p < pieces; ++p) {
-      const int step = first + r0 + p * row_step;
+      const int row = r0 + p * row_step, step = first + row;
+      if (row >= count) {  // past the walk's last chunk: nothing is read
+        raw[p] = make_uint4(0, 0, 0, 0);
+#pragma unroll
+        for (int e = 0; e < width; ++e) sums[p][e] = end[p][e] = 0.f;
+        continue;
+      }
+      load_sums(end[p], step / C * C + C - 1);
       load_sums(sums[p], step);
       if (pieces_whole) {
         raw[p] =
@@ -157,18 +168,23 @@ struct GatedTileInRegisters {
       memcpy(values, &raw[p], sizeof values);
 #pragma unroll
       for (int e = 0; e < width; ++e) {
-        const float factor = g0 + c + e < m ? weight_exp(end[e] - sums[p][e]) : 0.f;
+        const float factor = g0 + c + e < m ? weight_exp(end[p][e] - sums[p][e]) : 0.f;
         values[e] = mma::operand_from_float<P>(mma::operand_to_float<P>(values[e]) * factor);
       }
       memcpy(tile + (r0 + p * row_step) * ld + c, values, sizeof values);
     }
   }
 
-  // B_n of every column, for the state's decay at the chunk's start.
-  __device__ __forceinline__ void store_chunk_end(float* chunk_end, int tid) const {
-    if (tid < row_pieces)
+  // B_n of every column for the chunk of each 16 steps of the tile
+  // (chunk_end[s] for steps 16 s ..), for the state's decay where a chunk
+  // starts.
+  __device__ __forceinline__ void store_chunk_ends(float (*chunk_end)[Block], int tid) const {
+    const int c = (tid % row_pieces) * width, r0 = tid / row_pieces;
 #pragma unroll
-      for (int e = 0; e < width; ++e) chunk_end[tid * width + e] = end[e];
+    for (int p = 0; p < pieces; ++p)
+      if ((r0 + p * row_step) % 16 == 0)
+#pragma unroll
+        for (int e = 0; e < width; ++e) chunk_end[(r0 + p * row_step) / 16][c + e] = end[p][e];
   }
 };
 #endif
@@ -226,7 +242,9 @@ struct GatedChunkStates {
   // Tiles of `tokens` steps: the plain side (values, or keys with the key
   // gate) copied by cp.async in a ring of `stages` buffers, stages - 1 in
   // flight while one is multiplied; the gated side one tile ahead in
-  // registers (GatedTileInRegisters), one buffer.
+  // registers (GatedTileInRegisters), one buffer. A chunk is a multiple of
+  // 16 steps, not of a tile: a tile is added in halves, the state stored and
+  // decayed between them where a chunk ends after the first.
   static constexpr int tokens = 32, stages = std::is_same_v<P, bf16> ? 4 : 3;
   static constexpr int ld = mma::k_major_stride<P>(block);
 
@@ -247,7 +265,8 @@ struct GatedChunkStates {
     using E = mma::operand_t<P>;
     __shared__ __align__(16) E plain[stages][tokens * ld];
     __shared__ __align__(16) E gated[tokens * ld];
-    __shared__ float chunk_end[block];  // B_n of the block's gate columns, for the state's decay
+    __shared__ float chunk_end[tokens / 16][block];  // B_n of the block's gate columns for
+                                                     // each 16 steps, for the state's decay
     const int rank = team.league_rank(), tid = team.team_rank(), warp = tid / 32;
     const int segment = rank % segments(), yb = rank / segments() % y_blocks;
     const int xb = rank / (segments() * y_blocks) % x_blocks,
@@ -268,15 +287,23 @@ struct GatedChunkStates {
     // The warp's piece of the state block, by 16-row tile.
     mma::Accumulator<warp_columns> S[row_tiles];
     for (auto& tile : S) mma::zero(tile);
-    const int per_chunk = C / tokens;
+    // The segment's chunks first .. last - 1, all whole (the last chunk's keys are in no stored
+    // state): steps from .. to - 1, in tiles of `tokens` steps from `from`.
+    const int first = segment * segment_chunks;
+    const int last = first + segment_chunks < chunks - 1 ? first + segment_chunks : chunks - 1;
+    const int from = first * C, to = last * C, tiles = ceil_div(to - from, tokens);
+    auto tile_steps = [&](int i) {
+      return to - from - i * tokens < tokens ? to - from - i * tokens : tokens;
+    };
     auto start_plain = [&](int i) {
-      mma::start_tile_copy<P>(plain[i % stages], ld, tokens, block, plain_side, b, h, i * tokens,
-                              tokens, plain_cols, tid, threads, mirror, plain_col0);
+      mma::start_tile_copy<P>(plain[i % stages], ld, tokens, block, plain_side, b, h,
+                              from + i * tokens, tile_steps(i), plain_cols, tid, threads, mirror,
+                              plain_col0);
     };
     GatedTileInRegisters<P, tokens, block, threads> next;  // the gated side of the next tile
     auto load_gated = [&](int i) {
-      next.load(gated_side, sums, b, h, i * tokens, (i / per_chunk) * C + C - 1, gated_col0,
-                gated_cols, g0, m, mirror, tid);
+      next.load(gated_side, sums, b, h, from + i * tokens, tile_steps(i), C, gated_col0, gated_cols,
+                g0, m, mirror, tid);
     };
     auto store = [&](int entering) {
       for (int t = 0; t < row_tiles; ++t)
@@ -286,26 +313,19 @@ struct GatedChunkStates {
               s1);
         });
     };
-    // The segment's chunks first .. last - 1, all whole (the last chunk's keys are in no stored
-    // state).
-    const int first = segment * segment_chunks;
-    const int last = first + segment_chunks < chunks - 1 ? first + segment_chunks : chunks - 1;
-    const int begin = first * per_chunk, end = last * per_chunk;
     team.team_barrier();  // a block that runs several teams: the previous team's tiles are no
                           // longer read
-    for (int i = begin; i < begin + stages - 1 && i < end; ++i) start_plain(i);
-    if (begin < end) load_gated(begin);
-    for (int i = begin; i < end; ++i) {
-      const int n = i / per_chunk, buf = i % stages;
-      const bool opens_chunk = i % per_chunk == 0;
-      if (opens_chunk && i > begin) store(n);  // S is the state entering chunk n
-      // The gated side decayed to the chunk's end, exp(B_n - b_u) <= 1; then the next tile's is
+    for (int i = 0; i < stages - 1 && i < tiles; ++i) start_plain(i);
+    if (tiles > 0) load_gated(0);
+    for (int i = 0; i < tiles; ++i) {
+      const int buf = i % stages, t = from + i * tokens;
+      // The gated side decayed to its chunk's end, exp(B_n - b_u) <= 1; then the next tile's is
       // read.
       next.store_scaled(gated, ld, g0, m, tid);
-      if (opens_chunk) next.store_chunk_end(chunk_end, tid);
-      if (i + 1 < end) load_gated(i + 1);
+      next.store_chunk_ends(chunk_end, tid);
+      if (i + 1 < tiles) load_gated(i + 1);
       // Tile i's plain side is in once the copies of the later tiles in flight are all that pend.
-      if (i + stages - 1 < end) {
+      if (i + stages - 1 < tiles) {
         start_plain(i + stages - 1);
         mma::finish_tile_copy<stages - 1, P>(plain[buf], ld, tokens, block, plain_cols, tid,
                                              threads);
@@ -313,18 +333,27 @@ struct GatedChunkStates {
         mma::finish_tile_copy<0, P>(plain[buf], ld, tokens, block, plain_cols, tid, threads);
       }
       team.team_barrier();
-      if (opens_chunk && i > begin)  // S_n = exp(B_n) S_n before chunk n's keys
-        for (int t = 0; t < row_tiles; ++t)
-          mma::for_each_entry(S[t], [&](int r, int c, float& x) {
-            x *= weight_exp(chunk_end[KeyGated ? first_row + 16 * t + r : first_col + c]);
-          });
-      const E* const Ks = KeyGated ? gated : plain[buf];
-      const E* const Vs = KeyGated ? plain[buf] : gated;
-      // S += K^T V, the gate already in the gated side (no per-token factor).
-      add_decayed_key_values<P, tokens>(S, Ks + first_row, ld, Vs + first_col, ld, nullptr, false);
+      // The tile's steps 16 at a time (the same products as the whole tile
+      // at once): where steps t + at .. open a chunk n after the segment's
+      // first, S is the state entering it (stored), then S_n = exp(B_n) S_n
+      // before chunk n's keys; S += K^T V, the gate already in the gated
+      // side (no per-token factor).
+      for (int at = 0; at < tokens && t + at < to; at += 16) {
+        if ((t + at) % C == 0 && t + at > from) {
+          store((t + at) / C);
+          for (int r = 0; r < row_tiles; ++r)
+            mma::for_each_entry(S[r], [&](int row, int c, float& x) {
+              x *= weight_exp(
+                  chunk_end[at / 16][KeyGated ? first_row + 16 * r + row : first_col + c]);
+            });
+        }
+        const E* const Ks = (KeyGated ? gated : plain[buf]) + at * ld;
+        const E* const Vs = (KeyGated ? plain[buf] : gated) + at * ld;
+        add_decayed_key_values<P, 16>(S, Ks + first_row, ld, Vs + first_col, ld, nullptr, false);
+      }
       team.team_barrier();  // the gated buffer and plain buffer buf are free again
     }
-    if (end > begin) store(last);
+    if (tiles > 0) store(last);
 #endif
   }
 };
@@ -496,7 +525,11 @@ struct GatedChunkOutputs {
     const bool adds_earlier_blocks = Blocked && key_block > 0,
                leaves_sum_for_later = Blocked && key_block + 1 < blocks.key_blocks();
     const int warp = tid / 32, row0 = tile.first + 16 * warp;
-    const int n = tile.first / C, t0 = n * C;
+    // The chunk of the warp's rows (C is a multiple of 16), and the chunks of
+    // the tile's first and last rows: one, unless C is not a multiple of 64.
+    // A padding warp (rows past L) takes none of them.
+    const int n = row0 / C, t0 = n * C;
+    const int first_chunk = tile.first / C, last_chunk = (tile.first + tile.count - 1) / C;
     const bool active = row0 < L;
     const int X = columns.keys, Y = columns.values;
     const int first_key = columns.first_key, first_value = columns.first_value;
@@ -525,41 +558,9 @@ struct GatedChunkOutputs {
     mma::Accumulator<YD> O;
     mma::zero(O);
 
-    if (!writes_only_weights && n > 0) {
-      // Inter-chunk: exp(b_t) q_t^T S_n = exp(b_t - r_w) (q_t exp(r_w))^T S_n, S_n
-      // streamed in slices of rows (one in bf16), the next copied while this one
-      // is multiplied.
-      constexpr int slices = XD / slice;
-      auto buffer = [&](int i) { return tile_memory + (i & 1) * slice * slice_ld; };
-      auto start = [&](int i) {
-        mma::start_tile_copy<P>(buffer(i), slice_ld, slice, YD, states, stored, n - 1, i * slice,
-                                slice, YD, tid, size);
-      };
-      start(0);
-#pragma unroll  // Q's k-steps are indexed by i: registers only with constant indices
-      for (int i = 0; i < slices; ++i) {
-        if (i + 1 < slices) {
-          start(i + 1);
-          mma::finish_tile_copy<1, P>(buffer(i), slice_ld, slice, YD, YD, tid, size);
-        } else {
-          mma::finish_tile_copy<0, P>(buffer(i), slice_ld, slice, YD, YD, tid, size);
-        }
-        team.team_barrier();
-#pragma unroll
-        for (int kk = 0; kk < slice / mma::k_step<P>; ++kk) {
-          const int step = i * slice / mma::k_step<P> + kk;
-          std::uint32_t a[4];
-          mma::row_tile_raw(Q, step, a);
-          if constexpr (KeyGated)
-            mma::scale_fragment_columns<P>(
-                a, [&](int c) { return weight_exp(r_w[step * mma::k_step<P> + c]); });
-          mma::add_ab_step<P>(O, mma::prepare<P>(a), buffer(i), slice_ld, kk);
-        }
-        team.team_barrier();  // buffer i & 1 is free for slice i + 2
-      }
-      if constexpr (!KeyGated)
-        mma::for_each_entry(O, [&](int, int c, float& x) { x *= weight_exp(r_w[c]); });
-    }
+    if constexpr (!writes_only_weights)
+      for (int c = first_chunk > 0 ? first_chunk : 1; c <= last_chunk; ++c)
+        add_state_part(team, tile_memory, Q, O, r_w, stored, c, active && c == n);
 
     // Intra-chunk, one key sub-chunk at a time, up to the team's last rows.
     const int end = tile.first + tile.count;
@@ -591,12 +592,12 @@ struct GatedChunkOutputs {
         mma::finish_tile_copy<later, P>(Vt + keys * ldv, ld, keys, XD, X, tid, size);
       mma::finish_tile_copy<later, float>(stage_sums[stage], ld_sums, keys, G, m, tid, size);
     };
-    for (int j0 = t0, step = 0; j0 < end; j0 += keys, ++step) {
+    for (int j0 = first_chunk * C, step = 0; j0 < end; j0 += keys, ++step) {
       const int nk = L - j0 < keys ? L - j0 : keys, stage = step % stages;
       const bool diagonal_step = j0 >= tile.first;  // the sub-chunk of warp (j0 - first) / 16
       const int owner = (j0 - tile.first) / keys;
       team.team_barrier();  // the sub-chunk `stages` back (or S_n, or Q's staging) is consumed
-      if (stages == 1 || j0 == t0) copy_sub_chunk(j0, stage);
+      if (stages == 1 || step == 0) copy_sub_chunk(j0, stage);
       if (stages == 2 && j0 + keys < end) {
         copy_sub_chunk(j0 + keys, 1 - stage);
         finish_sub_chunk(std::integral_constant<int, copies>{}, stage);
@@ -705,8 +706,9 @@ struct GatedChunkOutputs {
         else
           mma::add_ab<P>(O, A, Vt, ldv);
       };
-      if (active && row0 >= j0 + keys) {  // the warp's rows are past the sub-chunk
-        mma::Accumulator<keys> A;         // its weights against the sub-chunk's keys
+      if (active && row0 >= j0 + keys && j0 >= t0) {  // the warp's rows are past the sub-chunk,
+                                                      // in its chunk
+        mma::Accumulator<keys> A;                     // its weights against the sub-chunk's keys
         mma::zero(A);
         if constexpr (reads_weights) {
           weights_of(A);
@@ -790,6 +792,51 @@ struct GatedChunkOutputs {
       }
 #endif
   }
+
+#if defined(ATTN_MMA_DEVICE_PASS)
+  // Inter-chunk, for the warps whose rows are in chunk c (`active`):
+  //   exp(b_t) q_t^T S_c = exp(b_t - r_w) (q_t exp(r_w))^T S_c,
+  // S_c streamed by the whole team in slices of rows (one in bf16), the next
+  // copied while this one is multiplied. Every thread of the team calls it.
+  __device__ __forceinline__ void add_state_part(const mma::CudaTeam& team,
+                                                 mma::operand_t<P>* tile_memory,
+                                                 const mma::RowTile<P, XD>& Q,
+                                                 mma::Accumulator<YD>& O, const float* r_w,
+                                                 int stored, int c, bool active) const {
+    const int tid = team.team_rank(), size = team.team_size();
+    constexpr int slices = XD / slice;
+    auto buffer = [&](int i) { return tile_memory + (i & 1) * slice * slice_ld; };
+    auto start = [&](int i) {
+      mma::start_tile_copy<P>(buffer(i), slice_ld, slice, YD, states, stored, c - 1, i * slice,
+                              slice, YD, tid, size);
+    };
+    start(0);
+#pragma unroll  // Q's k-steps are indexed by i: registers only with constant indices
+    for (int i = 0; i < slices; ++i) {
+      if (i + 1 < slices) {
+        start(i + 1);
+        mma::finish_tile_copy<1, P>(buffer(i), slice_ld, slice, YD, YD, tid, size);
+      } else {
+        mma::finish_tile_copy<0, P>(buffer(i), slice_ld, slice, YD, YD, tid, size);
+      }
+      team.team_barrier();
+      if (active)
+#pragma unroll
+        for (int kk = 0; kk < slice / mma::k_step<P>; ++kk) {
+          const int step = i * slice / mma::k_step<P> + kk;
+          std::uint32_t a[4];
+          mma::row_tile_raw(Q, step, a);
+          if constexpr (KeyGated)
+            mma::scale_fragment_columns<P>(
+                a, [&](int x) { return weight_exp(r_w[step * mma::k_step<P> + x]); });
+          mma::add_ab_step<P>(O, mma::prepare<P>(a), buffer(i), slice_ld, kk);
+        }
+      team.team_barrier();  // buffer i & 1 is free for slice i + 2
+    }
+    if constexpr (!KeyGated)
+      if (active) mma::for_each_entry(O, [&](int, int y, float& x) { x *= weight_exp(r_w[y]); });
+  }
+#endif
 };
 
 // f(XD, YD) with X and Y padded to 64 or 128 (both at most 128).
@@ -812,7 +859,7 @@ void with_padded_sizes(int X, int Y, F f) {
 enum class TileSweep { declined, done, softmax_left };
 
 // The tensor-core sweep; `declined`, with nothing run, when chunks that a
-// 64-row tile would straddle (C not a multiple of 64, and more than one
+// warp's 16 rows would straddle (C not a multiple of 16, and more than one
 // chunk). `softmax` (value gate): also the softmax of every output row,
 // computed from the fp32 outputs in registers where the value axis is whole.
 // An axis wider than 128 columns (GSA's heads of 512, or more than 128 slots)
@@ -835,7 +882,7 @@ TileSweep tensor_core_gated_chunk(const Kokkos::Cuda& exec, const std::string& n
   const int B = int(query.extent(0)), H = int(query.extent(1)), L = int(query.extent(2));
   const ColumnBlocks blocks{int(query.extent(3)), int(value.extent(3))};
   const int chunks = ceil_div(L, C);
-  if (!chunks_straddle_tiles(L, C).empty()) return TileSweep::declined;
+  if (!chunks_straddle_tiles(L, C, mma_rows).empty()) return TileSweep::declined;
   const int mirror = reverse ? L - 1 : -1;
   const mma::CudaTensor<P> fused_softmax =
       blocks.value_blocks() == 1 ? softmax : mma::CudaTensor<P>();

@@ -30,8 +30,7 @@ KernelPath path_at(const Form& form, int d, int chunk) {
 }
 
 // What CUDA's kernels take, form by form: the tensor cores where the chunk
-// is a multiple of their tiles' rows (16 for the chunked causal and LION
-// forms, 64 for GSA) and the head at most 128, blocks or wide tiles above
+// is a multiple of their tiles' rows (16) and the head at most 128, blocks or wide tiles above
 // where a kernel has them, the portable kernels otherwise (with why).
 struct Expected {
   const char* form;
@@ -51,7 +50,8 @@ const Expected on_cuda[] = {
     {"lion-s/chunk", 64, 96, "tensor-core", ""},
     {"lion-lit/chunk", 64, 100, "portable", "chunk 100 is not a multiple of 16"},
     {"lion-d/attention", 256, 64, "portable", "a head of 256 columns is above 128"},
-    {"gsa/chunk", 64, 96, "portable", "chunk 96 is not a multiple of 64"},
+    {"gsa/chunk", 64, 96, "tensor-core", ""},
+    {"gsa/chunk", 64, 100, "portable", "chunk 100 is not a multiple of 16"},
     {"gsa/chunk_fwd_bwd", 256, 64, "tensor-core", ""},  // its kernels read blocks of 128
     {"softmax/full", 128, 0, "tensor-core", ""},
     {"softmax/full", 256, 0, "tensor-core/wide-head", "a head of 256 columns is above 128"},

@@ -94,8 +94,10 @@ TEMPLATE_LIST_TEST_CASE("GSA forms at the gate extremes and with many slots", "[
 }
 
 // The chunk forms' tensor-core tiles (kernels/gsa/gated_chunk_tensor_core.hpp)
-// apply at chunks of 64 and multiples, or one chunk: several chunks with a
-// short last one, chunks of two row tiles, L = 1, head and slot sizes that
+// apply at chunks that are multiples of 16, or one chunk: several chunks with
+// a short last one, chunks of two row tiles, chunks of 16, 32, 48 and 96 (a
+// row tile holding several chunks or the end of one and the start of the
+// next, a walk tile added in halves), L = 1, head and slot sizes that
 // pad to 64 and to 128, d_v != d_k both ways, heads and slot counts above 128
 // (cut into blocks of 128 columns and a ragged last one), one chunk of more
 // than 256 steps with the value axis cut (the key gate's weights computed
@@ -113,7 +115,9 @@ TEMPLATE_LIST_TEST_CASE("GSA chunk forms on every tile path", "[gsa][forms][tile
                         {{1, 1, 1, 32, 16}, 64, 8},      {{1, 1, 77, 48, 24}, 64, 100},
                         {{1, 1, 190, 96, 128}, 64, 128}, {{1, 2, 150, 320, 136}, 64, 64},
                         {{1, 1, 130, 136, 130}, 64, 48}, {{1, 1, 150, 72, 96}, 64, 200},
-                        {{1, 1, 300, 64, 136}, 512, 32}, {{1, 1, 100, 64, 136}, 128, 32}};
+                        {{1, 1, 300, 64, 136}, 512, 32}, {{1, 1, 100, 64, 136}, 128, 32},
+                        {{1, 1, 130, 32, 24}, 16, 40},   {{1, 2, 150, 72, 64}, 48, 64},
+                        {{1, 1, 200, 136, 96}, 96, 64},  {{2, 1, 100, 40, 136}, 32, 24}};
   for (const char* name : {"gsa/chunk", "gsa/chunk_fwd_bwd"}) {
     const Form& form = form_named(name);
     if (!form.supports<P>()) continue;
