@@ -21,8 +21,8 @@ namespace detail {
 
 // One step of a GSA key memory (Eq. 6): slot[c] = alpha slot[c] + s k[c] for
 // c < dk, and the score sum_c slot[c] q[c], returned to every thread. On a
-// GPU the team's threads keep the same columns every step (no barrier
-// between steps) and reduce; on the host one vectorised loop.
+// GPU the team's threads keep the same columns every step (the slot needs no
+// barrier between steps) and reduce; on the host one vectorised loop.
 template <class Member, class T, class In>
 KOKKOS_INLINE_FUNCTION T key_slot_step(const Member& team, T* slot, T alpha, T write, const In* k,
                                        const In* q, int dk) {
@@ -36,6 +36,10 @@ KOKKOS_INLINE_FUNCTION T key_slot_step(const Member& team, T* slot, T alpha, T w
         sum += x * T(q[c]);
       },
       score);
+  // Kokkos 3.4's team reduction reads its result from shared memory with no
+  // barrier after, so the next step's reduction could overwrite it while a
+  // warp still reads it (compute-sanitizer racecheck reported the hazard).
+  team.team_barrier();
 #else
   (void)team;
   ATTN_SIMD_REDUCE(+, score)
