@@ -28,7 +28,7 @@ struct KernelPath {
 
 namespace paths {
 inline const char* const tensor_core = "tensor-core";
-inline const char* const wide_head = "tensor-core/wide-head";  // softmax forward above 128 columns
+inline const char* const wide_head = "tensor-core/wide-head";  // softmax above 128 columns
 inline const char* const head_blocks = "head-blocks";  // a prefix: the blocks' own path follows
 inline const char* const portable = "portable";
 // The parts a path name is made of, each a word --require-path takes.

@@ -2,8 +2,8 @@
 // FlashAttention-2 forward (Dao 2023, Alg. 1) and backward (Alg. 2) written as
 // warp tile operations (common/mma_tiles.hpp). Launched as teams
 // (mma::launch_tiles) of 4 x 32 or 2 x 32 threads, each warp owning 16 rows;
-// tiles live in static shared memory, at most 48 KB (see softmax/README.md
-// for the budget).
+// tiles live in shared memory, static where they fit its 48 KB, dynamic
+// where they do not (see softmax/README.md for the budget).
 // Scores are kept in base-2 units, s2 = log2(e) scale q.k, so that every
 // weight is exp2(s2 - m) with m >= s2: no exponent is ever positive, and a
 // masked pair is never exponentiated.
@@ -17,6 +17,12 @@
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+
+namespace attn {
+// The widest head (d_k and d_v) the backward passes are compiled for on
+// tensor cores (FlashBackwardPass: 128-column gradient blocks above 128).
+inline constexpr int widest_softmax_backward_head = 512;
+}  // namespace attn
 
 namespace attn::detail {
 
@@ -117,17 +123,21 @@ struct OnlineSoftmax {
 };
 #endif
 
-// Forward, one team per (batch, head, 64 query rows): Q in registers, key and
-// value tiles streamed through shared memory, the running row max m, sum l and
-// output O in registers (online softmax, Alg. 1 lines 8-10).
-template <class P, int D>
+// Forward, one team per (batch, head, 64 query rows, block of DV value
+// columns): Q in registers, key and value tiles streamed through shared
+// memory, the running row max m, sum l and output O in registers (online
+// softmax, Alg. 1 lines 8-10). DV < D (bf16 heads of 256: 128 value columns a
+// team) keeps the accumulators of a 128-column head beside the wider Q, each
+// value block recomputing the scores.
+template <class P, int D, int DV = D>
 struct FlashForward {
   static constexpr int warps = 4, rows = 16 * warps;
   static constexpr int keys =
       std::is_same_v<P, bf16> ? 64 : 32;  // streamed tile: 2 x keys x D operands
   // The key and value tiles and the query rows' staging tile, in dynamic
-  // shared memory: 52 KB in bf16 and 68 KB in float and tf32 at d = 128.
-  using SharedTiles = mma::StreamedTiles<P, D, D, keys, rows>;
+  // shared memory: 52 KB in bf16 and 68 KB in float and tf32 at d = 128, 85 KB
+  // in bf16 at d = 256.
+  using SharedTiles = mma::StreamedTiles<P, D, DV, keys, rows>;
   // bf16 at d = 128 is at 168 registers, three teams per SM: strided copies
   // took it past them, to two teams, and took longer
   // (docs/performance-history.md, "Tile copies").
@@ -136,7 +146,7 @@ struct FlashForward {
 
   CudaTensor<P> q, k, v, o;
   CudaRows logsumexp;  // optional: natural-log row logsumexp for the backward
-  int L, H, tiles, dk, dv;
+  int L, H, tiles, value_blocks, dk, dv;
   float scale_log2;
   bool causal;
 
@@ -145,7 +155,9 @@ struct FlashForward {
     const SharedTiles shared(reinterpret_cast<mma::operand_t<P>*>(mma::dynamic_shared()));
     // Causal: the last query tiles see the most keys; start them first.
     const int rank = causal ? team.league_size() - 1 - team.league_rank() : team.league_rank();
-    const TeamTile tile = team_tile(rank, tiles, H, rows, L);
+    // (A head of one value block leaves the division to the compiler.)
+    const int value_block = DV < D ? rank % value_blocks : 0, first_value = DV * value_block;
+    const TeamTile tile = team_tile(DV < D ? rank / value_blocks : rank, tiles, H, rows, L);
     const int b = tile.b, h = tile.h;
     const int row0 = tile.first + 16 * (team.team_rank() / 32);  // the warp's first query
 
@@ -153,14 +165,14 @@ struct FlashForward {
     // waited for (attend_streamed's `first`), as ChunkOutputs does.
     mma::RowTile<P, D> Q;
     mma::start_row_tiles<P, D, copies>(team, shared.queries, q, b, h, tile.first, L, dk);
-    mma::SequenceSum<P, D> O;
+    mma::SequenceSum<P, DV> O;
     mma::zero(O);
     OnlineSoftmax softmax;
 
     // Online softmax over the key tiles; past the diagonal they are skipped.
     const int end = causal ? (tile.first + tile.count < L ? tile.first + tile.count : L) : L;
     mma::attend_streamed<P, D, keys, false, weight_rounding, copies>(
-        team, Q, O, shared.keys, shared.values, k, v, b, h, L, 0, end, dk, dv, 0, -1,
+        team, Q, O, shared.keys, shared.values, k, v, b, h, L, 0, end, dk, dv, first_value, -1,
         [&](int k0) {
           return !causal || k0 <= row0 + 15;
         },  // some query of the warp sees these keys
@@ -168,7 +180,8 @@ struct FlashForward {
           softmax.template weigh<P>(S, O, k0, nk, row0, causal, scale_log2);
         },
         [&] { mma::finish_row_tiles<2>(team, Q, shared.queries, dk); });
-    softmax.store<P>(mma::total(O), o, logsumexp, b, h, row0, L, 0, dv);
+    softmax.store<P>(mma::total(O), o, value_block == 0 ? logsumexp : CudaRows{}, b, h, row0, L,
+                     first_value, dv);
 #endif
   }
 };
@@ -250,33 +263,59 @@ struct WideFlashForward {
 // with the logsumexp and D indexed by the query (rows in the dq pass, columns
 // in the dk, dv pass). Owned rows stay in shared memory, read as A operands,
 // so that the registers hold only the accumulators.
+// Heads wider than 128 columns (D = 256, 512): a team owns a block of 128
+// gradient columns of its rows (dQ's, or dK's and dV's), the accumulators of
+// a 128-column head, and recomputes S and dP over the whole head for each
+// block: (2 blocks + 1) products per gradient where a whole head takes 3, in
+// exchange for registers a wide accumulator would not find. The teams of one
+// tile's blocks are neighbours in the launch, so they stream the same Y tiles
+// from L2 together.
 template <class P, int D, bool OwnsKeys>
 struct FlashBackwardPass {
   static constexpr bool bf = std::is_same_v<P, bf16>;
   static constexpr int warps = bf ? 4 : 2, owned = 16 * warps;
-  static constexpr int streamed = bf ? 16 : 8;  // one k-step of the dS Y1 product
+  static constexpr int streamed = bf ? 16 : 8;     // one k-step of the dS Y1 product
+  static constexpr int block = D < 128 ? D : 128;  // gradient columns a team accumulates
   static constexpr int ld = mma::padded_stride<P>(D);
   static constexpr auto copies = mma::CopyAddressing::strided;
+  // X1, X2 [owned][ld] and Y1, Y2 [streamed][ld]: 43 KB at D = 128, in
+  // static shared memory; from D = 256 above the 48 KB a static tile may
+  // take, in dynamic shared memory (dynamic_bytes of it).
+  static constexpr int operands = 2 * (owned + streamed) * ld;
+  static constexpr std::size_t shared_bytes = operands * sizeof(mma::operand_t<P>);
+  static constexpr bool dynamic = shared_bytes > 48 * 1024;
+  static constexpr std::size_t dynamic_bytes = dynamic ? shared_bytes : 0;
 
   CudaTensor<P> x1, x2, y1, y2;  // dq pass: q, d_o, k, v; dk, dv pass: k, v, q, d_o
   CudaTensor<P> out1, out2;      // dq pass: dq; dk, dv pass: dk, dv
   CudaRows logsumexp, delta;
-  int L, H, tiles, d1, d2;  // d1: columns of x1, y1 (dk); d2: of x2, y2 (dv)
+  int L, H, tiles, blocks, d1, d2;  // d1: columns of x1, y1 (dk); d2: of x2, y2 (dv)
   float scale, scale_log2;
   bool causal;
+
+  // Teams for the (batch, head, tile) rows of each of `blocks` column blocks.
+  static int column_blocks(int d1, int d2) {
+    return ceil_div(OwnsKeys && d2 > d1 ? d2 : d1, block);
+  }
 
   KOKKOS_INLINE_FUNCTION void operator()(const CudaTeam& team) const {
 #if defined(ATTN_MMA_DEVICE_PASS)
     using E = mma::operand_t<P>;
-    __shared__ __align__(16) E X1[owned * ld];
-    __shared__ __align__(16) E X2[owned * ld];
-    __shared__ __align__(16) E Y1[streamed * ld];
-    __shared__ __align__(16) E Y2[streamed * ld];
+    __shared__ __align__(16) E narrow_tiles[dynamic ? 1 : operands];
+    E* const X1 = dynamic ? reinterpret_cast<E*>(mma::dynamic_shared()) : narrow_tiles;
+    E* const X2 = X1 + owned * ld;
+    E* const Y1 = X2 + owned * ld;
+    E* const Y2 = Y1 + streamed * ld;
     __shared__ float query_stats[2]
                                 [streamed];  // dk, dv pass: log2e lse and D of the streamed queries
     const int rank =
         causal && !OwnsKeys ? team.league_size() - 1 - team.league_rank() : team.league_rank();
-    const TeamTile tile = team_tile(rank, tiles, H, owned, L);
+    // The gradient columns from first_col; a head of one block leaves every
+    // test to the compiler.
+    const bool blocked = block < D;
+    const TeamTile tile = team_tile(blocked ? rank / blocks : rank, tiles, H, owned, L);
+    const int first_col = blocked ? block * (rank % blocks) : 0;
+    const bool has1 = !blocked || first_col < d1, has2 = OwnsKeys && (!blocked || first_col < d2);
     const int b = tile.b, h = tile.h, tid = team.team_rank(), size = team.team_size();
     const int warp_row0 = 16 * (tid / 32), row0 = tile.first + warp_row0;
 
@@ -295,8 +334,9 @@ struct FlashBackwardPass {
           row_lse[half] = logsumexp(b, h, row) * log2_e;
           row_delta[half] = delta(b, h, row);
         }
-    std::conditional_t<OwnsKeys, mma::Accumulator<D>, mma::SequenceSum<P, D>> acc1;  // dK or dQ
-    mma::Accumulator<D> acc2;                                                        // dV
+    std::conditional_t<OwnsKeys, mma::Accumulator<block>, mma::SequenceSum<P, block>>
+        acc1;                      // dK, dQ
+    mma::Accumulator<block> acc2;  // dV
     mma::zero(acc1);
     if (OwnsKeys) mma::zero(acc2);
 
@@ -333,26 +373,28 @@ struct FlashBackwardPass {
         s = visible ? mma::exp2_ftz(s * scale_log2 - lse2) : 0.f;
         dp = s * (dp - d);
       });
-      if (OwnsKeys) {
-        mma::add_ab<P, weight_rounding, exact_sums<P>>(acc2, S, Y2, ld);   // dV += P^T dO
-        mma::add_ab<P, weight_rounding, exact_sums<P>>(acc1, dP, Y1, ld);  // dK += dS^T Q
-      } else {
-        mma::add_ab<P, weight_rounding, exact_sums<P>>(acc1, dP, Y1, ld);  // dQ += dS K
-      }
+      // dV += P^T dO (dk, dv pass); dK += dS^T Q or dQ += dS K: the team's
+      // block of columns of Y.
+      if (has2) mma::add_ab<P, weight_rounding, exact_sums<P>>(acc2, S, Y2 + first_col, ld);
+      if (has1) mma::add_ab<P, weight_rounding, exact_sums<P>>(acc1, dP, Y1 + first_col, ld);
     }
     mma::for_each_entry(mma::total(acc1), [&](int r, int c, float& x) {
-      if (row0 + r < L && c < d1) out1(b, h, row0 + r, c) = storage_t<P>(scale * x);
+      if (row0 + r < L && first_col + c < d1)
+        out1(b, h, row0 + r, first_col + c) = storage_t<P>(scale * x);
     });
-    if (OwnsKeys)
+    if (has2)
       mma::for_each_entry(acc2, [&](int r, int c, float& x) {
-        if (row0 + r < L && c < d2) out2(b, h, row0 + r, c) = storage_t<P>(x);
+        if (row0 + r < L && first_col + c < d2)
+          out2(b, h, row0 + r, first_col + c) = storage_t<P>(x);
       });
 #endif
   }
 };
 
 // The tensor-core forward (shapes checked): FlashForward for head sizes up to
-// 128, WideFlashForward above.
+// 128 and, in bf16, 256 (blocks of 128 value columns: a Q of 256 bf16
+// columns fits in registers beside them, where float's and tf32's would not);
+// WideFlashForward above.
 template <class P>
 bool tensor_core_forward(const Kokkos::Cuda& exec, const char* label, const CudaTensor<P>& q,
                          const CudaTensor<P>& k, const CudaTensor<P>& v, const CudaTensor<P>& o,
@@ -364,15 +406,21 @@ bool tensor_core_forward(const Kokkos::Cuda& exec, const char* label, const Cuda
     throw std::invalid_argument(std::string(label) + ": logsumexp must be [batch, heads, seq]");
   if (s.batch == 0 || s.heads == 0 || s.seq == 0) return true;
   const float scale_log2 = float(log2_e / std::sqrt(double(s.dk)));
-  auto run = [&](auto head) {
-    constexpr int Dh = decltype(head)::value;
-    using F = FlashForward<P, Dh>;
-    const int tiles = ceil_div(s.seq, F::rows);
-    launch_tiles(label, exec, s.batch * s.heads * tiles,
-                 F{q, k, v, o, logsumexp, s.seq, s.heads, tiles, s.dk, s.dv, scale_log2, causal},
+  auto run = [&](auto head, auto value_block) {
+    constexpr int Dh = decltype(head)::value, DV = decltype(value_block)::value;
+    using F = FlashForward<P, Dh, DV>;
+    const int tiles = ceil_div(s.seq, F::rows), value_blocks = ceil_div(s.dv, DV);
+    launch_tiles(label, exec, s.batch * s.heads * tiles * value_blocks,
+                 F{q, k, v, o, logsumexp, s.seq, s.heads, tiles, value_blocks, s.dk, s.dv,
+                   scale_log2, causal},
                  mma::Start::after_previous, F::SharedTiles::bytes);
   };
-  if (mma::with_padded_head(s.dk, s.dv, run)) return true;
+  if (mma::with_padded_head(s.dk, s.dv, [&](auto head) { run(head, head); })) return true;
+  if constexpr (std::is_same_v<P, bf16>)
+    if (s.dk <= 256 && s.dv <= 256) {
+      run(std::integral_constant<int, 256>{}, std::integral_constant<int, 128>{});
+      return true;
+    }
   using W = WideFlashForward<P>;
   const int tiles = ceil_div(s.seq, W::rows), value_blocks = ceil_div(s.dv, W::block);
   launch_tiles(label, exec, s.batch * s.heads * tiles * value_blocks,
@@ -381,8 +429,9 @@ bool tensor_core_forward(const Kokkos::Cuda& exec, const char* label, const Cuda
   return true;
 }
 
-// The tensor-core backward passes (delta = rowsum(dO O) already computed);
-// false, with nothing run, when a head size exceeds 128.
+// The tensor-core backward passes (delta = rowsum(dO O) already computed)
+// for heads of D columns: the smallest of 32, 64, 128 (mma::with_padded_head),
+// 256 and 512 that holds d_k and d_v; false, with nothing run, above 512.
 template <class P>
 bool tensor_core_backward(const Kokkos::Cuda& exec, const Shape& s, const CudaTensor<P>& q,
                           const CudaTensor<P>& k, const CudaTensor<P>& v, const CudaTensor<P>& d_o,
@@ -394,8 +443,10 @@ bool tensor_core_backward(const Kokkos::Cuda& exec, const Shape& s, const CudaTe
     using Dq = FlashBackwardPass<P, Dh, false>;
     using DkDv = FlashBackwardPass<P, Dh, true>;
     const int tiles = ceil_div(s.seq, Dq::owned);
+    const int dq_blocks = Dq::column_blocks(s.dk, s.dv),
+              dk_dv_blocks = DkDv::column_blocks(s.dk, s.dv);
     launch_tiles(causal ? "softmax_causal_bwd_dq_tc" : "softmax_full_bwd_dq_tc", exec,
-                 s.batch * s.heads * tiles,
+                 s.batch * s.heads * tiles * dq_blocks,
                  Dq{q,
                     d_o,
                     k,
@@ -407,11 +458,13 @@ bool tensor_core_backward(const Kokkos::Cuda& exec, const Shape& s, const CudaTe
                     s.seq,
                     s.heads,
                     tiles,
+                    dq_blocks,
                     s.dk,
                     s.dv,
                     scale,
                     scale * log2_e,
-                    causal});
+                    causal},
+                 mma::Start::after_previous, Dq::dynamic_bytes);
     // The dK dV pass of float at d = 128 and of tf32 at d = 64 compiled for
     // its block size (launch bounds, one team per SM): left to ptxas under
     // launch_tiles they took fewer registers than under Kokkos's launch, and
@@ -426,11 +479,19 @@ bool tensor_core_backward(const Kokkos::Cuda& exec, const Shape& s, const CudaTe
         (std::is_same_v<P, float> && Dh == 128) || (std::is_same_v<P, tf32> && Dh == 64);
     launch_tiles<declared ? 1 : 0>(
         causal ? "softmax_causal_bwd_dk_dv_tc" : "softmax_full_bwd_dk_dv_tc", exec,
-        s.batch * s.heads * tiles,
-        DkDv{k, v, q, d_o, dk, dv, logsumexp, delta, s.seq, s.heads, tiles, s.dk, s.dv, scale,
-             scale * log2_e, causal});
+        s.batch * s.heads * tiles * dk_dv_blocks,
+        DkDv{k, v, q, d_o, dk, dv, logsumexp, delta, s.seq, s.heads, tiles, dk_dv_blocks, s.dk,
+             s.dv, scale, scale * log2_e, causal},
+        mma::Start::after_previous, DkDv::dynamic_bytes);
   };
-  return mma::with_padded_head(s.dk, s.dv, run);
+  if (mma::with_padded_head(s.dk, s.dv, run)) return true;
+  static_assert(widest_softmax_backward_head == 512, "the widest head compiled");
+  const int d = s.dk > s.dv ? s.dk : s.dv;
+  if (d <= 256)
+    run(std::integral_constant<int, 256>{});
+  else if (d <= 512)
+    run(std::integral_constant<int, 512>{});
+  return d <= 512;
 }
 
 #endif  // KOKKOS_ENABLE_CUDA

@@ -12,9 +12,10 @@
 // FLOPs per visible (query, key) pair: the dQ pass 2dk (S) + 2dv (dP) + 2dk
 // (dS K); the dK, dV pass S and dP again + 2dv (P^T dO) + 2dk (dS^T Q); in
 // all 8dk + 6dv, and 2dv per row for D.
-// On CUDA, float, tf32 and bf16 with head sizes up to 128 run both passes on
-// tensor cores (softmax/tensor_core.hpp); wider heads run the tensor-core
-// forward and these portable backward passes, which this file holds.
+// On CUDA, float, tf32 and bf16 with head sizes up to 512 run both passes on
+// tensor cores (softmax/tensor_core.hpp; above 128 in blocks of gradient
+// columns); wider heads, double, and the host run the portable backward
+// passes, which this file holds.
 #pragma once
 #include "softmax/tiled.hpp"
 
@@ -236,6 +237,19 @@ void softmax_backward_dk_dv(const Exec& exec, const Shape& s, const Tensor4<Exec
 
 // Gradients dq, dk, dv of <o, d_o>, where o = softmax_tiled_forward(q, k, v,
 // causal) and `logsumexp` is the per-row logsumexp that forward kept.
+// The backward's kernel: on tensor cores for heads up to 128 columns, in
+// 128-column blocks of the gradients up to widest_softmax_backward_head
+// (tensor-core/wide-head), portable above.
+template <class P, class Exec>
+KernelPath softmax_backward_path(const Shape& s) {
+  if (KernelPath none = without_tensor_cores<Exec, P>(); !none.name.empty()) return none;
+  const int d = s.dk > s.dv ? s.dk : s.dv;
+  if (d <= widest_tensor_core_head) return {paths::tensor_core, ""};
+  if (d <= widest_softmax_backward_head) return {paths::wide_head, head_too_wide(s)};
+  return {paths::portable, "a head of " + std::to_string(d) + " columns is above " +
+                               std::to_string(widest_softmax_backward_head)};
+}
+
 template <class P, class Exec>
 void softmax_tiled_backward(
     const Exec& exec, const Tensor4<Exec, storage_t<P>>& q, const Tensor4<Exec, storage_t<P>>& k,
@@ -258,7 +272,7 @@ void softmax_tiled_backward(
   detail::softmax_backward_delta<P>(exec, s, o, d_o, delta);
 #if defined(KOKKOS_ENABLE_CUDA)
   if constexpr (has_tensor_cores<Exec, P>())
-    if (head_sized_path<Exec, P>(s).name == paths::tensor_core) {
+    if (softmax_backward_path<P, Exec>(s).name != paths::portable) {
       ran_as_chosen(detail::tensor_core_backward<P>(exec, s, q, k, v, d_o, logsumexp, delta, dq, dk,
                                                     dv, causal),
                     "softmax backward");
@@ -269,11 +283,10 @@ void softmax_tiled_backward(
   detail::softmax_backward_dk_dv<P>(exec, s, q, k, v, d_o, logsumexp, delta, dk, dv, causal);
 }
 
-// The forward's kernel, then the backward's: on tensor cores for heads up to
-// 128 columns (softmax/tensor_core.hpp), portable above.
+// The forward's kernel, then the backward's.
 template <class P, class Exec>
 KernelPath softmax_forward_backward_path(const Shape& s) {
-  return forward_then_backward(softmax_forward_path<P, Exec>(s), head_sized_path<Exec, P>(s));
+  return forward_then_backward(softmax_forward_path<P, Exec>(s), softmax_backward_path<P, Exec>(s));
 }
 
 // The forward, keeping the per-row logsumexp, then the backward.

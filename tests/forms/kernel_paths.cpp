@@ -55,7 +55,11 @@ const Expected on_cuda[] = {
     {"gsa/chunk_fwd_bwd", 256, 64, "tensor-core", ""},  // its kernels read blocks of 128
     {"softmax/full", 128, 0, "tensor-core", ""},
     {"softmax/full", 256, 0, "tensor-core/wide-head", "a head of 256 columns is above 128"},
-    {"softmax/causal_fwd_bwd", 256, 0, "tensor-core/wide-head+portable", "backward: a head"},
+    {"softmax/causal_fwd_bwd", 256, 0, "tensor-core/wide-head",
+     "a head of 256 columns is above 128"},
+    {"softmax/full_fwd_bwd", 512, 0, "tensor-core/wide-head", "a head of 512 columns is above 128"},
+    {"softmax/full_fwd_bwd", 640, 0, "tensor-core/wide-head+portable",
+     "backward: a head of 640 columns is above 512"},
     {"linear/parallel", 256, 0, "portable", "a head of 256 columns is above 128"},
     {"linear/recurrent", 64, 0, "portable", ""},
     {"lion-lit/rnn", 64, 0, "portable", ""},

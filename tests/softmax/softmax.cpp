@@ -69,18 +69,21 @@ TEMPLATE_LIST_TEST_CASE("softmax: the backward stays finite and exact for very l
 
 // Every softmax form on each path its backend has: on CUDA the tensor-core
 // kernels (float, tf32, bf16) and the portable ones (the switch bench --tiles
-// portable sets), elsewhere the portable ones. Head sizes 16 .. 256: above 128
+// portable sets), elsewhere the portable ones. Head sizes 16 .. 512: above 128
 // the tensor-core forward sums the scores over blocks of d_k and runs blocks
 // of value columns (WideFlashForward; 190 and 200: short last blocks, 190
-// copied element by element), and the backward falls back to the portable
-// passes. d_v != d_k both ways, L = 1 and L not a multiple of any tile.
+// copied element by element), and the backward passes take blocks of 128
+// gradient columns in heads of 256 and 512 (d_k 320 of 512: the last dK block
+// is empty, its dV block full). d_v != d_k both ways, L = 1 and L not a
+// multiple of any tile.
 TEMPLATE_LIST_TEST_CASE("softmax: the tensor-core and the portable paths both match the reference",
                         "[softmax][forms]", Configs) {
   using Exec = typename TestType::Exec;
   using P = typename TestType::Precision;
   const std::uint64_t seed = test_seed();
   const Shape shapes[] = {{1, 2, 1, 16, 16},     {2, 3, 70, 16, 8},   {1, 2, 130, 40, 64},
-                          {1, 1, 200, 128, 128}, {1, 1, 45, 256, 32}, {1, 2, 150, 190, 200}};
+                          {1, 1, 200, 128, 128}, {1, 1, 45, 256, 32}, {1, 2, 150, 190, 200},
+                          {1, 1, 77, 320, 512}};
   int ran = 0;
   for_each_tile_path<Exec>([&](bool tensor_cores) {
     for (const Shape& s : shapes)
