@@ -80,10 +80,7 @@ void chunked_causal_head_blocks(const Exec& exec, const std::string& name,
                                 const Vector<Exec, storage_t<P>>& decay_rate,
                                 const Tensor4<Exec, storage_t<P>>& o, ChunkedCausalOptions options,
                                 int width) {
-  using T = accum_t<P>;
-  using S = storage_t<P>;
-  using Block = Tensor4<Exec, S>;
-  const int B = int(q.extent(0)), H = int(q.extent(1)), L = int(q.extent(2)), Y = int(v.extent(3));
+  using Block = Tensor4<Exec, storage_t<P>>;
   ChunkedCausalOptions unnormalised = options;
   unnormalised.normalise = false;
   const HeadBlockSweep<P, Exec> sweep = [&](const Block& q_block, const Block& k_block,
@@ -92,22 +89,7 @@ void chunked_causal_head_blocks(const Exec& exec, const std::string& name,
     chunked_causal_attention<P>(exec, label.c_str(), q_block, k_block, v_block, decay_rate, part,
                                 unnormalised);
   };
-  const auto numerator = sum_over_head_blocks<P, Exec>(exec, name, q, k, v, width, sweep);
-  Tensor4<Exec, T> denominator;
-  if (options.normalise) {
-    const auto ones = workspace_view<Block>(name + ": ones", B, H, L, 1);
-    for_each_element(
-        exec, name + ": ones", B, H, L, 1,
-        KOKKOS_LAMBDA(int b, int h, int l, int c) { ones(b, h, l, c) = S(T(1)); });
-    denominator =
-        sum_over_head_blocks<P, Exec>(exec, name + " normaliser", q, k, ones, width, sweep);
-  }
-  const bool normalise = options.normalise;
-  for_each_element(
-      exec, name + ": output", B, H, L, Y, KOKKOS_LAMBDA(int b, int h, int l, int c) {
-        o(b, h, l, c) =
-            S(normalise ? numerator(b, h, l, c) / denominator(b, h, l, 0) : numerator(b, h, l, c));
-      });
+  normalised_sum_over_head_blocks<P, Exec>(exec, name, q, k, v, o, width, options.normalise, sweep);
 }
 
 // The portable path of chunked_causal_attention (below): one team per (batch,

@@ -1,11 +1,12 @@
 // Heads wider than a tensor-core tile takes (above 128: mma::with_padded_head),
 // as sums over blocks of columns. The chunked causal sweeps (linear attention
-// and Lightning, common/chunked_causal.hpp) are linear in each of their axes:
+// and Lightning, common/chunked_causal.hpp) and LION's masked linear attention
+// (lion/tensor_core.hpp) are linear in each of their axes:
 // an output's value columns depend only on the same value columns, and the
 // query-key products sum over the key axis. So a sweep of X query/key and Y
 // value columns is the sum over X blocks of the sweeps of the blocks, each Y
 // block on its own, every block narrow enough for the tensor cores. What does
-// not distribute (linear attention's normaliser) follows the sum. Every
+// not distribute (the normaliser's division) follows the sum. Every
 // block, part and sum is a workspace buffer (common/workspace.hpp), kept from
 // one call to the next. GSA's gated sweeps cut their wide axis inside their
 // tensor-core kernels instead (gsa/gated_chunk_tensor_core.hpp), which read
@@ -92,6 +93,37 @@ Tensor4<Exec, accum_t<P>> sum_over_head_blocks(const Exec& exec, const std::stri
     }
   }
   return total;
+}
+
+// o = the sum over head blocks of the sweeps (sum_over_head_blocks), divided,
+// where `normalise`, row by row by the same sum against v = 1: a normaliser
+// q_t . z_t that is linear in the key blocks alike (linear attention's, LION's
+// row sums) and divides only after both sums.
+template <class P, class Exec>
+void normalised_sum_over_head_blocks(const Exec& exec, const std::string& name,
+                                     const Tensor4<Exec, storage_t<P>>& q,
+                                     const Tensor4<Exec, storage_t<P>>& k,
+                                     const Tensor4<Exec, storage_t<P>>& v,
+                                     const Tensor4<Exec, storage_t<P>>& o, int width,
+                                     bool normalise, const HeadBlockSweep<P, Exec>& sweep) {
+  using T = accum_t<P>;
+  using S = storage_t<P>;
+  const int B = int(q.extent(0)), H = int(q.extent(1)), L = int(q.extent(2)), Y = int(v.extent(3));
+  const auto numerator = sum_over_head_blocks<P, Exec>(exec, name, q, k, v, width, sweep);
+  Tensor4<Exec, T> denominator;
+  if (normalise) {
+    const auto ones = workspace_view<Tensor4<Exec, S>>(name + ": ones", B, H, L, 1);
+    for_each_element(
+        exec, name + ": ones", B, H, L, 1,
+        KOKKOS_LAMBDA(int b, int h, int l, int c) { ones(b, h, l, c) = S(T(1)); });
+    denominator =
+        sum_over_head_blocks<P, Exec>(exec, name + " normaliser", q, k, ones, width, sweep);
+  }
+  for_each_element(
+      exec, name + ": output", B, H, L, Y, KOKKOS_LAMBDA(int b, int h, int l, int c) {
+        o(b, h, l, c) =
+            S(normalise ? numerator(b, h, l, c) / denominator(b, h, l, 0) : numerator(b, h, l, c));
+      });
 }
 
 }  // namespace attn::detail

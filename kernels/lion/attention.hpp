@@ -5,8 +5,8 @@
 // scratch (as kernels/common/tiled_attention.hpp does) and accumulates the
 // numerator and, as one more column against v = 1, the row sum C_i (Eq. 61);
 // the L x L scores are never materialised: memory O(L d). On CUDA, in float,
-// tf32 and bf16 with head sizes up to 128, the same tiles run on tensor cores
-// (lion/tensor_core.hpp).
+// tf32 and bf16, the same tiles run on tensor cores (lion/tensor_core.hpp;
+// heads above 128 columns as sums over blocks of 128).
 //
 // Cost per (batch, head), exp counted as one FLOP:
 //   FLOPs  = L^2 (2 dk + 2 dv)          scores and scores x V
@@ -47,10 +47,10 @@ void lion_attention_forward(const Exec& exec, const Tensor4<Exec, S>& q, const T
   const auto mask = detail::lion_log_mask<Exec, S>(exec, options, decay_rate, log_decay);
 #if defined(KOKKOS_ENABLE_CUDA)
   if constexpr (std::is_same_v<Exec, Kokkos::Cuda> && !std::is_same_v<P, double>)
-    if (detail::lion_tiles_path<P, Exec>(s, 0).name == paths::tensor_core) {
-      ran_as_chosen(detail::lion_tensor_core_tiles<P>(exec, "lion_attention_tc", s, q, k, v, mask,
-                                                      o, options, 0),
-                    "lion/attention");
+    if (detail::lion_tiles_path<P, Exec>(s, 0).name != paths::portable) {
+      ran_as_chosen(
+          detail::lion_tensor_cores<P>(exec, "lion_attention_tc", s, q, k, v, mask, o, options, 0),
+          "lion/attention");
       return;
     }
 #endif

@@ -14,8 +14,9 @@
 // One team per (batch, head, query chunk, sub-tile of R <= C query rows):
 // rows are split into sub-tiles, and key chunks into key sub-tiles, that fit
 // the team-scratch budget; Num and Den stay in scratch. Memory O(L d). On
-// CUDA, in float, tf32 and bf16 with head sizes up to 128 and C a multiple of
-// 64 (or C >= L), the same blocks run on tensor cores (lion/tensor_core.hpp).
+// CUDA, in float, tf32 and bf16 with C a multiple of 16 (or C >= L), the same
+// blocks run on tensor cores (lion/tensor_core.hpp; heads above 128 columns
+// as sums over blocks of 128).
 //
 // Cost per (batch, head), exp counted as one FLOP:
 //   FLOPs  = L^2 (2 dk + 2 dv)          scores and scores x V
@@ -62,9 +63,9 @@ void lion_chunk_forward(const Exec& exec, const Tensor4<Exec, S>& q, const Tenso
   const auto mask = detail::lion_log_mask<Exec, S>(exec, options, decay_rate, log_decay);
 #if defined(KOKKOS_ENABLE_CUDA)
   if constexpr (std::is_same_v<Exec, Kokkos::Cuda> && !std::is_same_v<P, double>)
-    if (detail::lion_tiles_path<P, Exec>(s, C).name == paths::tensor_core) {
+    if (detail::lion_tiles_path<P, Exec>(s, C).name != paths::portable) {
       ran_as_chosen(
-          detail::lion_tensor_core_tiles<P>(exec, "lion_chunk_tc", s, q, k, v, mask, o, options, C),
+          detail::lion_tensor_cores<P>(exec, "lion_chunk_tc", s, q, k, v, mask, o, options, C),
           "lion/chunk");
       return;
     }

@@ -20,6 +20,7 @@
 // sums of the weights are kept beside O; the sums run over the whole sequence, and in float they
 // are compensated (mma::CompensatedAccumulator). Memory O(L d), like the portable tiled forms.
 #pragma once
+#include "common/head_blocks.hpp"
 #include "common/mma_tiles.hpp"
 #include "lion/mask.hpp"
 
@@ -28,13 +29,18 @@
 namespace attn::detail {
 
 // The kernel of LION's attention (chunk = 0) or chunk form: these tiles
-// where they hold whole chunks and heads, the portable tiles otherwise.
+// where they hold whole chunks, heads wider than the head blocks' width
+// (128, or Tuning::head_block) as blocks of these tiles (lion_tensor_cores),
+// the portable tiles otherwise.
 template <class P, class Exec>
 KernelPath lion_tiles_path(const Shape& s, int chunk) {
   if (KernelPath none = without_tensor_cores<Exec, P>(); !none.name.empty()) return none;
   if (const std::string straddle = chunks_straddle_tiles(s.seq, chunk, mma_rows); !straddle.empty())
     return {paths::portable, straddle};
-  return tensor_core_unless(head_too_wide(s));
+  const int width = head_block_width<P, Exec>();
+  if (s.dk > width || s.dv > width)
+    return {std::string(paths::head_blocks) + "/" + paths::tensor_core, ""};
+  return {paths::tensor_core, ""};
 }
 
 #if defined(KOKKOS_ENABLE_CUDA)
@@ -155,8 +161,8 @@ struct LionTensorCoreTiles {
 
 // The tensor-core LION attention (chunk = 0) or chunk form (chunk = C), shapes
 // checked and the mask built; false, with nothing run, when a head size
-// exceeds 128, or when C is not a multiple of 16 and makes more than one
-// chunk (a warp's 16 rows would straddle two).
+// exceeds 128 (lion_tensor_cores takes those), or when C is not a multiple of 16 and makes more
+// than one chunk (a warp's 16 rows would straddle two).
 template <class P>
 bool lion_tensor_core_tiles(const Kokkos::Cuda& exec, const char* label, const Shape& s,
                             const mma::CudaTensor<P>& q, const mma::CudaTensor<P>& k,
@@ -176,6 +182,37 @@ bool lion_tensor_core_tiles(const Kokkos::Cuda& exec, const char* label, const S
         mma::Start::after_previous, Tiles::SharedTiles::bytes);
   };
   return mma::with_padded_head(s.dk, s.dv, run);
+}
+
+// LION on tensor cores at any head: the tiles where the head fits the head
+// blocks' width, else sums over blocks of at most that many columns
+// (common/head_blocks.hpp). The unscaled output (q_i . k_j) M_ij v_j is
+// linear in each block of the q, k columns and of the v columns, the mask
+// being per pair; the scaled form's row sums are the same sweep against
+// v = 1. False, with nothing run, where a block's tiles declined.
+template <class P>
+bool lion_tensor_cores(const Kokkos::Cuda& exec, const char* label, const Shape& s,
+                       const mma::CudaTensor<P>& q, const mma::CudaTensor<P>& k,
+                       const mma::CudaTensor<P>& v,
+                       const LionLogMask<Kokkos::Cuda, storage_t<P>>& mask,
+                       const mma::CudaTensor<P>& o, const LionOptions& options, int chunk) {
+  const int width = head_block_width<P, Kokkos::Cuda>();
+  if (s.dk <= width && s.dv <= width)
+    return lion_tensor_core_tiles<P>(exec, label, s, q, k, v, mask, o, options, chunk);
+  LionOptions unscaled = options;
+  unscaled.scaled = false;
+  bool ran = true;
+  const HeadBlockSweep<P, Kokkos::Cuda> sweep =
+      [&](const mma::CudaTensor<P>& q_block, const mma::CudaTensor<P>& k_block,
+          const mma::CudaTensor<P>& v_block, const mma::CudaTensor<P>& part) {
+        const Shape block{s.batch, s.heads, s.seq, int(q_block.extent(3)), int(v_block.extent(3))};
+        ran = lion_tensor_core_tiles<P>(exec, label, block, q_block, k_block, v_block, mask, part,
+                                        unscaled, chunk) &&
+              ran;
+      };
+  normalised_sum_over_head_blocks<P, Kokkos::Cuda>(exec, label, q, k, v, o, width, options.scaled,
+                                                   sweep);
+  return ran;
 }
 
 #endif  // KOKKOS_ENABLE_CUDA

@@ -87,7 +87,9 @@ TEMPLATE_LIST_TEST_CASE(
 // Heads cut into blocks of columns (common/head_blocks.hpp), forced to 16
 // columns so that every backend and tile path cuts d_k and d_v, short last
 // blocks included: the numerators summed over the key blocks, linear
-// attention's normaliser alike, Lightning's backward sweeps in reverse time.
+// attention's normaliser alike, Lightning's backward sweeps in reverse time;
+// and linear/parallel, which runs the chunk form's blocks with one chunk on
+// tensor cores (its portable tiles take whole heads).
 TEMPLATE_LIST_TEST_CASE("chunked causal forms with heads cut into column blocks",
                         "[forms][lightning]", Configs) {
   using Exec = typename TestType::Exec;
@@ -112,5 +114,17 @@ TEMPLATE_LIST_TEST_CASE("chunked causal forms with heads cut into column blocks"
           check_close<P>(run_form<Exec, P>(form, p, params), want, 2);
           tuning().head_block = 0;
         });
+    const Form& parallel = form_named("linear/parallel");
+    for (const ChunkCase& c : cases) {
+      INFO("linear/parallel on " << backend_name<Exec>() << " in " << precision_name<P>()
+                                 << (tensor_cores ? "" : ", portable")
+                                 << ", blocks of 16 columns, L=" << c.shape.seq << " dk="
+                                 << c.shape.dk << " dv=" << c.shape.dv << ", seed " << seed);
+      const HostProblem p = random_problem(c.shape, parallel, seed);
+      const ref::Outputs want = parallel.reference(p, {}, {});
+      tuning().head_block = 16;
+      check_close<P>(run_form<Exec, P>(parallel, p, {}), want, 2);
+      tuning().head_block = 0;
+    }
   });
 }

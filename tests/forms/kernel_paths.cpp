@@ -49,7 +49,8 @@ const Expected on_cuda[] = {
     {"lightning/fwd", 64, 256, "tensor-core", ""},  // one chunk: nothing straddles
     {"lion-s/chunk", 64, 96, "tensor-core", ""},
     {"lion-lit/chunk", 64, 100, "portable", "chunk 100 is not a multiple of 16"},
-    {"lion-d/attention", 256, 64, "portable", "a head of 256 columns is above 128"},
+    {"lion-d/attention", 256, 64, "head-blocks/tensor-core", ""},
+    {"lion-s/chunk", 256, 100, "portable", "chunk 100 is not a multiple of 16"},
     {"gsa/chunk", 64, 96, "tensor-core", ""},
     {"gsa/chunk", 64, 100, "portable", "chunk 100 is not a multiple of 16"},
     {"gsa/chunk_fwd_bwd", 256, 64, "tensor-core", ""},  // its kernels read blocks of 128
@@ -60,7 +61,7 @@ const Expected on_cuda[] = {
     {"softmax/full_fwd_bwd", 512, 0, "tensor-core/wide-head", "a head of 512 columns is above 128"},
     {"softmax/full_fwd_bwd", 640, 0, "tensor-core/wide-head+portable",
      "backward: a head of 640 columns is above 512"},
-    {"linear/parallel", 256, 0, "portable", "a head of 256 columns is above 128"},
+    {"linear/parallel", 256, 0, "head-blocks/tensor-core", ""},
     {"linear/recurrent", 64, 0, "portable", ""},
     {"lion-lit/rnn", 64, 0, "portable", ""},
 };

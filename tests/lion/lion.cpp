@@ -72,6 +72,48 @@ TEMPLATE_LIST_TEST_CASE("lion: every form equals both fp64 references under ever
   }
 }
 
+// Heads cut into blocks of columns (lion_tensor_cores), forced to 16 columns
+// so that the tensor-core path cuts d_k and d_v, short last blocks included:
+// the unscaled outputs summed over the key blocks, the scaled form's row sums
+// alike. The portable path (the host's, --tiles portable) takes whole heads.
+TEMPLATE_LIST_TEST_CASE("lion: heads cut into column blocks equal the fp64 reference",
+                        "[lion][forms]", ExactConfigs) {
+  using Exec = typename TestType::Exec;
+  using P = typename TestType::Precision;
+  const std::uint64_t seed = test_seed();
+  struct Restore {
+    ~Restore() { tuning().head_block = 0; }
+  } restore;
+  const struct {
+    Shape shape;
+    int chunk;
+  } cases[] = {{{1, 2, 150, 40, 24}, 64}, {{1, 1, 70, 16, 48}, 16}};
+  for (const std::string family : {"lion-lit", "lion-d", "lion-s"})
+    for (const auto& c : cases) {
+      const HostProblem p = random_problem(c.shape, *lion_family(family)[0], seed);
+      for (bool scaled : {true, false}) {
+        const ref::LionSpec spec{variant_of_family(family), 'A', scaled};
+        const ref::Tensor want =
+            ref::lion_attention(p.q, p.k, p.v, p.decay_rate, p.log_decay, spec);
+        for (const char* form : {"/attention", "/chunk"}) {
+          FormParams params;
+          params.set_axis("chunk", std::string(form) == "/chunk" ? c.chunk : 0);
+          params.options.set("unscaled", !scaled);
+          for_each_tile_path<Exec>([&](bool tensor_cores) {
+            INFO(family << form << (scaled ? "" : " unscaled") << " on " << backend_name<Exec>()
+                        << " in " << precision_name<P>() << (tensor_cores ? "" : ", portable")
+                        << ", blocks of 16 columns, L=" << c.shape.seq << " dk=" << c.shape.dk
+                        << " dv=" << c.shape.dv << " chunk=" << c.chunk << ", seed " << seed);
+            tuning().head_block = 16;
+            // Each key block's part is stored (rounded to storage_t<P>) before the sum.
+            check_close<P>(run_form<Exec, P>(*find_form(family + form), p, params).o, want, 2);
+            tuning().head_block = 0;
+          });
+        }
+      }
+    }
+}
+
 TEMPLATE_LIST_TEST_CASE(
     "lion: no NaN at the decay extremes over 16K tokens; chunk and attention equal rnn",
     "[lion][stability]", ExactConfigs) {
