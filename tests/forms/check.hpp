@@ -91,6 +91,18 @@ void for_each_tile_path(F f) {
   }
 }
 
+// f() with heads cut into blocks of `width` columns (Tuning::head_block, as
+// --head-block sets it), so that the blocks run at small heads on every
+// backend; the width is restored afterwards, whatever f throws.
+template <class F>
+void with_head_blocks(int width, F f) {
+  struct Restore {
+    ~Restore() { tuning().head_block = 0; }
+  } restore;
+  tuning().head_block = width;
+  f();
+}
+
 // f(value) for each value a test gives one of the tensor-core kernels'
 // switches (`setting`, a reference to it): on the tensor-core path of a GPU
 // backend each of `on_gpu` in turn; elsewhere once, `elsewhere`. The switch

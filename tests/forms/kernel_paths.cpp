@@ -119,11 +119,9 @@ TEMPLATE_LIST_TEST_CASE(
 }
 
 TEST_CASE("heads cut into blocks take the blocks' own path", "[forms][paths]") {
-  struct Restore {
-    ~Restore() { tuning().head_block = 0; }
-  } restore;
-  tuning().head_block = 32;  // as the tests do, to run the blocks on the host
   const Form& form = *find_form("linear/chunk");
-  CHECK(path_at<HostBackend, float>(form, 64, 64).name == "head-blocks/portable");
-  CHECK(path_at<HostBackend, float>(form, 32, 64).name == paths::portable);
+  with_head_blocks(32, [&] {  // as the tests do, to run the blocks on the host
+    CHECK(path_at<HostBackend, float>(form, 64, 64).name == "head-blocks/portable");
+    CHECK(path_at<HostBackend, float>(form, 32, 64).name == paths::portable);
+  });
 }

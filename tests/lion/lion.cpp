@@ -81,9 +81,6 @@ TEMPLATE_LIST_TEST_CASE("lion: heads cut into column blocks equal the fp64 refer
   using Exec = typename TestType::Exec;
   using P = typename TestType::Precision;
   const std::uint64_t seed = test_seed();
-  struct Restore {
-    ~Restore() { tuning().head_block = 0; }
-  } restore;
   const struct {
     Shape shape;
     int chunk;
@@ -104,10 +101,10 @@ TEMPLATE_LIST_TEST_CASE("lion: heads cut into column blocks equal the fp64 refer
                         << " in " << precision_name<P>() << (tensor_cores ? "" : ", portable")
                         << ", blocks of 16 columns, L=" << c.shape.seq << " dk=" << c.shape.dk
                         << " dv=" << c.shape.dv << " chunk=" << c.chunk << ", seed " << seed);
-            tuning().head_block = 16;
             // Each key block's part is stored (rounded to storage_t<P>) before the sum.
-            check_close<P>(run_form<Exec, P>(*find_form(family + form), p, params).o, want, 2);
-            tuning().head_block = 0;
+            with_head_blocks(16, [&] {
+              check_close<P>(run_form<Exec, P>(*find_form(family + form), p, params).o, want, 2);
+            });
           });
         }
       }
