@@ -21,6 +21,12 @@ std::vector<const Form*> lion_family(const std::string& family) {
   return found;
 }
 
+// A shape and the chunk form's chunk.
+struct LionCase {
+  Shape shape;
+  int chunk;
+};
+
 ref::LionVariant variant_of_family(const std::string& family) {
   return family == "lion-lit" ? ref::LionVariant::lit
          : family == "lion-d" ? ref::LionVariant::d
@@ -38,12 +44,10 @@ TEMPLATE_LIST_TEST_CASE("lion: every form equals both fp64 references under ever
   // over several 64-row tiles (the tensor-core tiles' value blocks); chunks of 16, 32 and 48
   // whose boundaries fall inside 64-row tiles, and warps wholly past the end of the last tile. On
   // CUDA both tile paths.
-  const struct {
-    Shape shape;
-    int chunk;
-  } cases[] = {{{2, 2, 1, 8, 5}, 3},     {{2, 3, 37, 12, 7}, 1},    {{1, 2, 37, 16, 40}, 5},
-               {{1, 1, 13, 8, 8}, 16},   {{1, 2, 101, 32, 16}, 32}, {{1, 1, 200, 128, 96}, 64},
-               {{1, 1, 70, 16, 24}, 16}, {{1, 2, 150, 64, 64}, 48}, {{1, 1, 130, 32, 24}, 16}};
+  const LionCase cases[] = {
+      {{2, 2, 1, 8, 5}, 3},     {{2, 3, 37, 12, 7}, 1},    {{1, 2, 37, 16, 40}, 5},
+      {{1, 1, 13, 8, 8}, 16},   {{1, 2, 101, 32, 16}, 32}, {{1, 1, 200, 128, 96}, 64},
+      {{1, 1, 70, 16, 24}, 16}, {{1, 2, 150, 64, 64}, 48}, {{1, 1, 130, 32, 24}, 16}};
   for (const std::string family : {"lion-lit", "lion-d", "lion-s"}) {
     for (const auto& c : cases) {
       const HostProblem p = random_problem(c.shape, *lion_family(family)[0], seed);
@@ -81,10 +85,7 @@ TEMPLATE_LIST_TEST_CASE("lion: heads cut into column blocks equal the fp64 refer
   using Exec = typename TestType::Exec;
   using P = typename TestType::Precision;
   const std::uint64_t seed = test_seed();
-  const struct {
-    Shape shape;
-    int chunk;
-  } cases[] = {{{1, 2, 150, 40, 24}, 64}, {{1, 1, 70, 16, 48}, 16}};
+  const LionCase cases[] = {{{1, 2, 150, 40, 24}, 64}, {{1, 1, 70, 16, 48}, 16}};
   for (const std::string family : {"lion-lit", "lion-d", "lion-s"})
     for (const auto& c : cases) {
       const HostProblem p = random_problem(c.shape, *lion_family(family)[0], seed);
