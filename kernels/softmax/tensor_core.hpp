@@ -129,7 +129,10 @@ struct OnlineSoftmax {
 // softmax, Alg. 1 lines 8-10). DV < D (bf16 heads of 256: 128 value columns a
 // team) keeps the accumulators of a 128-column head beside the wider Q, each
 // value block recomputing the scores.
-template <class P, int D, int DV = D>
+// OutputSum, O's accumulator over the keys: compensated in float
+// (mma::SequenceSum). A test gives it the tensor cores' own sums
+// (mma::Accumulator) to plant the drift in L that the compensation prevents.
+template <class P, int D, int DV = D, class OutputSum = mma::SequenceSum<P, DV>>
 struct FlashForward {
   static constexpr int warps = 4, rows = 16 * warps;
   static constexpr int keys =
@@ -165,7 +168,7 @@ struct FlashForward {
     // waited for (attend_streamed's `first`), as ChunkOutputs does.
     mma::RowTile<P, D> Q;
     mma::start_row_tiles<P, D, copies>(team, shared.queries, q, b, h, tile.first, L, dk);
-    mma::SequenceSum<P, DV> O;
+    OutputSum O;
     mma::zero(O);
     OnlineSoftmax softmax;
 

@@ -2,12 +2,86 @@
 // reference gradients against finite differences (so that the reference is
 // verified on its own), and the tiled backward on scores ~900x larger than
 // usual, where exp overflows unless every exponent is taken relative to the
-// row's logsumexp and masked pairs are skipped.
+// row's logsumexp and masked pairs are skipped. On CUDA, the float forward
+// with its compensated sums turned off: a drift the sweep's check must find
+// at long L.
 #include "common/mma_tiles.hpp"
 #include "forms/check.hpp"
+#include "measure.hpp"
 
 using namespace attn;
 using namespace attn::test;
+
+#if defined(KOKKOS_ENABLE_CUDA)
+#include "softmax/tensor_core.hpp"
+
+namespace {
+
+// softmax/full's float forward on tensor cores (FlashForward, d = 64) with O
+// summed in the tensor cores' own accumulators instead of the compensated
+// mma::SequenceSum: each key tile's product is added into O by the MMA,
+// whose fp32 additions truncate, so the error grows with L (the drift
+// before the compensation: 7.5e-6 at 1k, 3.0e-5 at 4k at B1 H8). The planted
+// drift of the last test; CUDA only.
+struct UncompensatedSoftmaxForward {
+  using precisions = std::tuple<float>;
+  static constexpr int head = 64;
+  template <class Exec, class P>
+  static void run(const Exec& exec, const Inputs<Exec, storage_t<P>>& x, const FormParams&) {
+    if constexpr (std::is_same_v<Exec, Kokkos::Cuda>) {
+      using F = detail::FlashForward<float, head, head, mma::Accumulator<head>>;
+      const Shape s = checked_shape<Exec, float>(x.q, x.k, x.v, x.o);
+      if (s.dk != head || s.dv != head) throw std::invalid_argument("the planted drift is d = 64");
+      const int tiles = ceil_div(s.seq, F::rows);
+      const float scale_log2 = float(detail::log2_e / std::sqrt(double(s.dk)));
+      mma::launch_tiles(
+          "uncompensated softmax forward", exec, s.batch * s.heads * tiles,
+          F{x.q, x.k, x.v, x.o, {}, s.seq, s.heads, tiles, 1, s.dk, s.dv, scale_log2, false},
+          mma::Start::after_previous, F::SharedTiles::bytes);
+    } else {
+      throw std::logic_error("the planted drift runs on CUDA only");
+    }
+  }
+  template <class Exec, class P>
+  static KernelPath path(const Shape&, const FormParams&) {
+    return {paths::tensor_core, ""};
+  }
+};
+
+}  // namespace
+
+TEST_CASE("softmax: the float forward without compensated sums fails the check at long L",
+          "[softmax][forms]") {
+  Form planted = form_named("softmax/full");
+  planted.name = "test/softmax_full_uncompensated";
+  planted.runners = runners_of<UncompensatedSoftmaxForward>();
+  MeasureOptions options;
+  options.reps = 1;
+  options.warmup = 0;
+  options.seed = test_seed();
+  options.check_flops = 1e9;  // whole pairs at 1k, sampled rows at 16k
+  auto row_at = [&](const Form& form, int seq) {
+    INFO(form.name << " at L = " << seq << ", seed " << options.seed);
+    const ResultRow row = measure_point<Kokkos::Cuda, float>(form, {1, 2, seq, 64, 64},
+                                                             params_for(form, 64, 64), options);
+    REQUIRE(row.status == "ok");
+    return row;
+  };
+  const double tolerance = precision_traits<float>::rel_l2_tolerance;
+  const ResultRow short_row = row_at(planted, 1024);
+  CHECK(short_row.err_rows == 1024);
+  CHECK(short_row.rel_l2_err < tolerance);
+  CHECK(short_row.note.empty());
+  // At 16k the planted kernel is past the tolerance, the kernel as built is not.
+  const ResultRow long_row = row_at(planted, 16384);
+  CHECK(long_row.err_rows == options.check_rows);
+  CHECK(long_row.rel_l2_err > 2 * tolerance);
+  CHECK(long_row.note.rfind("inaccurate", 0) == 0);
+  const ResultRow built = row_at(form_named("softmax/full"), 16384);
+  CHECK(built.rel_l2_err < tolerance / 4);
+  CHECK(built.note.empty());
+}
+#endif  // KOKKOS_ENABLE_CUDA
 
 TEST_CASE("softmax: reference gradients match central finite differences", "[softmax][reference]") {
   const std::uint64_t seed = test_seed();
