@@ -20,9 +20,9 @@ namespace {
 // softmax/full's float forward on tensor cores (FlashForward, d = 64) with O
 // summed in the tensor cores' own accumulators instead of the compensated
 // mma::SequenceSum: each key tile's product is added into O by the MMA,
-// whose fp32 additions truncate, so the error grows with L (the drift
-// before the compensation: 7.5e-6 at 1k, 3.0e-5 at 4k at B1 H8). The planted
-// drift of the last test; CUDA only.
+// whose fp32 additions truncate, so the error grows with L, as it did before
+// the compensation (results/logs/float_exact_sums_h200.log). The planted
+// drift of the test below; CUDA only.
 struct UncompensatedSoftmaxForward {
   using precisions = std::tuple<float>;
   static constexpr int head = 64;
