@@ -29,10 +29,11 @@ struct KernelPath {
 namespace paths {
 inline const char* const tensor_core = "tensor-core";
 inline const char* const wide_head = "tensor-core/wide-head";  // softmax above 128 columns
+inline const char* const warpgroup = "tensor-core/warpgroup";  // wgmma (sm_90a) kernels
 inline const char* const head_blocks = "head-blocks";  // a prefix: the blocks' own path follows
 inline const char* const portable = "portable";
 // The parts a path name is made of, each a word --require-path takes.
-inline const char* const parts[] = {tensor_core, "wide-head", head_blocks, portable};
+inline const char* const parts[] = {tensor_core, "wide-head", "warpgroup", head_blocks, portable};
 }  // namespace paths
 
 // The widest head (d_k and d_v) the tensor-core tiles are compiled for.

@@ -134,6 +134,15 @@ inline bool device_overlaps_kernels() {
   return overlaps;
 }
 
+// Whether its tile kernels have warpgroup products (wgmma): this project
+// compiles them for sm_90a alone (scripts/setup's compiler launcher), whose
+// code runs on compute capability 9.0 only (H100, H200).
+inline bool device_has_warpgroup_products() {
+  static const bool has = device_attribute(cudaDevAttrComputeCapabilityMajor) == 9 &&
+                          device_attribute(cudaDevAttrComputeCapabilityMinor) == 0;
+  return has;
+}
+
 // Its peak DRAM bandwidth per SM, in bytes per second: two transfers a memory
 // clock over the whole bus (H100 SXM: 3.35 TB/s over 132 SMs, 25 GB/s; H200:
 // 4.9 TB/s, 37 GB/s).
@@ -903,13 +912,26 @@ __device__ __forceinline__ void add_ab_slice(Accumulator<N>& C, const RowTile<P,
 // 16-byte column pieces ("core matrices" of 8 rows x 16 bytes, 128 contiguous
 // bytes) one after another along the row, the groups one after another.
 // Between pieces along a row: 128 bytes (the descriptor's leading-dimension
-// offset); between groups: 8 x width operands (its stride offset).
-struct CoreMatrices {
-  int width;  // fp32 operands a row, a multiple of 4
+// offset); between groups: 8 x width operands (its stride offset). Read
+// along its rows, the same tile is an MN-major operand (bf16 values [key][n]
+// for P V): its pieces are then the core matrices along n.
+template <class E>
+struct CoreMatricesOf {
+  static constexpr int per_piece = 16 / sizeof(E);  // operands in a 16-byte piece
+  int width;                                        // operands a row, a multiple of per_piece
 };
+using CoreMatrices = CoreMatricesOf<float>;  // fp32 operands
+// The operands of one 16-byte piece of a Layout of core matrices; 0 for a row-major tile.
+template <class Layout>
+inline constexpr int core_matrix_piece = 0;
+template <class E>
+inline constexpr int core_matrix_piece<CoreMatricesOf<E>> = CoreMatricesOf<E>::per_piece;
+
 __device__ __forceinline__ int tile_offset(int ld, int r, int c) { return r * ld + c; }
-__device__ __forceinline__ int tile_offset(CoreMatrices tile, int r, int c) {
-  return (r >> 3) * 8 * tile.width + (c >> 2) * 32 + (r & 7) * 4 + (c & 3);  // fp32 operands
+template <class E>
+__device__ __forceinline__ int tile_offset(CoreMatricesOf<E> tile, int r, int c) {
+  constexpr int n = CoreMatricesOf<E>::per_piece;
+  return (r >> 3) * 8 * tile.width + (c / n) * 8 * n + (r & 7) * n + (c % n);
 }
 // Where the i-th 16-byte piece of a tile of `chunks` pieces a row lies (its
 // row and first column). Thread `rank` copies pieces rank, rank + size, ...;
@@ -925,15 +947,17 @@ struct Piece {
 __device__ __forceinline__ Piece piece_at(int, int i, int chunks, int per_chunk) {
   return {i / chunks, (i % chunks) * per_chunk};
 }
-__device__ __forceinline__ Piece piece_at(CoreMatrices, int i, int chunks, int) {
-  return {(i / (8 * chunks)) * 8 + (i & 7), ((i >> 3) % chunks) * 4};
+template <class E>
+__device__ __forceinline__ Piece piece_at(CoreMatricesOf<E>, int i, int chunks, int per_chunk) {
+  return {(i / (8 * chunks)) * 8 + (i & 7), ((i >> 3) % chunks) * per_chunk};
 }
 // Whether a thread's pieces (every size-th) are one column's, rows size /
 // chunks apart, a fixed distance apart in the tile too.
 __device__ __forceinline__ bool has_row_pitch(int, int size, int chunks) {
   return size % chunks == 0;
 }
-__device__ __forceinline__ bool has_row_pitch(CoreMatrices, int size, int chunks) {
+template <class E>
+__device__ __forceinline__ bool has_row_pitch(CoreMatricesOf<E>, int size, int chunks) {
   return size % (8 * chunks) == 0;
 }
 
@@ -949,10 +973,17 @@ __device__ __forceinline__ bool has_row_pitch(CoreMatrices, int size, int chunks
 // `tile` (16-byte aligned): no swizzle; 128 bytes between pieces along k,
 // 8 x width x 4 bytes between 8-row groups; addresses and offsets in 16-byte
 // units.
-__device__ __forceinline__ std::uint64_t core_matrix_descriptor(const float* tile, int width) {
+// In general: `leading` bytes between core matrices along k, `stride` bytes
+// between them along m or n (for an MN-major operand too: PTX ISA,
+// "Canonical layouts", no swizzle).
+__device__ __forceinline__ std::uint64_t shared_matrix_descriptor(const void* tile, int leading,
+                                                                  int stride) {
   const auto address = static_cast<std::uint32_t>(__cvta_generic_to_shared(tile));
-  const std::uint64_t leading = 128 >> 4, stride = (32 * width) >> 4;
-  return std::uint64_t((address >> 4) & 0x3fff) | (leading << 16) | (stride << 32);
+  return std::uint64_t((address >> 4) & 0x3fff) | (std::uint64_t(leading >> 4) << 16) |
+         (std::uint64_t(stride >> 4) << 32);
+}
+__device__ __forceinline__ std::uint64_t core_matrix_descriptor(const float* tile, int width) {
+  return shared_matrix_descriptor(tile, 128, 32 * width);
 }
 
 // C += A B for one k-step of 8, the warpgroup's 64 x N, A = the warp's TF32
@@ -1187,8 +1218,8 @@ __device__ __forceinline__ void start_tile_copy(operand_t<P>* dst, Layout ld, in
                                                 int cols, int rank, int size, int mirror = -1,
                                                 int first_col = 0) {
   constexpr int per_chunk = 16 / sizeof(operand_t<P>);
-  static_assert(!std::is_same_v<Layout, CoreMatrices> || per_chunk == 4,
-                "CoreMatrices tiles hold fp32 operands");
+  static_assert(core_matrix_piece<Layout> == 0 || core_matrix_piece<Layout> == per_chunk,
+                "a tile of core matrices holds P's operands");
   // Whole chunks only where every one starts 16-byte aligned (x's rows and
   // first_col) and ends inside the copied columns.
   if (cols % per_chunk == 0 && first_col % per_chunk == 0 && int(x.extent(3)) % per_chunk == 0) {
@@ -1252,11 +1283,17 @@ __device__ __forceinline__ void start_tile_copy(operand_t<P>* dst, Layout ld, in
   commit_copy_group();
 }
 
+// Waits until at most `Pending` of the thread's copy groups are in flight.
+template <int Pending>
+__device__ __forceinline__ void wait_for_copies() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending) : "memory");
+}
+
 template <int Pending, class P, class Layout>
 __device__ __forceinline__ void finish_tile_copy(operand_t<P>* dst, Layout ld, int rows, int width,
                                                  int cols, int rank, int size,
                                                  bool rounded = true) {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending) : "memory");
+  wait_for_copies<Pending>();
   if constexpr (std::is_same_v<P, tf32>) {
     // rounded = false: the tile's fp32 values are left as read, for a reader
     // that rounds them itself (after scaling them, say).

@@ -103,6 +103,27 @@ struct OnlineSoftmax {
       mma::add_row_sums(S, l);
   }
 
+  // The same for a kernel that rescales O itself (its products may still be
+  // adding to it): S of raw scores, pairs outside the problem already -inf,
+  // becomes the weights exp2(scale_log2 s - m_new), one FFMA and one
+  // ex2.approx.ftz each (scale_log2 > 0, so the row maximum scales with it);
+  // alpha = exp2(m_old - m_new) <= 1 is O's factor.
+  template <int Keys>
+  __device__ __forceinline__ void weigh_raw(mma::Accumulator<Keys>& S, float scale_log2,
+                                            float (&alpha)[2]) {
+    float top[2] = {-INFINITY, -INFINITY};
+    mma::row_max(S, top);
+    const float m_new[2] = {fmaxf(m[0], top[0] * scale_log2), fmaxf(m[1], top[1] * scale_log2)};
+    mma::for_each_entry(
+        S, [&](int r, int, float& s) { s = mma::exp2_ftz(fmaf(s, scale_log2, -m_new[r >> 3])); });
+    for (int i = 0; i < 2; ++i) {
+      alpha[i] = mma::exp2_ftz(m[i] - m_new[i]);
+      l[i] *= alpha[i];
+      m[i] = m_new[i];
+    }
+    mma::add_row_sums(S, l);
+  }
+
   // o(b, h, row0 + r, first_col + c) = O(r, c) / l for the columns below dv;
   // with `logsumexp`, each row's natural-log logsumexp too.
   template <class P, int DV>
@@ -394,6 +415,19 @@ struct FlashBackwardPass {
   }
 };
 
+// A forward's shape, its logsumexp's (when kept) checked against it.
+template <class P>
+Shape checked_forward_shape(const char* label, const CudaTensor<P>& q, const CudaTensor<P>& k,
+                            const CudaTensor<P>& v, const CudaTensor<P>& o,
+                            const CudaRows& logsumexp) {
+  const Shape s = checked_shape<Kokkos::Cuda, storage_t<P>>(q, k, v, o);
+  if (logsumexp.data() &&
+      (int(logsumexp.extent(0)) != s.batch || int(logsumexp.extent(1)) != s.heads ||
+       int(logsumexp.extent(2)) != s.seq))
+    throw std::invalid_argument(std::string(label) + ": logsumexp must be [batch, heads, seq]");
+  return s;
+}
+
 // The tensor-core forward (shapes checked): FlashForward for head sizes up to
 // 128 and, in bf16, 256 (blocks of 128 value columns: a Q of 256 bf16
 // columns fits in registers beside them, where float's and tf32's would not);
@@ -402,11 +436,7 @@ template <class P>
 bool tensor_core_forward(const Kokkos::Cuda& exec, const char* label, const CudaTensor<P>& q,
                          const CudaTensor<P>& k, const CudaTensor<P>& v, const CudaTensor<P>& o,
                          bool causal, const CudaRows& logsumexp) {
-  const Shape s = checked_shape<Kokkos::Cuda, storage_t<P>>(q, k, v, o);
-  if (logsumexp.data() &&
-      (int(logsumexp.extent(0)) != s.batch || int(logsumexp.extent(1)) != s.heads ||
-       int(logsumexp.extent(2)) != s.seq))
-    throw std::invalid_argument(std::string(label) + ": logsumexp must be [batch, heads, seq]");
+  const Shape s = checked_forward_shape<P>(label, q, k, v, o, logsumexp);
   if (s.batch == 0 || s.heads == 0 || s.seq == 0) return true;
   const float scale_log2 = float(log2_e / std::sqrt(double(s.dk)));
   auto run = [&](auto head, auto value_block) {

@@ -7,6 +7,7 @@
 #pragma once
 #include "common/tiled_attention.hpp"
 #include "softmax/tensor_core.hpp"
+#include "softmax/warpgroup.hpp"
 
 #include <cmath>
 #include <type_traits>
@@ -21,13 +22,23 @@ constexpr bool has_tensor_cores() {
 }
 #endif
 
-// The forward's kernel: on tensor cores FlashForward for heads up to 128
-// columns, WideFlashForward above (softmax/tensor_core.hpp).
+// The forward's kernel: on tensor cores for heads up to 128 columns
+// WarpgroupFlashForward in bf16 where the device has warpgroup products
+// (softmax/warpgroup.hpp), else FlashForward; above, the wide-head kernels
+// (softmax/tensor_core.hpp).
 template <class P, class Exec>
 KernelPath softmax_forward_path(const Shape& s) {
   if (KernelPath none = without_tensor_cores<Exec, P>(); !none.name.empty()) return none;
-  const std::string wide = head_too_wide(s);
-  return {wide.empty() ? paths::tensor_core : paths::wide_head, wide};
+  if (std::string wide = head_too_wide(s); !wide.empty()) return {paths::wide_head, wide};
+#if defined(KOKKOS_ENABLE_CUDA)
+  if constexpr (std::is_same_v<P, bf16>) {
+    if (!tuning().warpgroup_products) return {paths::tensor_core, "--warpgroup-products off"};
+    if (!mma::device_has_warpgroup_products())
+      return {paths::tensor_core, "the device has no warpgroup products (sm_90a)"};
+    return {paths::warpgroup, ""};
+  }
+#endif
+  return {paths::tensor_core, ""};
 }
 
 // `logsumexp` [B, H, L], optional: each row's log sum_j exp(scale q.k_j), kept
@@ -40,13 +51,20 @@ void softmax_tiled_forward(const Exec& exec, const Tensor4<Exec, storage_t<P>>& 
                            const Tensor3<Exec, accum_t<P>>& logsumexp = {}) {
   const char* label = causal ? "softmax_causal_tiled" : "softmax_full_tiled";
 #if defined(KOKKOS_ENABLE_CUDA)
-  if constexpr (has_tensor_cores<Exec, P>())
-    if (softmax_forward_path<P, Exec>(checked_shape<Exec, storage_t<P>>(q, k, v, o)).name !=
-        paths::portable) {
+  if constexpr (has_tensor_cores<Exec, P>()) {
+    const Shape s = checked_shape<Exec, storage_t<P>>(q, k, v, o);
+    const std::string path = softmax_forward_path<P, Exec>(s).name;
+    if constexpr (std::is_same_v<P, bf16>)
+      if (path == paths::warpgroup) {
+        detail::warpgroup_forward(exec, label, q, k, v, o, causal, logsumexp);
+        return;
+      }
+    if (path != paths::portable) {
       ran_as_chosen(detail::tensor_core_forward<P>(exec, label, q, k, v, o, causal, logsumexp),
                     label);
       return;
     }
+  }
 #endif
   const double scale = 1.0 / std::sqrt(double(q.extent(3)));
   detail::tiled_attention<P>(exec, label, q, k, v, o, causal, detail::SoftmaxWeights{scale},

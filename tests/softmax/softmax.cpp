@@ -149,7 +149,10 @@ TEMPLATE_LIST_TEST_CASE("softmax: the backward stays finite and exact for very l
 // copied element by element), and the backward passes take blocks of 128
 // gradient columns in heads of 256 and 512 (d_k 320 of 512: the last dK block
 // is empty, its dV block full). d_v != d_k both ways, L = 1 and L not a
-// multiple of any tile.
+// multiple of any tile. bf16 on CUDA runs its forward on both products
+// (warpgroup and mma.sync), the warpgroup kernel's query tiles of 128 rows
+// and key tiles of 64 partly filled (L = 300, d_k = 30 and d_v = 50 copied
+// element by element into its tiles of core matrices).
 TEMPLATE_LIST_TEST_CASE("softmax: the tensor-core and the portable paths both match the reference",
                         "[softmax][forms]", Configs) {
   using Exec = typename TestType::Exec;
@@ -157,20 +160,23 @@ TEMPLATE_LIST_TEST_CASE("softmax: the tensor-core and the portable paths both ma
   const std::uint64_t seed = test_seed();
   const Shape shapes[] = {{1, 2, 1, 16, 16},     {2, 3, 70, 16, 8},   {1, 2, 130, 40, 64},
                           {1, 1, 200, 128, 128}, {1, 1, 45, 256, 32}, {1, 2, 150, 190, 200},
-                          {1, 1, 77, 320, 512}};
+                          {1, 1, 77, 320, 512},  {1, 2, 300, 30, 50}};
   int ran = 0;
   for_each_tile_path<Exec>([&](bool tensor_cores) {
-    for (const Shape& s : shapes)
-      for (const char* name :
-           {"softmax/full", "softmax/causal", "softmax/full_fwd_bwd", "softmax/causal_fwd_bwd"}) {
-        const Form& form = form_named(name);
-        INFO(name << " on " << backend_name<Exec>() << " in " << precision_name<P>()
-                  << (tensor_cores ? "" : ", portable") << ", B=" << s.batch << " H=" << s.heads
-                  << " L=" << s.seq << " dk=" << s.dk << " dv=" << s.dv << ", seed " << seed);
-        const HostProblem p = random_problem(s, form, seed);
-        check_close<P>(run_form<Exec, P>(form, p, {}), form.reference(p, {}, {}));
-        ++ran;
-      }
+    for_each_product_path<Exec>(tensor_cores, [&](bool warpgroup) {
+      for (const Shape& s : shapes)
+        for (const char* name :
+             {"softmax/full", "softmax/causal", "softmax/full_fwd_bwd", "softmax/causal_fwd_bwd"}) {
+          const Form& form = form_named(name);
+          INFO(name << " on " << backend_name<Exec>() << " in " << precision_name<P>()
+                    << (tensor_cores ? "" : ", portable") << (warpgroup ? "" : ", mma.sync")
+                    << ", B=" << s.batch << " H=" << s.heads << " L=" << s.seq << " dk=" << s.dk
+                    << " dv=" << s.dv << ", seed " << seed);
+          const HostProblem p = random_problem(s, form, seed);
+          check_close<P>(run_form<Exec, P>(form, p, {}), form.reference(p, {}, {}));
+          ++ran;
+        }
+    });
   });
   require_ran<P>(ran, "softmax form");
 }

@@ -1,0 +1,133 @@
+// Warpgroup products in bf16 (wgmma, sm_90a): a team's warpgroup of 4 warps
+// multiplies its 64 rows at once, warp w holding rows 16 w .. 16 w + 15 of
+// A (when in registers) and of the fp32 accumulator C in the mma.sync
+// layouts of common/mma_tiles.hpp, which the warpgroup's fragments share
+// (PTX ISA, "Register fragments": m64nNk16). B, and A where it is not in
+// registers, are read by the tensor cores from shared memory through
+// descriptors (mma::shared_matrix_descriptor) of tiles of core matrices
+// (mma::CoreMatricesOf<std::uint16_t>, no swizzle), asynchronously:
+//   fence()                      before the first product of a batch, after
+//                                the accumulators or A registers were written
+//   add_ab_shared<N>(C, a, b, accumulate)
+//                                C (+)= A B, A (64 x 16) and B (16 x N) both
+//                                K-major in shared memory (Q K^T: Q's and K's
+//                                rows run along k)
+//   add_ab_registers<N>(C, a, b) C += A B, A a bf16 fragment in registers
+//                                (softmax weights, packed as mma.sync's A),
+//                                B MN-major in shared memory (values [key][n])
+//   commit(); wait<Pending>()    close the batch; wait until at most Pending
+//                                batches are in flight, then hold(C) so that
+//                                no read of C is moved above the wait
+// Only on sm_90a (ATTN_WARPGROUP_MMA); a kernel built on them runs where
+// mma::device_has_warpgroup_products() and traps elsewhere.
+#pragma once
+#include "common/mma_tiles.hpp"
+
+#include <cstdint>
+
+namespace attn::mma::warpgroup {
+
+#if defined(ATTN_WARPGROUP_MMA)
+__device__ __forceinline__ void fence() {
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void commit() {
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+// Ties every entry of C to this point: the compiler sees each one read and
+// written here, so it moves no use of C above a wait that precedes it.
+template <int N>
+__device__ __forceinline__ void hold(Accumulator<N>& C) {
+#pragma unroll
+  for (int j = 0; j < N / 8; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) asm volatile("" : "+f"(C.c[j][e])::"memory");
+}
+// The same for A fragments in registers, which a product in flight reads:
+// nothing may overwrite them before the wait.
+template <int Steps>
+__device__ __forceinline__ void hold(std::uint32_t (&a)[Steps][4]) {
+#pragma unroll
+  for (int kk = 0; kk < Steps; ++kk)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) asm volatile("" : "+r"(a[kk][e])::"memory");
+}
+template <int Pending, int N>
+__device__ __forceinline__ void wait(Accumulator<N>& C) {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(Pending) : "memory");
+  hold(C);
+}
+
+template <int N>
+__device__ __forceinline__ void add_ab_shared(Accumulator<N>& C, std::uint64_t a, std::uint64_t b,
+                                              bool accumulate);
+template <int N>
+__device__ __forceinline__ void add_ab_registers(Accumulator<N>& C, const std::uint32_t (&a)[4],
+                                                 std::uint64_t b);
+
+// One specialization per N: the accumulator's N / 2 registers (listed in the
+// instruction and as operands), then the other operands numbered after them.
+// The immediates after the predicate: scale-a, scale-b (1: no negation),
+// then transpose-a and transpose-b for shared operands (0: K-major), or
+// transpose-b alone beside a register A (1: B is MN-major).
+#define ATTN_WG_TILE(j) "+f"(C.c[j][0]), "+f"(C.c[j][1]), "+f"(C.c[j][2]), "+f"(C.c[j][3])
+#define ATTN_WG_ACC32 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}"
+#define ATTN_WG_ACC64                                                                            \
+  "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%" \
+  "25,%26,%27,%28,%29,%30,%31}"
+#define ATTN_WG_ACC128                                                                           \
+  "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%" \
+  "25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%" \
+  "48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}"
+#define ATTN_WG_BF16_SHARED_A(N, d, a_desc, b_desc, accumulate, ...)                        \
+  template <>                                                                               \
+  __device__ __forceinline__ void add_ab_shared<N>(Accumulator<N> & C, std::uint64_t a,     \
+                                                   std::uint64_t b, bool accumulate_flag) { \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " accumulate                             \
+                 ", 0;\n"                                                                   \
+                 "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32.bf16.bf16 " d ", " a_desc  \
+                 ", " b_desc ", p, 1, 1, 0, 0;\n}\n"                                        \
+                 : __VA_ARGS__                                                              \
+                 : "l"(a), "l"(b), "r"(int(accumulate_flag)));                              \
+  }
+#define ATTN_WG_BF16_REGISTER_A(N, d, a_regs, b_desc, ...)                                    \
+  template <>                                                                                 \
+  __device__ __forceinline__ void add_ab_registers<N>(                                        \
+      Accumulator<N> & C, const std::uint32_t(&a)[4], std::uint64_t b) {                      \
+    asm volatile(                                                                             \
+        "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"                                            \
+        "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32.bf16.bf16 " d ", " a_regs ", " b_desc \
+        ", p, 1, 1, 1;\n}\n"                                                                  \
+        : __VA_ARGS__                                                                         \
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));                                \
+  }
+
+ATTN_WG_BF16_SHARED_A(64, ATTN_WG_ACC64, "%32", "%33", "%34", ATTN_WG_TILE(0), ATTN_WG_TILE(1),
+                      ATTN_WG_TILE(2), ATTN_WG_TILE(3), ATTN_WG_TILE(4), ATTN_WG_TILE(5),
+                      ATTN_WG_TILE(6), ATTN_WG_TILE(7))
+ATTN_WG_BF16_SHARED_A(128, ATTN_WG_ACC128, "%64", "%65", "%66", ATTN_WG_TILE(0), ATTN_WG_TILE(1),
+                      ATTN_WG_TILE(2), ATTN_WG_TILE(3), ATTN_WG_TILE(4), ATTN_WG_TILE(5),
+                      ATTN_WG_TILE(6), ATTN_WG_TILE(7), ATTN_WG_TILE(8), ATTN_WG_TILE(9),
+                      ATTN_WG_TILE(10), ATTN_WG_TILE(11), ATTN_WG_TILE(12), ATTN_WG_TILE(13),
+                      ATTN_WG_TILE(14), ATTN_WG_TILE(15))
+
+ATTN_WG_BF16_REGISTER_A(32, ATTN_WG_ACC32, "{%16,%17,%18,%19}", "%20", ATTN_WG_TILE(0),
+                        ATTN_WG_TILE(1), ATTN_WG_TILE(2), ATTN_WG_TILE(3))
+ATTN_WG_BF16_REGISTER_A(64, ATTN_WG_ACC64, "{%32,%33,%34,%35}", "%36", ATTN_WG_TILE(0),
+                        ATTN_WG_TILE(1), ATTN_WG_TILE(2), ATTN_WG_TILE(3), ATTN_WG_TILE(4),
+                        ATTN_WG_TILE(5), ATTN_WG_TILE(6), ATTN_WG_TILE(7))
+ATTN_WG_BF16_REGISTER_A(128, ATTN_WG_ACC128, "{%64,%65,%66,%67}", "%68", ATTN_WG_TILE(0),
+                        ATTN_WG_TILE(1), ATTN_WG_TILE(2), ATTN_WG_TILE(3), ATTN_WG_TILE(4),
+                        ATTN_WG_TILE(5), ATTN_WG_TILE(6), ATTN_WG_TILE(7), ATTN_WG_TILE(8),
+                        ATTN_WG_TILE(9), ATTN_WG_TILE(10), ATTN_WG_TILE(11), ATTN_WG_TILE(12),
+                        ATTN_WG_TILE(13), ATTN_WG_TILE(14), ATTN_WG_TILE(15))
+
+#undef ATTN_WG_BF16_SHARED_A
+#undef ATTN_WG_BF16_REGISTER_A
+#undef ATTN_WG_ACC32
+#undef ATTN_WG_ACC64
+#undef ATTN_WG_ACC128
+#undef ATTN_WG_TILE
+#endif
+
+}  // namespace attn::mma::warpgroup

@@ -1,0 +1,199 @@
+// Softmax attention forward in bf16 on Hopper's warpgroup products (wgmma,
+// sm_90a): the online softmax of FlashAttention-2 (Dao 2023, Alg. 1) with the
+// products of FlashAttention-3 (Shah et al. 2024, Sec. 3): each warpgroup
+// owns 64 query rows, S = Q K^T reads Q and K from shared memory, and
+// O += P V takes P from the registers that held S (the accumulator layout
+// of two 8-key tiles is the A layout of one 16-key step) and V from shared
+// memory. Two warpgroups share each key and value tile. Not yet here from
+// FlashAttention-3: TMA copies by a producer warp (the team's own threads
+// copy, by cp.async) and the ping-pong scheduling of the two warpgroups.
+#pragma once
+#include "common/warpgroup_tiles.hpp"
+#include "softmax/tensor_core.hpp"
+
+namespace attn::detail {
+
+#if defined(KOKKOS_ENABLE_CUDA)
+
+// One team (2 warpgroups, 128 query rows) per (batch, head, query tile),
+// head sizes up to D (32, 64 or 128; padding columns are zero). Key and
+// value tiles pass through three buffers: while a warpgroup weighs the
+// scores of tile j, the tensor cores add the weights of tile j - 1 times its
+// values (FlashAttention-3's overlap of the two products with the softmax,
+// Sec. 3.2), and tile j + 1 is being copied.
+template <int D>
+struct WarpgroupFlashForward {
+  using P = bf16;
+  using E = mma::operand_t<P>;
+  static constexpr int warpgroups = 2, warps = 4 * warpgroups, rows = 64 * warpgroups;
+  static constexpr int keys = 64, buffers = 3;
+  // Teams an SM holds: at d = 128 the registers of one (two warpgroups near
+  // 168 each); below, two.
+  static constexpr int teams_per_sm = D > 64 ? 1 : 2;
+  // Q, then the buffers, each a key and a value tile: 128 KB at d = 128.
+  static constexpr int tile_operands = keys * D;
+  static constexpr std::size_t shared_bytes = (rows * D + 2 * buffers * tile_operands) * sizeof(E);
+
+  CudaTensor<P> q, k, v, o;
+  CudaRows logsumexp;  // optional, as in FlashForward
+  int L, H, tiles, dk, dv;
+  float scale_log2;
+  bool causal;
+
+#if defined(ATTN_WARPGROUP_MMA)
+  // Every tile is [rows][D] in core matrices: K-major for Q and K, read
+  // along its rows (MN-major) for V.
+  static constexpr mma::CoreMatricesOf<E> layout{D};
+  using Weights = std::uint32_t[keys / 16][4];  // P in bf16, as A fragments
+  // Each thread copies the same piece of every few rows (see mma::CopyAddressing).
+  static constexpr auto copies = mma::CopyAddressing::strided;
+
+  // The shared tiles: Q, then K and V of each buffer.
+  struct Tiles {
+    E* queries;
+    __device__ E* keys(int buffer) const { return queries + rows * D + buffer * 2 * tile_operands; }
+    __device__ E* values(int buffer) const { return keys(buffer) + tile_operands; }
+  };
+
+  // Starts the copies of key tile j (keys from `keys j`) into its buffer.
+  __device__ void start_key_tile(const Tiles& t, int j, int b, int h) const {
+    const int k0 = keys * j, nk = L - k0 < keys ? L - k0 : keys, tid = threadIdx.x,
+              size = 32 * warps;
+    mma::start_tile_copy<P, copies>(t.keys(j % buffers), layout, keys, D, k, b, h, k0, nk, dk, tid,
+                                    size);
+    mma::start_tile_copy<P, copies>(t.values(j % buffers), layout, keys, D, v, b, h, k0, nk, dv,
+                                    tid, size);
+  }
+
+  // Issues S = Q K^T over the warpgroup's 64 rows (queries: its first row in
+  // Q's tile); 16 columns a step, two core matrices along k (256 bytes, 16
+  // units of the descriptor's address).
+  __device__ static void issue_scores(mma::Accumulator<keys>& S, const E* queries,
+                                      const E* key_tile) {
+    const std::uint64_t a = mma::shared_matrix_descriptor(queries, 128, 16 * D),
+                        b = mma::shared_matrix_descriptor(key_tile, 128, 16 * D);
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk)
+      mma::warpgroup::add_ab_shared<keys>(S, a + 16 * kk, b + 16 * kk, kk > 0);
+    mma::warpgroup::commit();
+  }
+
+  // Issues O += P V. V is read along its rows: core matrices 128 bytes apart
+  // along n, 8 keys (16 D bytes) apart along k; 16 keys a step (2 D units).
+  __device__ static void issue_weighted_values(mma::Accumulator<D>& O, const Weights& p,
+                                               const E* value_tile) {
+    const std::uint64_t b = mma::shared_matrix_descriptor(value_tile, 16 * D, 128);
+#pragma unroll
+    for (int kk = 0; kk < keys / 16; ++kk)
+      mma::warpgroup::add_ab_registers<D>(O, p[kk], b + 2 * D * kk);
+    mma::warpgroup::commit();
+  }
+
+  // -inf for the pairs of S outside the problem: keys past L and, causal,
+  // keys after the query. Only tiles that hold such pairs pay for it.
+  __device__ void mask(mma::Accumulator<keys>& S, int k0, int row0) const {
+    mma::for_each_entry(S, [&](int r, int c, float& s) {
+      if (k0 + c >= L || (causal && k0 + c > row0 + r)) s = -INFINITY;
+    });
+  }
+
+  // The weights in S rounded to bf16 A fragments (two 8-key tiles a step).
+  __device__ static void pack(Weights& p, const mma::Accumulator<keys>& S) {
+#pragma unroll
+    for (int kk = 0; kk < keys / 16; ++kk) {
+      const float(&lo)[4] = S.c[2 * kk];
+      const float(&hi)[4] = S.c[2 * kk + 1];
+      p[kk][0] = mma::pack_bf16(lo[0], lo[1]);
+      p[kk][1] = mma::pack_bf16(lo[2], lo[3]);
+      p[kk][2] = mma::pack_bf16(hi[0], hi[1]);
+      p[kk][3] = mma::pack_bf16(hi[2], hi[3]);
+    }
+  }
+#endif
+
+  KOKKOS_INLINE_FUNCTION void operator()(const CudaTeam& team) const {
+#if defined(ATTN_WARPGROUP_MMA)
+    const Tiles t{reinterpret_cast<E*>(mma::dynamic_shared())};
+    // Causal: the last query tiles see the most keys; start them first.
+    const int rank = causal ? team.league_size() - 1 - team.league_rank() : team.league_rank();
+    const TeamTile tile = team_tile(rank, tiles, H, rows, L);
+    const int b = tile.b, h = tile.h, tid = team.team_rank();
+    const int group_first = tile.first + 64 * (tid / 128);  // the warpgroup's first query
+    const int row0 = tile.first + 16 * (tid / 32);          // the warp's first query
+    mma::start_tile_copy<P>(t.queries, layout, rows, D, q, b, h, tile.first, tile.count, dk, tid,
+                            team.team_size());
+    start_key_tile(t, 0, b, h);
+
+    mma::Accumulator<D> O;
+    mma::zero(O);
+    Weights p = {};        // the last tile's weights, not yet added to O
+    bool pending = false;  // whether p holds any
+    OnlineSoftmax softmax;
+    const int end = causal ? (tile.first + tile.count < L ? tile.first + tile.count : L) : L;
+    const int n = ceil_div(end, keys);
+    for (int j = 0; j < n; ++j) {
+      // Tile j is in; every warpgroup is done with the buffer of tile j - 2.
+      mma::wait_for_copies<0>();
+      mma::publish_to_warpgroup_products();
+      team.team_barrier();
+      if (j + 1 < n) start_key_tile(t, j + 1, b, h);
+      const int k0 = keys * j;
+      // Warpgroup-uniform: some query of the warpgroup sees these keys
+      // (causal: a prefix of the tiles).
+      const bool seen = !causal || k0 <= group_first + 63;
+      mma::Accumulator<keys> S;
+      mma::warpgroup::fence();
+      if (seen) issue_scores(S, t.queries + (group_first - tile.first) * D, t.keys(j % buffers));
+      if (pending) issue_weighted_values(O, p, t.values((j - 1) % buffers));
+      float alpha[2];
+      if (seen) {
+        if (pending)
+          mma::warpgroup::wait<1>(S);  // the scores; P V still runs
+        else
+          mma::warpgroup::wait<0>(S);
+        if (k0 + keys > L || (causal && k0 + keys - 1 > group_first)) mask(S, k0, row0);
+        softmax.weigh_raw(S, scale_log2, alpha);
+      }
+      mma::warpgroup::wait<0>(O);
+      mma::warpgroup::hold(p);
+      if (seen) {
+        mma::scale_rows(O, alpha);
+        pack(p, S);
+      }
+      pending = seen;
+    }
+    if (pending) {
+      mma::warpgroup::fence();
+      issue_weighted_values(O, p, t.values((n - 1) % buffers));
+      mma::warpgroup::wait<0>(O);
+    }
+    softmax.store<P>(O, o, logsumexp, b, h, row0, L, 0, dv);
+#elif defined(ATTN_MMA_DEVICE_PASS)
+    __trap();  // launched only where the device has warpgroup products
+#endif
+  }
+};
+
+// The warpgroup forward (shapes checked), for heads up to 128 columns.
+inline void warpgroup_forward(const Kokkos::Cuda& exec, const char* label,
+                              const CudaTensor<bf16>& q, const CudaTensor<bf16>& k,
+                              const CudaTensor<bf16>& v, const CudaTensor<bf16>& o, bool causal,
+                              const CudaRows& logsumexp) {
+  const Shape s = checked_forward_shape<bf16>(label, q, k, v, o, logsumexp);
+  if (s.batch == 0 || s.heads == 0 || s.seq == 0) return;
+  const float scale_log2 = float(log2_e / std::sqrt(double(s.dk)));
+  const bool ran = mma::with_padded_head(s.dk, s.dv, [&](auto head) {
+    constexpr int Dh = decltype(head)::value;
+    using F = WarpgroupFlashForward<Dh>;
+    const int tiles = ceil_div(s.seq, F::rows);
+    launch_tiles<F::teams_per_sm>(
+        label, exec, s.batch * s.heads * tiles,
+        F{q, k, v, o, logsumexp, s.seq, s.heads, tiles, s.dk, s.dv, scale_log2, causal},
+        mma::Start::after_previous, F::shared_bytes);
+  });
+  ran_as_chosen(ran, label);
+}
+
+#endif  // KOKKOS_ENABLE_CUDA
+
+}  // namespace attn::detail
