@@ -912,26 +912,39 @@ __device__ __forceinline__ void add_ab_slice(Accumulator<N>& C, const RowTile<P,
 // 16-byte column pieces ("core matrices" of 8 rows x 16 bytes, 128 contiguous
 // bytes) one after another along the row, the groups one after another.
 // Between pieces along a row: 128 bytes (the descriptor's leading-dimension
-// offset); between groups: 8 x width operands (its stride offset). Read
-// along its rows, the same tile is an MN-major operand (bf16 values [key][n]
-// for P V): its pieces are then the core matrices along n.
-template <class E>
-struct CoreMatricesOf {
-  static constexpr int per_piece = 16 / sizeof(E);  // operands in a 16-byte piece
-  int width;                                        // operands a row, a multiple of per_piece
+// offset); between groups: 8 x width operands (its stride offset).
+struct CoreMatrices {
+  int width;  // fp32 operands a row, a multiple of 4
 };
-using CoreMatrices = CoreMatricesOf<float>;  // fp32 operands
-// The operands of one 16-byte piece of a Layout of core matrices; 0 for a row-major tile.
+// A Swizzled128 tile of bf16 rows: the layout warpgroup MMA reads with its
+// 128-byte swizzle (PTX ISA, "Canonical layouts"). The columns are cut into
+// blocks of 64 (128 bytes a row); a block holds its `rows` rows one after
+// another, 128 bytes each, and the blocks follow one another. Inside a row
+// the 16-byte piece p lies at p ^ (row % 8), so that the tensor cores' reads
+// of 8 rows' pieces, and a warp's copies of 8 pieces of a row, fall on
+// different banks (without the swizzle the reads of core matrices took 2.7
+// times the ideal shared-memory wavefronts: ncu, results/logs). Read along
+// its rows the same tile is an MN-major operand (values [key][n] for P V).
+// Blocks start at 1024-byte boundaries, which the swizzle assumes.
+struct Swizzled128 {
+  static constexpr int block = 64;  // bf16 columns of a block
+  int rows;
+};
+// The operands of one 16-byte piece of a Layout's copies where it fixes them
+// (0: a row-major tile of any operand).
 template <class Layout>
-inline constexpr int core_matrix_piece = 0;
-template <class E>
-inline constexpr int core_matrix_piece<CoreMatricesOf<E>> = CoreMatricesOf<E>::per_piece;
+inline constexpr int layout_piece = 0;
+template <>
+inline constexpr int layout_piece<CoreMatrices> = 4;
+template <>
+inline constexpr int layout_piece<Swizzled128> = 8;
 
 __device__ __forceinline__ int tile_offset(int ld, int r, int c) { return r * ld + c; }
-template <class E>
-__device__ __forceinline__ int tile_offset(CoreMatricesOf<E> tile, int r, int c) {
-  constexpr int n = CoreMatricesOf<E>::per_piece;
-  return (r >> 3) * 8 * tile.width + (c / n) * 8 * n + (r & 7) * n + (c % n);
+__device__ __forceinline__ int tile_offset(CoreMatrices tile, int r, int c) {
+  return (r >> 3) * 8 * tile.width + (c >> 2) * 32 + (r & 7) * 4 + (c & 3);  // fp32 operands
+}
+__device__ __forceinline__ int tile_offset(Swizzled128 tile, int r, int c) {
+  return (c >> 6) * tile.rows * 64 + r * 64 + ((((c & 63) >> 3) ^ (r & 7)) << 3) + (c & 7);
 }
 // Where the i-th 16-byte piece of a tile of `chunks` pieces a row lies (its
 // row and first column). Thread `rank` copies pieces rank, rank + size, ...;
@@ -947,18 +960,22 @@ struct Piece {
 __device__ __forceinline__ Piece piece_at(int, int i, int chunks, int per_chunk) {
   return {i / chunks, (i % chunks) * per_chunk};
 }
-template <class E>
-__device__ __forceinline__ Piece piece_at(CoreMatricesOf<E>, int i, int chunks, int per_chunk) {
-  return {(i / (8 * chunks)) * 8 + (i & 7), ((i >> 3) % chunks) * per_chunk};
+__device__ __forceinline__ Piece piece_at(CoreMatrices, int i, int chunks, int) {
+  return {(i / (8 * chunks)) * 8 + (i & 7), ((i >> 3) % chunks) * 4};
+}
+__device__ __forceinline__ Piece piece_at(Swizzled128, int i, int chunks, int per_chunk) {
+  return piece_at(0, i, chunks, per_chunk);  // row by row, as a row-major tile
 }
 // Whether a thread's pieces (every size-th) are one column's, rows size /
 // chunks apart, a fixed distance apart in the tile too.
 __device__ __forceinline__ bool has_row_pitch(int, int size, int chunks) {
   return size % chunks == 0;
 }
-template <class E>
-__device__ __forceinline__ bool has_row_pitch(CoreMatricesOf<E>, int size, int chunks) {
+__device__ __forceinline__ bool has_row_pitch(CoreMatrices, int size, int chunks) {
   return size % (8 * chunks) == 0;
+}
+__device__ __forceinline__ bool has_row_pitch(Swizzled128, int size, int chunks) {
+  return size % (8 * chunks) == 0;  // rows 8 apart: the same swizzle
 }
 
 // Warpgroup products (wgmma, sm_90a): a team of one warpgroup (4 warps, warp w
@@ -973,14 +990,15 @@ __device__ __forceinline__ bool has_row_pitch(CoreMatricesOf<E>, int size, int c
 // `tile` (16-byte aligned): no swizzle; 128 bytes between pieces along k,
 // 8 x width x 4 bytes between 8-row groups; addresses and offsets in 16-byte
 // units.
-// In general: `leading` bytes between core matrices along k, `stride` bytes
-// between them along m or n (for an MN-major operand too: PTX ISA,
-// "Canonical layouts", no swizzle).
+// In general: the leading and stride byte offsets as the PTX ISA's
+// "Canonical layouts" define them for the operand's major-ness and swizzle
+// (Swizzled128 tiles: `swizzled`, the 128-byte swizzle).
 __device__ __forceinline__ std::uint64_t shared_matrix_descriptor(const void* tile, int leading,
-                                                                  int stride) {
+                                                                  int stride,
+                                                                  bool swizzled = false) {
   const auto address = static_cast<std::uint32_t>(__cvta_generic_to_shared(tile));
   return std::uint64_t((address >> 4) & 0x3fff) | (std::uint64_t(leading >> 4) << 16) |
-         (std::uint64_t(stride >> 4) << 32);
+         (std::uint64_t(stride >> 4) << 32) | (std::uint64_t(swizzled) << 62);
 }
 __device__ __forceinline__ std::uint64_t core_matrix_descriptor(const float* tile, int width) {
   return shared_matrix_descriptor(tile, 128, 32 * width);
@@ -1218,8 +1236,8 @@ __device__ __forceinline__ void start_tile_copy(operand_t<P>* dst, Layout ld, in
                                                 int cols, int rank, int size, int mirror = -1,
                                                 int first_col = 0) {
   constexpr int per_chunk = 16 / sizeof(operand_t<P>);
-  static_assert(core_matrix_piece<Layout> == 0 || core_matrix_piece<Layout> == per_chunk,
-                "a tile of core matrices holds P's operands");
+  static_assert(layout_piece<Layout> == 0 || layout_piece<Layout> == per_chunk,
+                "the tile's layout holds P's operands");
   // Whole chunks only where every one starts 16-byte aligned (x's rows and
   // first_col) and ends inside the copied columns.
   if (cols % per_chunk == 0 && first_col % per_chunk == 0 && int(x.extent(3)) % per_chunk == 0) {
@@ -1444,6 +1462,15 @@ __device__ __forceinline__ Accumulator<N>& total(Accumulator<N>& C) {
 __device__ __forceinline__ unsigned char* dynamic_shared() {
   extern __shared__ __align__(16) unsigned char team_memory[];
   return team_memory;
+}
+
+// The same from its first Alignment-byte boundary (launch with Alignment
+// bytes more).
+template <int Alignment>
+__device__ __forceinline__ unsigned char* dynamic_shared_aligned() {
+  unsigned char* const memory = dynamic_shared();
+  const auto address = static_cast<std::uint32_t>(__cvta_generic_to_shared(memory));
+  return memory + ((Alignment - address % Alignment) % Alignment);
 }
 
 // Row (0..15) and column (0..N-1) of entry e (0..3) of n-tile j of the

@@ -5,7 +5,7 @@
 // (PTX ISA, "Register fragments": m64nNk16). B, and A where it is not in
 // registers, are read by the tensor cores from shared memory through
 // descriptors (mma::shared_matrix_descriptor) of tiles of core matrices
-// (mma::CoreMatricesOf<std::uint16_t>, no swizzle), asynchronously:
+// (mma::Swizzled128, the 128-byte swizzle), asynchronously:
 //   fence()                      before the first product of a batch, after
 //                                the accumulators or A registers were written
 //   add_ab_shared<N>(C, a, b, accumulate)

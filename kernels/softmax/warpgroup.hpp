@@ -16,11 +16,12 @@ namespace attn::detail {
 #if defined(KOKKOS_ENABLE_CUDA)
 
 // One team (2 warpgroups, 128 query rows) per (batch, head, query tile),
-// head sizes up to D (32, 64 or 128; padding columns are zero). Key and
-// value tiles pass through three buffers: while a warpgroup weighs the
-// scores of tile j, the tensor cores add the weights of tile j - 1 times its
-// values (FlashAttention-3's overlap of the two products with the softmax,
-// Sec. 3.2), and tile j + 1 is being copied.
+// head sizes up to D (64 or 128: whole 128-byte rows of the swizzled tiles;
+// padding columns are zero). Key and value tiles pass through three
+// buffers: while a warpgroup weighs the scores of tile j, the tensor cores
+// add the weights of tile j - 1 times its values (FlashAttention-3's overlap
+// of the two products with the softmax, Sec. 3.2), and tile j + 1 is being
+// copied.
 template <int D>
 struct WarpgroupFlashForward {
   using P = bf16;
@@ -28,11 +29,13 @@ struct WarpgroupFlashForward {
   static constexpr int warpgroups = 2, warps = 4 * warpgroups, rows = 64 * warpgroups;
   static constexpr int keys = 64, buffers = 3;
   // Teams an SM holds: at d = 128 the registers of one (two warpgroups near
-  // 168 each); below, two.
+  // 175 each); below, two.
   static constexpr int teams_per_sm = D > 64 ? 1 : 2;
-  // Q, then the buffers, each a key and a value tile: 128 KB at d = 128.
+  // Q, then the buffers, each a key and a value tile (128 KB at d = 128),
+  // from the first 1024-byte boundary of the team's memory.
   static constexpr int tile_operands = keys * D;
-  static constexpr std::size_t shared_bytes = (rows * D + 2 * buffers * tile_operands) * sizeof(E);
+  static constexpr std::size_t shared_bytes =
+      (rows * D + 2 * buffers * tile_operands) * sizeof(E) + 1024;
 
   CudaTensor<P> q, k, v, o;
   CudaRows logsumexp;  // optional, as in FlashForward
@@ -41,11 +44,12 @@ struct WarpgroupFlashForward {
   bool causal;
 
 #if defined(ATTN_WARPGROUP_MMA)
-  // Every tile is [rows][D] in core matrices: K-major for Q and K, read
-  // along its rows (MN-major) for V.
-  static constexpr mma::CoreMatricesOf<E> layout{D};
+  // The tiles, swizzled: K-major for Q and K, read along its rows (MN-major)
+  // for V.
+  static constexpr mma::Swizzled128 query_layout{rows}, key_layout{keys};
   using Weights = std::uint32_t[keys / 16][4];  // P in bf16, as A fragments
-  // Each thread copies the same piece of every few rows (see mma::CopyAddressing).
+  // Each thread copies the same piece of every few rows (see
+  // mma::CopyAddressing); Q, copied once, piece by piece.
   static constexpr auto copies = mma::CopyAddressing::strided;
 
   // The shared tiles: Q, then K and V of each buffer.
@@ -59,33 +63,37 @@ struct WarpgroupFlashForward {
   __device__ void start_key_tile(const Tiles& t, int j, int b, int h) const {
     const int k0 = keys * j, nk = L - k0 < keys ? L - k0 : keys, tid = threadIdx.x,
               size = 32 * warps;
-    mma::start_tile_copy<P, copies>(t.keys(j % buffers), layout, keys, D, k, b, h, k0, nk, dk, tid,
-                                    size);
-    mma::start_tile_copy<P, copies>(t.values(j % buffers), layout, keys, D, v, b, h, k0, nk, dv,
+    mma::start_tile_copy<P, copies>(t.keys(j % buffers), key_layout, keys, D, k, b, h, k0, nk, dk,
+                                    tid, size);
+    mma::start_tile_copy<P, copies>(t.values(j % buffers), key_layout, keys, D, v, b, h, k0, nk, dv,
                                     tid, size);
   }
 
   // Issues S = Q K^T over the warpgroup's 64 rows (queries: its first row in
-  // Q's tile); 16 columns a step, two core matrices along k (256 bytes, 16
-  // units of the descriptor's address).
+  // block 0 of Q's tile). K-major, swizzled: 8-row groups 1024 bytes apart
+  // (the leading offset is unused); a step of 16 columns is 32 bytes along
+  // the rows of a 64-column block, then the next block.
   __device__ static void issue_scores(mma::Accumulator<keys>& S, const E* queries,
                                       const E* key_tile) {
-    const std::uint64_t a = mma::shared_matrix_descriptor(queries, 128, 16 * D),
-                        b = mma::shared_matrix_descriptor(key_tile, 128, 16 * D);
+    const std::uint64_t a = mma::shared_matrix_descriptor(queries, 16, 1024, true),
+                        b = mma::shared_matrix_descriptor(key_tile, 16, 1024, true);
+    // In the descriptor's 16-byte units.
+    auto step = [](int kk, int tile_rows) { return (kk / 4) * tile_rows * 8 + (kk % 4) * 2; };
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk)
-      mma::warpgroup::add_ab_shared<keys>(S, a + 16 * kk, b + 16 * kk, kk > 0);
+      mma::warpgroup::add_ab_shared<keys>(S, a + step(kk, rows), b + step(kk, keys), kk > 0);
     mma::warpgroup::commit();
   }
 
-  // Issues O += P V. V is read along its rows: core matrices 128 bytes apart
-  // along n, 8 keys (16 D bytes) apart along k; 16 keys a step (2 D units).
+  // Issues O += P V. V is read along its rows (MN-major, swizzled): blocks
+  // of 64 value columns keys x 128 bytes apart (the leading offset), 8 keys
+  // 1024 bytes apart (the stride); 16 keys a step (2048 bytes, 128 units).
   __device__ static void issue_weighted_values(mma::Accumulator<D>& O, const Weights& p,
                                                const E* value_tile) {
-    const std::uint64_t b = mma::shared_matrix_descriptor(value_tile, 16 * D, 128);
+    const std::uint64_t b = mma::shared_matrix_descriptor(value_tile, keys * 128, 1024, true);
 #pragma unroll
     for (int kk = 0; kk < keys / 16; ++kk)
-      mma::warpgroup::add_ab_registers<D>(O, p[kk], b + 2 * D * kk);
+      mma::warpgroup::add_ab_registers<D>(O, p[kk], b + 128 * kk);
     mma::warpgroup::commit();
   }
 
@@ -113,15 +121,15 @@ struct WarpgroupFlashForward {
 
   KOKKOS_INLINE_FUNCTION void operator()(const CudaTeam& team) const {
 #if defined(ATTN_WARPGROUP_MMA)
-    const Tiles t{reinterpret_cast<E*>(mma::dynamic_shared())};
+    const Tiles t{reinterpret_cast<E*>(mma::dynamic_shared_aligned<1024>())};
     // Causal: the last query tiles see the most keys; start them first.
     const int rank = causal ? team.league_size() - 1 - team.league_rank() : team.league_rank();
     const TeamTile tile = team_tile(rank, tiles, H, rows, L);
     const int b = tile.b, h = tile.h, tid = team.team_rank();
     const int group_first = tile.first + 64 * (tid / 128);  // the warpgroup's first query
     const int row0 = tile.first + 16 * (tid / 32);          // the warp's first query
-    mma::start_tile_copy<P>(t.queries, layout, rows, D, q, b, h, tile.first, tile.count, dk, tid,
-                            team.team_size());
+    mma::start_tile_copy<P>(t.queries, query_layout, rows, D, q, b, h, tile.first, tile.count, dk,
+                            tid, team.team_size());
     start_key_tile(t, 0, b, h);
 
     mma::Accumulator<D> O;
@@ -143,7 +151,7 @@ struct WarpgroupFlashForward {
       const bool seen = !causal || k0 <= group_first + 63;
       mma::Accumulator<keys> S;
       mma::warpgroup::fence();
-      if (seen) issue_scores(S, t.queries + (group_first - tile.first) * D, t.keys(j % buffers));
+      if (seen) issue_scores(S, t.queries + (group_first - tile.first) * 64, t.keys(j % buffers));
       if (pending) issue_weighted_values(O, p, t.values((j - 1) % buffers));
       float alpha[2];
       if (seen) {
@@ -183,7 +191,7 @@ inline void warpgroup_forward(const Kokkos::Cuda& exec, const char* label,
   if (s.batch == 0 || s.heads == 0 || s.seq == 0) return;
   const float scale_log2 = float(log2_e / std::sqrt(double(s.dk)));
   const bool ran = mma::with_padded_head(s.dk, s.dv, [&](auto head) {
-    constexpr int Dh = decltype(head)::value;
+    constexpr int Dh = decltype(head)::value < 64 ? 64 : decltype(head)::value;
     using F = WarpgroupFlashForward<Dh>;
     const int tiles = ceil_div(s.seq, F::rows);
     launch_tiles<F::teams_per_sm>(
