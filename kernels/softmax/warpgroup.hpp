@@ -27,7 +27,7 @@ struct WarpgroupFlashForward {
   using P = bf16;
   using E = mma::operand_t<P>;
   static constexpr int warpgroups = 2, warps = 4 * warpgroups, rows = 64 * warpgroups;
-  static constexpr int keys = 64, buffers = 3;
+  static constexpr int keys = D > 64 ? 128 : 64, buffers = 3;
   // Teams an SM holds: at d = 128 the registers of one (two warpgroups near
   // 175 each); below, two.
   static constexpr int teams_per_sm = D > 64 ? 1 : 2;
