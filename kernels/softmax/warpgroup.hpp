@@ -27,11 +27,13 @@ struct WarpgroupFlashForward {
   using P = bf16;
   using E = mma::operand_t<P>;
   static constexpr int warpgroups = 2, warps = 4 * warpgroups, rows = 64 * warpgroups;
+  // Key tiles of 128 at d = 128 halve the barriers and hand-offs per
+  // product, with the registers and shared memory of one team per SM; at
+  // d = 64 tiles of 64 keep two teams per SM, which took less time than one
+  // with tiles of 128 (results/logs/softmax_warpgroup_bf16_h200.log).
   static constexpr int keys = D > 64 ? 128 : 64, buffers = 3;
-  // Teams an SM holds: at d = 128 the registers of one (two warpgroups near
-  // 175 each); below, two.
   static constexpr int teams_per_sm = D > 64 ? 1 : 2;
-  // Q, then the buffers, each a key and a value tile (128 KB at d = 128),
+  // Q, then the buffers, each a key and a value tile (225 KB at d = 128),
   // from the first 1024-byte boundary of the team's memory.
   static constexpr int tile_operands = keys * D;
   static constexpr std::size_t shared_bytes =
