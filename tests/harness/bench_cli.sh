@@ -198,7 +198,7 @@ fi
   --require-path portable --out paths_req.h5 >/dev/null 2>&1
 [ "$("$bench" export paths_req.h5 --format csv | grep -c ',ok,')" = 1 ] &&
   pass "--require-path portable: the error row measured again, ok" || fail "--require-path portable"
-expect_error "--require-path 'fast': expected one of tensor-core, wide-head, head-blocks, portable" \
+expect_error "--require-path 'fast': expected one of tensor-core, wide-head, warpgroup, head-blocks, portable" \
   sweep --forms linear/chunk --require-path fast --out x.h5
 # bench compare refuses points whose rows ran different paths, unless asked.
 rm -f paths_b.h5 && cp paths.h5 paths_b.h5
