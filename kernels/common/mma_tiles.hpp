@@ -927,7 +927,6 @@ struct CoreMatrices {
 // its rows the same tile is an MN-major operand (values [key][n] for P V).
 // Blocks start at 1024-byte boundaries, which the swizzle assumes.
 struct Swizzled128 {
-  static constexpr int block = 64;  // bf16 columns of a block
   int rows;
 };
 // The operands of one 16-byte piece of a Layout's copies where it fixes them
