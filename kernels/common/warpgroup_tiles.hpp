@@ -124,6 +124,60 @@ ATTN_WG_BF16_REGISTER_A(128, ATTN_WG_ACC128, "{%64,%65,%66,%67}", "%68", ATTN_WG
 #undef ATTN_WG_ACC64
 #undef ATTN_WG_ACC128
 #undef ATTN_WG_TILE
+
+// The tile products of a kernel built on Swizzled128 tiles of bf16 (64
+// columns a 128-byte row, blocks of 64 columns tile_rows x 128 bytes apart),
+// issued but neither committed nor waited for.
+
+// C (+)= A B^T over K columns, both K-major: A the warpgroup's 64 rows from
+// row a_row of a tile of a_rows rows, B the first N rows of a tile of b_rows
+// rows (Q K^T: rows of Q against rows of K). accumulate = false overwrites C.
+// Descriptors: 8-row groups 1024 bytes apart (the leading offset is unused);
+// a step of 16 columns is 32 bytes along the rows of a 64-column block, then
+// the next block.
+template <int N, int K>
+__device__ __forceinline__ void add_abt_tiles(Accumulator<N>& C, const operand_t<bf16>* a_tile,
+                                              int a_rows, int a_row, const operand_t<bf16>* b_tile,
+                                              int b_rows, bool accumulate) {
+  const std::uint64_t a = shared_matrix_descriptor(a_tile + a_row * 64, 16, 1024, true),
+                      b = shared_matrix_descriptor(b_tile, 16, 1024, true);
+  auto step = [](int kk, int rows) { return (kk / 4) * rows * 8 + (kk % 4) * 2; };  // 16 B units
+#pragma unroll
+  for (int kk = 0; kk < K / 16; ++kk)
+    add_ab_shared<N>(C, a + step(kk, a_rows), b + step(kk, b_rows), accumulate || kk > 0);
+}
+
+// A in registers: bf16 A fragments of the warpgroup's 64 rows, Steps k-steps
+// of 16 (an accumulator's entries packed by to_fragments).
+template <int Steps>
+using Fragments = std::uint32_t[Steps][4];
+
+// C += A B, A fragments over Steps x 16 rows of B, B read along its rows
+// (MN-major: values [key][n]) from a tile of b_rows rows: blocks of 64
+// columns b_rows x 128 bytes apart (the leading offset), 8 rows 1024 bytes
+// apart (the stride); 16 rows a step (2048 bytes).
+template <int N, int Steps>
+__device__ __forceinline__ void add_ab_tiles(Accumulator<N>& C, const Fragments<Steps>& a,
+                                             const operand_t<bf16>* b_tile, int b_rows) {
+  const std::uint64_t b = shared_matrix_descriptor(b_tile, b_rows * 128, 1024, true);
+#pragma unroll
+  for (int kk = 0; kk < Steps; ++kk) add_ab_registers<N>(C, a[kk], b + 128 * kk);
+}
+
+// C rounded to bf16 A fragments: the accumulator layout of two 8-column
+// tiles is the A layout of one 16-column step (scores become weights).
+template <int N>
+__device__ __forceinline__ void to_fragments(Fragments<N / 16>& a, const Accumulator<N>& C) {
+#pragma unroll
+  for (int kk = 0; kk < N / 16; ++kk) {
+    const float(&lo)[4] = C.c[2 * kk];
+    const float(&hi)[4] = C.c[2 * kk + 1];
+    a[kk][0] = pack_bf16(lo[0], lo[1]);
+    a[kk][1] = pack_bf16(lo[2], lo[3]);
+    a[kk][2] = pack_bf16(hi[0], hi[1]);
+    a[kk][3] = pack_bf16(hi[2], hi[3]);
+  }
+}
 #endif
 
 }  // namespace attn::mma::warpgroup

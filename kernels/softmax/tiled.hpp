@@ -22,6 +22,17 @@ constexpr bool has_tensor_cores() {
 }
 #endif
 
+#if defined(KOKKOS_ENABLE_CUDA)
+// bf16 softmax on tensor cores, heads up to 128 columns, forward or backward:
+// on warpgroup products where the device has them and they are on.
+inline KernelPath bf16_product_path() {
+  if (!tuning().warpgroup_products) return {paths::tensor_core, "--warpgroup-products off"};
+  if (!mma::device_has_warpgroup_products())
+    return {paths::tensor_core, "the device has no warpgroup products (sm_90a)"};
+  return {paths::warpgroup, ""};
+}
+#endif
+
 // The forward's kernel: on tensor cores for heads up to 128 columns
 // WarpgroupFlashForward in bf16 where the device has warpgroup products
 // (softmax/warpgroup.hpp), else FlashForward; above, the wide-head kernels
@@ -31,12 +42,7 @@ KernelPath softmax_forward_path(const Shape& s) {
   if (KernelPath none = without_tensor_cores<Exec, P>(); !none.name.empty()) return none;
   if (std::string wide = head_too_wide(s); !wide.empty()) return {paths::wide_head, wide};
 #if defined(KOKKOS_ENABLE_CUDA)
-  if constexpr (std::is_same_v<P, bf16>) {
-    if (!tuning().warpgroup_products) return {paths::tensor_core, "--warpgroup-products off"};
-    if (!mma::device_has_warpgroup_products())
-      return {paths::tensor_core, "the device has no warpgroup products (sm_90a)"};
-    return {paths::warpgroup, ""};
-  }
+  if constexpr (std::is_same_v<P, bf16>) return bf16_product_path();
 #endif
   return {paths::tensor_core, ""};
 }

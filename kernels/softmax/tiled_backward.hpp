@@ -18,6 +18,7 @@
 // passes, which this file holds.
 #pragma once
 #include "softmax/tiled.hpp"
+#include "softmax/warpgroup_backward.hpp"
 
 #include <stdexcept>
 #include <string>
@@ -237,13 +238,18 @@ void softmax_backward_dk_dv(const Exec& exec, const Shape& s, const Tensor4<Exec
 
 // Gradients dq, dk, dv of <o, d_o>, where o = softmax_tiled_forward(q, k, v,
 // causal) and `logsumexp` is the per-row logsumexp that forward kept.
-// The backward's kernel: on tensor cores for heads up to 128 columns, in
-// 128-column blocks of the gradients up to widest_softmax_backward_head
-// (tensor-core/wide-head), portable above.
+// The backward's kernel: on tensor cores for heads up to 128 columns (bf16:
+// WarpgroupBackwardPass where the device has warpgroup products,
+// softmax/warpgroup_backward.hpp), in 128-column blocks of the gradients up
+// to widest_softmax_backward_head (tensor-core/wide-head), portable above.
 template <class P, class Exec>
 KernelPath softmax_backward_path(const Shape& s) {
   if (KernelPath none = without_tensor_cores<Exec, P>(); !none.name.empty()) return none;
   const int d = s.dk > s.dv ? s.dk : s.dv;
+#if defined(KOKKOS_ENABLE_CUDA)
+  if constexpr (std::is_same_v<P, bf16>)
+    if (d <= widest_tensor_core_head) return bf16_product_path();
+#endif
   if (d <= widest_tensor_core_head) return {paths::tensor_core, ""};
   if (d <= widest_softmax_backward_head) return {paths::wide_head, head_too_wide(s)};
   return {paths::portable, "a head of " + std::to_string(d) + " columns is above " +
@@ -271,13 +277,20 @@ void softmax_tiled_backward(
       workspace_view<Tensor3<Exec, accum_t<P>>>("softmax_bwd_delta", s.batch, s.heads, s.seq);
   detail::softmax_backward_delta<P>(exec, s, o, d_o, delta);
 #if defined(KOKKOS_ENABLE_CUDA)
-  if constexpr (has_tensor_cores<Exec, P>())
-    if (softmax_backward_path<P, Exec>(s).name != paths::portable) {
+  if constexpr (has_tensor_cores<Exec, P>()) {
+    const std::string path = softmax_backward_path<P, Exec>(s).name;
+    if constexpr (std::is_same_v<P, bf16>)
+      if (path == paths::warpgroup) {
+        detail::warpgroup_backward(exec, s, q, k, v, d_o, logsumexp, delta, dq, dk, dv, causal);
+        return;
+      }
+    if (path != paths::portable) {
       ran_as_chosen(detail::tensor_core_backward<P>(exec, s, q, k, v, d_o, logsumexp, delta, dq, dk,
                                                     dv, causal),
                     "softmax backward");
       return;
     }
+  }
 #endif
   detail::softmax_backward_dq<P>(exec, s, q, k, v, d_o, logsumexp, delta, dq, causal);
   detail::softmax_backward_dk_dv<P>(exec, s, q, k, v, d_o, logsumexp, delta, dk, dv, causal);

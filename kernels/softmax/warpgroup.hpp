@@ -49,7 +49,7 @@ struct WarpgroupFlashForward {
   // The tiles, swizzled: K-major for Q and K, read along its rows (MN-major)
   // for V.
   static constexpr mma::Swizzled128 query_layout{rows}, key_layout{keys};
-  using Weights = std::uint32_t[keys / 16][4];  // P in bf16, as A fragments
+  using Weights = mma::warpgroup::Fragments<keys / 16>;  // P in bf16
   // Each thread copies the same piece of every few rows (see
   // mma::CopyAddressing); Q, copied once, piece by piece.
   static constexpr auto copies = mma::CopyAddressing::strided;
@@ -71,31 +71,18 @@ struct WarpgroupFlashForward {
                                     tid, size);
   }
 
-  // Issues S = Q K^T over the warpgroup's 64 rows (queries: its first row in
-  // block 0 of Q's tile). K-major, swizzled: 8-row groups 1024 bytes apart
-  // (the leading offset is unused); a step of 16 columns is 32 bytes along
-  // the rows of a 64-column block, then the next block.
-  __device__ static void issue_scores(mma::Accumulator<keys>& S, const E* queries,
+  // Issues S = Q K^T over the warpgroup's 64 rows (its first at query_row
+  // of Q's tile).
+  __device__ static void issue_scores(mma::Accumulator<keys>& S, const E* queries, int query_row,
                                       const E* key_tile) {
-    const std::uint64_t a = mma::shared_matrix_descriptor(queries, 16, 1024, true),
-                        b = mma::shared_matrix_descriptor(key_tile, 16, 1024, true);
-    // In the descriptor's 16-byte units.
-    auto step = [](int kk, int tile_rows) { return (kk / 4) * tile_rows * 8 + (kk % 4) * 2; };
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk)
-      mma::warpgroup::add_ab_shared<keys>(S, a + step(kk, rows), b + step(kk, keys), kk > 0);
+    mma::warpgroup::add_abt_tiles<keys, D>(S, queries, rows, query_row, key_tile, keys, false);
     mma::warpgroup::commit();
   }
 
-  // Issues O += P V. V is read along its rows (MN-major, swizzled): blocks
-  // of 64 value columns keys x 128 bytes apart (the leading offset), 8 keys
-  // 1024 bytes apart (the stride); 16 keys a step (2048 bytes, 128 units).
+  // Issues O += P V, V read along its rows.
   __device__ static void issue_weighted_values(mma::Accumulator<D>& O, const Weights& p,
                                                const E* value_tile) {
-    const std::uint64_t b = mma::shared_matrix_descriptor(value_tile, keys * 128, 1024, true);
-#pragma unroll
-    for (int kk = 0; kk < keys / 16; ++kk)
-      mma::warpgroup::add_ab_registers<D>(O, p[kk], b + 128 * kk);
+    mma::warpgroup::add_ab_tiles<D>(O, p, value_tile, keys);
     mma::warpgroup::commit();
   }
 
@@ -107,18 +94,6 @@ struct WarpgroupFlashForward {
     });
   }
 
-  // The weights in S rounded to bf16 A fragments (two 8-key tiles a step).
-  __device__ static void pack(Weights& p, const mma::Accumulator<keys>& S) {
-#pragma unroll
-    for (int kk = 0; kk < keys / 16; ++kk) {
-      const float(&lo)[4] = S.c[2 * kk];
-      const float(&hi)[4] = S.c[2 * kk + 1];
-      p[kk][0] = mma::pack_bf16(lo[0], lo[1]);
-      p[kk][1] = mma::pack_bf16(lo[2], lo[3]);
-      p[kk][2] = mma::pack_bf16(hi[0], hi[1]);
-      p[kk][3] = mma::pack_bf16(hi[2], hi[3]);
-    }
-  }
 #endif
 
   KOKKOS_INLINE_FUNCTION void operator()(const CudaTeam& team) const {
@@ -136,11 +111,15 @@ struct WarpgroupFlashForward {
 
     mma::Accumulator<D> O;
     mma::zero(O);
-    Weights p = {};        // the last tile's weights, not yet added to O
-    bool pending = false;  // whether p holds any
+    Weights p;  // the last tile's weights, not yet added to O
     OnlineSoftmax softmax;
     const int end = causal ? (tile.first + tile.count < L ? tile.first + tile.count : L) : L;
     const int n = ceil_div(end, keys);
+    // Every product is issued under conditions uniform over the team (the
+    // tile's index), none that depend on the warpgroup: ptxas serializes
+    // warpgroup products issued on a path it cannot prove uniform. A causal
+    // warpgroup whose queries all precede tile j's keys multiplies it too,
+    // its scores all masked (then its weights are 0).
     for (int j = 0; j < n; ++j) {
       // Tile j is in; every warpgroup is done with the buffer of tile j - 2.
       mma::wait_for_copies<0>();
@@ -148,35 +127,26 @@ struct WarpgroupFlashForward {
       team.team_barrier();
       if (j + 1 < n) start_key_tile(t, j + 1, b, h);
       const int k0 = keys * j;
-      // Warpgroup-uniform: some query of the warpgroup sees these keys
-      // (causal: a prefix of the tiles).
-      const bool seen = !causal || k0 <= group_first + 63;
       mma::Accumulator<keys> S;
       mma::warpgroup::fence();
-      if (seen) issue_scores(S, t.queries + (group_first - tile.first) * 64, t.keys(j % buffers));
-      if (pending) issue_weighted_values(O, p, t.values((j - 1) % buffers));
-      float alpha[2];
-      if (seen) {
-        if (pending)
-          mma::warpgroup::wait<1>(S);  // the scores; P V still runs
-        else
-          mma::warpgroup::wait<0>(S);
-        if (k0 + keys > L || (causal && k0 + keys - 1 > group_first)) mask(S, k0, row0);
-        softmax.weigh_raw(S, scale_log2, alpha);
+      issue_scores(S, t.queries, group_first - tile.first, t.keys(j % buffers));
+      if (j > 0) {
+        issue_weighted_values(O, p, t.values((j - 1) % buffers));
+        mma::warpgroup::wait<1>(S);  // the scores; P V still runs
+      } else {
+        mma::warpgroup::wait<0>(S);
       }
+      if (k0 + keys > L || (causal && k0 + keys - 1 > group_first)) mask(S, k0, row0);
+      float alpha[2];
+      softmax.weigh_raw(S, scale_log2, alpha);
       mma::warpgroup::wait<0>(O);
       mma::warpgroup::hold(p);
-      if (seen) {
-        mma::scale_rows(O, alpha);
-        pack(p, S);
-      }
-      pending = seen;
+      mma::scale_rows(O, alpha);
+      mma::warpgroup::to_fragments(p, S);
     }
-    if (pending) {
-      mma::warpgroup::fence();
-      issue_weighted_values(O, p, t.values((n - 1) % buffers));
-      mma::warpgroup::wait<0>(O);
-    }
+    mma::warpgroup::fence();
+    issue_weighted_values(O, p, t.values((n - 1) % buffers));
+    mma::warpgroup::wait<0>(O);
     softmax.store<P>(O, o, logsumexp, b, h, row0, L, 0, dv);
 #elif defined(ATTN_MMA_DEVICE_PASS)
     __trap();  // launched only where the device has warpgroup products

@@ -58,7 +58,7 @@ const Expected on_cuda[] = {
     {"gsa/chunk", 64, 100, "portable", "chunk 100 is not a multiple of 16"},
     {"gsa/chunk_fwd_bwd", 256, 64, "tensor-core", ""},  // its kernels read blocks of 128
     {"softmax/full", 128, 0, "tensor-core", "", "tensor-core/warpgroup"},
-    {"softmax/causal_fwd_bwd", 64, 0, "tensor-core", "", "tensor-core/warpgroup+tensor-core"},
+    {"softmax/causal_fwd_bwd", 64, 0, "tensor-core", "", "tensor-core/warpgroup"},
     {"softmax/full", 256, 0, "tensor-core/wide-head", "a head of 256 columns is above 128"},
     {"softmax/causal_fwd_bwd", 256, 0, "tensor-core/wide-head",
      "a head of 256 columns is above 128"},
@@ -119,13 +119,17 @@ TEMPLATE_LIST_TEST_CASE(
     tuning().tensor_cores = true;
     CHECK(forced.name == paths::portable);
     CHECK(forced.reason == "--tiles portable");
-    // --warpgroup-products off: bf16 softmax on mma.sync, saying so.
+    // --warpgroup-products off: bf16 softmax on mma.sync, forward and
+    // backward, saying so.
     if constexpr (std::is_same_v<P, bf16>) {
       tuning().warpgroup_products = false;
       const KernelPath warp = path_at<Exec, P>(*find_form("softmax/full"), 128, 0);
+      const KernelPath both = path_at<Exec, P>(*find_form("softmax/causal_fwd_bwd"), 64, 0);
       tuning().warpgroup_products = true;
       CHECK(warp.name == paths::tensor_core);
       CHECK(warp.reason == "--warpgroup-products off");
+      CHECK(both.name == paths::tensor_core);
+      CHECK(both.reason == "--warpgroup-products off");
     }
   }
 }

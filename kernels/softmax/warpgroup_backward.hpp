@@ -1,0 +1,234 @@
+// Softmax attention backward in bf16 on Hopper's warpgroup products (wgmma,
+// sm_90a): the two passes of FlashBackwardPass (softmax/tensor_core.hpp;
+// FlashAttention-2, Alg. 2, every gradient row one owner, no atomics) with
+// the products of softmax/warpgroup.hpp. A warpgroup owns 64 rows of X and
+// streams tiles of 64 rows of Y:
+//   dq pass:     X = (Q, dO), Y = (K, V):  dQ += dS K
+//   dk, dv pass: X = (K, V), Y = (Q, dO):  dV += P^T dO,  dK += dS^T Q
+// S = X1 Y1^T and dP = X2 Y2^T read both operands from shared memory (K-major);
+// P = exp2(log2e scale S - log2e lse) and dS = P (dP - D), D = rowsum(dO O),
+// are packed into A fragments, and the gradient products read Y's tile along
+// its rows (MN-major), the same swizzled tile that S read K-major.
+#pragma once
+#include "common/warpgroup_tiles.hpp"
+#include "softmax/tensor_core.hpp"
+
+namespace attn::detail {
+
+#if defined(KOKKOS_ENABLE_CUDA)
+
+// One team (2 warpgroups, 128 owned rows) per (batch, head, tile of X), head
+// sizes up to D (64 or 128; padding columns are zero). Y's tiles pass
+// through three buffers: while the warpgroup turns the scores of tile j into
+// P and dS, the gradient products of tile j - 1 run (as the forward overlaps
+// P V with the softmax), and tile j + 1 is being copied.
+template <int D, bool OwnsKeys>
+struct WarpgroupBackwardPass {
+  using P = bf16;
+  using E = mma::operand_t<P>;
+  static constexpr int warps = 8, owned = 128, streamed = 64, buffers = 3;
+  static constexpr int owned_operands = owned * D, streamed_operands = streamed * D;
+  // X1, X2, then each buffer's Y1, Y2, then its queries' statistics (dk, dv
+  // pass): 161.5 KB at d = 128, from a 1024-byte boundary.
+  static constexpr std::size_t shared_bytes =
+      (2 * owned_operands + 2 * buffers * streamed_operands) * sizeof(E) +
+      buffers * 2 * streamed * sizeof(float) + 1024;
+
+  CudaTensor<P> x1, x2, y1, y2;  // dq pass: q, d_o, k, v; dk, dv pass: k, v, q, d_o
+  CudaTensor<P> out1, out2;      // dq pass: dq; dk, dv pass: dk, dv
+  CudaRows logsumexp, delta;
+  int L, H, tiles, d1, d2;  // d1: columns of x1, y1 (dk); d2: of x2, y2 (dv)
+  float scale, scale_log2;
+  bool causal;
+
+#if defined(ATTN_WARPGROUP_MMA)
+  static constexpr mma::Swizzled128 owned_layout{owned}, streamed_layout{streamed};
+  using Fragments = mma::warpgroup::Fragments<streamed / 16>;
+  static constexpr auto copies = mma::CopyAddressing::strided;
+
+  struct Tiles {
+    E* x1;
+    __device__ E* x2() const { return x1 + owned_operands; }
+    __device__ E* y1(int buffer) const {
+      return x1 + 2 * owned_operands + buffer * 2 * streamed_operands;
+    }
+    __device__ E* y2(int buffer) const { return y1(buffer) + streamed_operands; }
+    // log2e lse of the streamed queries, then their D.
+    __device__ float* query_stats(int buffer) const {
+      return reinterpret_cast<float*>(y1(buffers)) + buffer * 2 * streamed;
+    }
+  };
+
+  // Starts the copies of Y's tile from row y0 into `buffer`; in the dk, dv
+  // pass also stores its queries' statistics there (visible after the next
+  // team barrier).
+  __device__ void start_streamed_tile(const Tiles& t, int y0, int buffer, int b, int h) const {
+    const int ny = L - y0 < streamed ? L - y0 : streamed, tid = threadIdx.x, size = 32 * warps;
+    mma::start_tile_copy<P, copies>(t.y1(buffer), streamed_layout, streamed, D, y1, b, h, y0, ny,
+                                    d1, tid, size);
+    mma::start_tile_copy<P, copies>(t.y2(buffer), streamed_layout, streamed, D, y2, b, h, y0, ny,
+                                    d2, tid, size);
+    if (OwnsKeys && tid < streamed) {
+      float* const stats = t.query_stats(buffer);
+      stats[tid] = tid < ny ? logsumexp(b, h, y0 + tid) * log2_e : 0.f;
+      stats[streamed + tid] = tid < ny ? delta(b, h, y0 + tid) : 0.f;
+    }
+  }
+
+  // Issues S = X1 Y1^T and dP = X2 Y2^T over the warpgroup's 64 rows (its
+  // first at row x_row of X's tiles), as one batch.
+  __device__ static void issue_scores(mma::Accumulator<streamed>& S, mma::Accumulator<streamed>& dP,
+                                      const Tiles& t, int x_row, int buffer) {
+    mma::warpgroup::add_abt_tiles<streamed, D>(S, t.x1, owned, x_row, t.y1(buffer), streamed,
+                                               false);
+    mma::warpgroup::add_abt_tiles<streamed, D>(dP, t.x2(), owned, x_row, t.y2(buffer), streamed,
+                                               false);
+    mma::warpgroup::commit();
+  }
+
+  // Issues dK += dS^T Q and dV += P^T dO, or dQ += dS K, as one batch.
+  __device__ static void issue_gradients(mma::Accumulator<D>& acc1, mma::Accumulator<D>& acc2,
+                                         const Fragments& p, const Fragments& ds, const Tiles& t,
+                                         int buffer) {
+    if (OwnsKeys) mma::warpgroup::add_ab_tiles<D>(acc2, p, t.y2(buffer), streamed);
+    mma::warpgroup::add_ab_tiles<D>(acc1, ds, t.y1(buffer), streamed);
+    mma::warpgroup::commit();
+  }
+
+  // S becomes P and dP becomes dS, for the pairs (owned row row0 + r,
+  // streamed row y0 + c). `masked`: the tile holds pairs outside the problem
+  // (Y's rows past L, or causal, keys after the query), which weigh 0.
+  __device__ void weigh(mma::Accumulator<streamed>& S, mma::Accumulator<streamed>& dP,
+                        const float* stats, const float (&row_lse)[2], const float (&row_delta)[2],
+                        int y0, int row0, bool masked) const {
+    mma::for_each_entry(S, dP, [&](int r, int c, float& s, float& dp) {
+      const int query = OwnsKeys ? y0 + c : row0 + r, key = OwnsKeys ? row0 + r : y0 + c;
+      const bool visible =
+          !masked || ((OwnsKeys ? query : key) < L && (!causal || key <= query));
+      const float lse2 = OwnsKeys ? stats[c] : row_lse[r >> 3];
+      const float d = OwnsKeys ? stats[streamed + c] : row_delta[r >> 3];
+      s = visible ? mma::exp2_ftz(s * scale_log2 - lse2) : 0.f;
+      dp = s * (dp - d);
+    });
+  }
+
+  // The gradients of the warp's rows: out1 = scale acc1 (dQ or dK), out2 =
+  // acc2 (dV).
+  __device__ void store(mma::Accumulator<D>& acc1, mma::Accumulator<D>& acc2, int b, int h,
+                        int row0) const {
+    mma::for_each_entry(acc1, [&](int r, int c, float& x) {
+      if (row0 + r < L && c < d1) out1(b, h, row0 + r, c) = storage_t<P>(scale * x);
+    });
+    if (OwnsKeys)
+      mma::for_each_entry(acc2, [&](int r, int c, float& x) {
+        if (row0 + r < L && c < d2) out2(b, h, row0 + r, c) = storage_t<P>(x);
+      });
+  }
+#endif
+
+  KOKKOS_INLINE_FUNCTION void operator()(const CudaTeam& team) const {
+#if defined(ATTN_WARPGROUP_MMA)
+    const Tiles t{reinterpret_cast<E*>(mma::dynamic_shared_aligned<1024>())};
+    // Causal, dq pass: the last query tiles see the most keys; start them first.
+    const int rank =
+        causal && !OwnsKeys ? team.league_size() - 1 - team.league_rank() : team.league_rank();
+    const TeamTile tile = team_tile(rank, tiles, H, owned, L);
+    const int b = tile.b, h = tile.h, tid = team.team_rank(), size = team.team_size();
+    const int x_row = 64 * (tid / 128), group_first = tile.first + x_row;
+    const int row0 = tile.first + 16 * (tid / 32);  // the warp's first owned row
+    mma::start_tile_copy<P>(t.x1, owned_layout, owned, D, x1, b, h, tile.first, tile.count, d1, tid,
+                            size);
+    mma::start_tile_copy<P>(t.x2(), owned_layout, owned, D, x2, b, h, tile.first, tile.count, d2,
+                            tid, size);
+    // Causal: a key is seen by the queries at or after it.
+    const int begin = causal && OwnsKeys ? tile.first : 0;
+    const int end =
+        causal && !OwnsKeys ? (tile.first + tile.count < L ? tile.first + tile.count : L) : L;
+    const int n = ceil_div(end - begin, streamed);
+    start_streamed_tile(t, begin, 0, b, h);
+    float row_lse[2] = {0.f, 0.f}, row_delta[2] = {0.f, 0.f};  // dq pass: the thread's two rows
+    if (!OwnsKeys)
+      for (int half = 0; half < 2; ++half)
+        if (const int row = row0 + mma::entry_row(2 * half); row < L) {
+          row_lse[half] = logsumexp(b, h, row) * log2_e;
+          row_delta[half] = delta(b, h, row);
+        }
+
+    mma::Accumulator<D> acc1, acc2;  // dQ or dK; dV
+    mma::zero(acc1);
+    if (OwnsKeys) mma::zero(acc2);
+    Fragments p, ds;  // the last tile's P and dS, not yet multiplied
+    // Products are issued under conditions uniform over the team (see
+    // WarpgroupFlashForward): a causal warpgroup that sees none of tile j
+    // multiplies it too, every pair masked (P and dS 0).
+    for (int j = 0; j < n; ++j) {
+      // Tile j is in; every warpgroup is done with the buffer of tile j - 2.
+      mma::wait_for_copies<0>();
+      mma::publish_to_warpgroup_products();
+      team.team_barrier();
+      if (j + 1 < n) start_streamed_tile(t, begin + streamed * (j + 1), (j + 1) % buffers, b, h);
+      const int y0 = begin + streamed * j;
+      // Some pair of the warpgroup's rows and the tile's is outside the problem.
+      const bool masked = y0 + streamed > L || (causal && (OwnsKeys ? y0 < group_first + 63
+                                                                    : y0 + streamed - 1 > group_first));
+      mma::Accumulator<streamed> S, dP;
+      mma::warpgroup::fence();
+      issue_scores(S, dP, t, x_row, j % buffers);
+      if (j > 0) {
+        issue_gradients(acc1, acc2, p, ds, t, (j - 1) % buffers);
+        mma::warpgroup::wait<1>(S);  // the scores; the gradient products still run
+      } else {
+        mma::warpgroup::wait<0>(S);
+      }
+      mma::warpgroup::hold(dP);
+      weigh(S, dP, t.query_stats(j % buffers), row_lse, row_delta, y0, row0, masked);
+      mma::warpgroup::wait<0>(acc1);
+      mma::warpgroup::hold(ds);
+      if (OwnsKeys) {
+        mma::warpgroup::hold(acc2);
+        mma::warpgroup::hold(p);
+        mma::warpgroup::to_fragments(p, S);
+      }
+      mma::warpgroup::to_fragments(ds, dP);
+    }
+    mma::warpgroup::fence();
+    issue_gradients(acc1, acc2, p, ds, t, (n - 1) % buffers);
+    mma::warpgroup::wait<0>(acc1);
+    if (OwnsKeys) mma::warpgroup::hold(acc2);
+    store(acc1, acc2, b, h, row0);
+#elif defined(ATTN_MMA_DEVICE_PASS)
+    __trap();  // launched only where the device has warpgroup products
+#endif
+  }
+};
+
+// The warpgroup backward passes (delta = rowsum(dO O) already computed) for
+// heads up to 128 columns.
+inline void warpgroup_backward(const Kokkos::Cuda& exec, const Shape& s,
+                               const CudaTensor<bf16>& q, const CudaTensor<bf16>& k,
+                               const CudaTensor<bf16>& v, const CudaTensor<bf16>& d_o,
+                               const CudaRows& logsumexp, const CudaRows& delta,
+                               const CudaTensor<bf16>& dq, const CudaTensor<bf16>& dk,
+                               const CudaTensor<bf16>& dv, bool causal) {
+  const float scale = float(1 / std::sqrt(double(s.dk)));
+  const bool ran = mma::with_padded_head(s.dk, s.dv, [&](auto head) {
+    constexpr int Dh = decltype(head)::value < 64 ? 64 : decltype(head)::value;
+    using Dq = WarpgroupBackwardPass<Dh, false>;
+    using DkDv = WarpgroupBackwardPass<Dh, true>;
+    const int tiles = ceil_div(s.seq, Dq::owned), league = s.batch * s.heads * tiles;
+    launch_tiles<1>(causal ? "softmax_causal_bwd_dq_wg" : "softmax_full_bwd_dq_wg", exec, league,
+                    Dq{q, d_o, k, v, dq, {}, logsumexp, delta, s.seq, s.heads, tiles, s.dk, s.dv,
+                       scale, scale * float(log2_e), causal},
+                    mma::Start::after_previous, Dq::shared_bytes);
+    launch_tiles<1>(causal ? "softmax_causal_bwd_dk_dv_wg" : "softmax_full_bwd_dk_dv_wg", exec,
+                    league,
+                    DkDv{k, v, q, d_o, dk, dv, logsumexp, delta, s.seq, s.heads, tiles, s.dk, s.dv,
+                         scale, scale * float(log2_e), causal},
+                    mma::Start::after_previous, DkDv::shared_bytes);
+  });
+  ran_as_chosen(ran, "softmax backward");
+}
+
+#endif  // KOKKOS_ENABLE_CUDA
+
+}  // namespace attn::detail
