@@ -52,6 +52,15 @@ __device__ __forceinline__ void hold(std::uint32_t (&a)[Steps][4]) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) asm volatile("" : "+r"(a[kk][e])::"memory");
 }
+// The same for values computed before a wait (weights, rescaling factors):
+// the compiler may move arithmetic across the wait, and would wait for the
+// products in flight before doing the work meant to overlap them; held
+// before the wait, they are computed before it.
+template <int N>
+__device__ __forceinline__ void hold(float (&x)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(x[i])::"memory");
+}
 template <int Pending, int N>
 __device__ __forceinline__ void wait(Accumulator<N>& C) {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(Pending) : "memory");

@@ -61,14 +61,13 @@ struct WarpgroupFlashForward {
     __device__ E* values(int buffer) const { return keys(buffer) + tile_operands; }
   };
 
-  // Starts the copies of key tile j (keys from `keys j`) into its buffer.
-  __device__ void start_key_tile(const Tiles& t, int j, int b, int h) const {
-    const int k0 = keys * j, nk = L - k0 < keys ? L - k0 : keys, tid = threadIdx.x,
-              size = 32 * warps;
-    mma::start_tile_copy<P, copies>(t.keys(j % buffers), key_layout, keys, D, k, b, h, k0, nk, dk,
-                                    tid, size);
-    mma::start_tile_copy<P, copies>(t.values(j % buffers), key_layout, keys, D, v, b, h, k0, nk, dv,
-                                    tid, size);
+  // Start the copies of tile j's keys, or of its values, into its buffer.
+  // The values are first read a tile later (P V trails Q K^T by one tile),
+  // so they are copied after this tile's softmax (see operator()).
+  __device__ void start_tile(E* tile, const CudaTensor<P>& x, int j, int b, int h, int d) const {
+    const int k0 = keys * j, nk = L - k0 < keys ? L - k0 : keys;
+    mma::start_tile_copy<P, copies>(tile, key_layout, keys, D, x, b, h, k0, nk, d, threadIdx.x,
+                                    32 * warps);
   }
 
   // Issues S = Q K^T over the warpgroup's 64 rows (its first at query_row
@@ -107,7 +106,8 @@ struct WarpgroupFlashForward {
     const int row0 = tile.first + 16 * (tid / 32);          // the warp's first query
     mma::start_tile_copy<P>(t.queries, query_layout, rows, D, q, b, h, tile.first, tile.count, dk,
                             tid, team.team_size());
-    start_key_tile(t, 0, b, h);
+    start_tile(t.keys(0), k, 0, b, h, dk);
+    start_tile(t.values(0), v, 0, b, h, dv);
 
     mma::Accumulator<D> O;
     mma::zero(O);
@@ -121,11 +121,12 @@ struct WarpgroupFlashForward {
     // warpgroup whose queries all precede tile j's keys multiplies it too,
     // its scores all masked (then its weights are 0).
     for (int j = 0; j < n; ++j) {
-      // Tile j is in; every warpgroup is done with the buffer of tile j - 2.
-      mma::wait_for_copies<0>();
+      // Keys j and values j - 1 are in (values j may still be on their way);
+      // every warpgroup is done with the buffer of tile j - 2.
+      mma::wait_for_copies<1>();
       mma::publish_to_warpgroup_products();
       team.team_barrier();
-      if (j + 1 < n) start_key_tile(t, j + 1, b, h);
+      if (j + 1 < n) start_tile(t.keys((j + 1) % buffers), k, j + 1, b, h, dk);
       const int k0 = keys * j;
       mma::Accumulator<keys> S;
       mma::warpgroup::fence();
@@ -139,11 +140,19 @@ struct WarpgroupFlashForward {
       if (k0 + keys > L || (causal && k0 + keys - 1 > group_first)) mask(S, k0, row0);
       float alpha[2];
       softmax.weigh_raw(S, scale_log2, alpha);
+      mma::warpgroup::hold(S);  // weighed while P V runs
+      mma::warpgroup::hold(alpha);
+      // Issued here, the copies also keep ptxas from moving the wait for
+      // P V above the softmax, which it does within a basic block.
+      if (j + 1 < n) start_tile(t.values((j + 1) % buffers), v, j + 1, b, h, dv);
       mma::warpgroup::wait<0>(O);
       mma::warpgroup::hold(p);
       mma::scale_rows(O, alpha);
       mma::warpgroup::to_fragments(p, S);
     }
+    mma::wait_for_copies<0>();  // the last values
+    mma::publish_to_warpgroup_products();
+    team.team_barrier();
     mma::warpgroup::fence();
     issue_weighted_values(O, p, t.values((n - 1) % buffers));
     mma::warpgroup::wait<0>(O);

@@ -103,11 +103,10 @@ struct WarpgroupBackwardPass {
                         int y0, int row0, bool masked) const {
     mma::for_each_entry(S, dP, [&](int r, int c, float& s, float& dp) {
       const int query = OwnsKeys ? y0 + c : row0 + r, key = OwnsKeys ? row0 + r : y0 + c;
-      const bool visible =
-          !masked || ((OwnsKeys ? query : key) < L && (!causal || key <= query));
+      const bool visible = !masked || ((OwnsKeys ? query : key) < L && (!causal || key <= query));
       const float lse2 = OwnsKeys ? stats[c] : row_lse[r >> 3];
       const float d = OwnsKeys ? stats[streamed + c] : row_delta[r >> 3];
-      s = visible ? mma::exp2_ftz(s * scale_log2 - lse2) : 0.f;
+      s = mma::exp2_ftz(visible ? s * scale_log2 - lse2 : -INFINITY);
       dp = s * (dp - d);
     });
   }
@@ -169,8 +168,9 @@ struct WarpgroupBackwardPass {
       if (j + 1 < n) start_streamed_tile(t, begin + streamed * (j + 1), (j + 1) % buffers, b, h);
       const int y0 = begin + streamed * j;
       // Some pair of the warpgroup's rows and the tile's is outside the problem.
-      const bool masked = y0 + streamed > L || (causal && (OwnsKeys ? y0 < group_first + 63
-                                                                    : y0 + streamed - 1 > group_first));
+      const bool masked =
+          y0 + streamed > L ||
+          (causal && (OwnsKeys ? y0 < group_first + 63 : y0 + streamed - 1 > group_first));
       mma::Accumulator<streamed> S, dP;
       mma::warpgroup::fence();
       issue_scores(S, dP, t, x_row, j % buffers);
@@ -182,6 +182,8 @@ struct WarpgroupBackwardPass {
       }
       mma::warpgroup::hold(dP);
       weigh(S, dP, t.query_stats(j % buffers), row_lse, row_delta, y0, row0, masked);
+      mma::warpgroup::hold(S);  // weighed while the gradient products run
+      mma::warpgroup::hold(dP);
       mma::warpgroup::wait<0>(acc1);
       mma::warpgroup::hold(ds);
       if (OwnsKeys) {
@@ -204,12 +206,12 @@ struct WarpgroupBackwardPass {
 
 // The warpgroup backward passes (delta = rowsum(dO O) already computed) for
 // heads up to 128 columns.
-inline void warpgroup_backward(const Kokkos::Cuda& exec, const Shape& s,
-                               const CudaTensor<bf16>& q, const CudaTensor<bf16>& k,
-                               const CudaTensor<bf16>& v, const CudaTensor<bf16>& d_o,
-                               const CudaRows& logsumexp, const CudaRows& delta,
-                               const CudaTensor<bf16>& dq, const CudaTensor<bf16>& dk,
-                               const CudaTensor<bf16>& dv, bool causal) {
+inline void warpgroup_backward(const Kokkos::Cuda& exec, const Shape& s, const CudaTensor<bf16>& q,
+                               const CudaTensor<bf16>& k, const CudaTensor<bf16>& v,
+                               const CudaTensor<bf16>& d_o, const CudaRows& logsumexp,
+                               const CudaRows& delta, const CudaTensor<bf16>& dq,
+                               const CudaTensor<bf16>& dk, const CudaTensor<bf16>& dv,
+                               bool causal) {
   const float scale = float(1 / std::sqrt(double(s.dk)));
   const bool ran = mma::with_padded_head(s.dk, s.dv, [&](auto head) {
     constexpr int Dh = decltype(head)::value < 64 ? 64 : decltype(head)::value;
@@ -217,8 +219,22 @@ inline void warpgroup_backward(const Kokkos::Cuda& exec, const Shape& s,
     using DkDv = WarpgroupBackwardPass<Dh, true>;
     const int tiles = ceil_div(s.seq, Dq::owned), league = s.batch * s.heads * tiles;
     launch_tiles<1>(causal ? "softmax_causal_bwd_dq_wg" : "softmax_full_bwd_dq_wg", exec, league,
-                    Dq{q, d_o, k, v, dq, {}, logsumexp, delta, s.seq, s.heads, tiles, s.dk, s.dv,
-                       scale, scale * float(log2_e), causal},
+                    Dq{q,
+                       d_o,
+                       k,
+                       v,
+                       dq,
+                       {},
+                       logsumexp,
+                       delta,
+                       s.seq,
+                       s.heads,
+                       tiles,
+                       s.dk,
+                       s.dv,
+                       scale,
+                       scale * float(log2_e),
+                       causal},
                     mma::Start::after_previous, Dq::shared_bytes);
     launch_tiles<1>(causal ? "softmax_causal_bwd_dk_dv_wg" : "softmax_full_bwd_dk_dv_wg", exec,
                     league,
