@@ -80,6 +80,7 @@ __device__ __forceinline__ void add_ab_registers(Accumulator<N>& C, const std::u
 // then transpose-a and transpose-b for shared operands (0: K-major), or
 // transpose-b alone beside a register A (1: B is MN-major).
 #define ATTN_WG_TILE(j) "+f"(C.c[j][0]), "+f"(C.c[j][1]), "+f"(C.c[j][2]), "+f"(C.c[j][3])
+#define ATTN_WG_ACC32 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}"
 #define ATTN_WG_ACC64                                                                            \
   "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%" \
   "25,%26,%27,%28,%29,%30,%31}"
@@ -110,6 +111,8 @@ __device__ __forceinline__ void add_ab_registers(Accumulator<N>& C, const std::u
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));                                \
   }
 
+ATTN_WG_BF16_SHARED_A(32, ATTN_WG_ACC32, "%16", "%17", "%18", ATTN_WG_TILE(0), ATTN_WG_TILE(1),
+                      ATTN_WG_TILE(2), ATTN_WG_TILE(3))
 ATTN_WG_BF16_SHARED_A(64, ATTN_WG_ACC64, "%32", "%33", "%34", ATTN_WG_TILE(0), ATTN_WG_TILE(1),
                       ATTN_WG_TILE(2), ATTN_WG_TILE(3), ATTN_WG_TILE(4), ATTN_WG_TILE(5),
                       ATTN_WG_TILE(6), ATTN_WG_TILE(7))
@@ -130,6 +133,7 @@ ATTN_WG_BF16_REGISTER_A(128, ATTN_WG_ACC128, "{%64,%65,%66,%67}", "%68", ATTN_WG
 
 #undef ATTN_WG_BF16_SHARED_A
 #undef ATTN_WG_BF16_REGISTER_A
+#undef ATTN_WG_ACC32
 #undef ATTN_WG_ACC64
 #undef ATTN_WG_ACC128
 #undef ATTN_WG_TILE

@@ -33,17 +33,22 @@ inline KernelPath bf16_product_path() {
 }
 #endif
 
-// The forward's kernel: on tensor cores for heads up to 128 columns
-// WarpgroupFlashForward in bf16 where the device has warpgroup products
-// (softmax/warpgroup.hpp), else FlashForward; above, the wide-head kernels
-// (softmax/tensor_core.hpp).
+// The forward's kernel: on tensor cores, in bf16 WarpgroupFlashForward for
+// heads up to widest_warpgroup_head where the device has warpgroup products
+// (softmax/warpgroup.hpp); else FlashForward for heads up to 128 columns and
+// the wide-head kernels above (softmax/tensor_core.hpp).
 template <class P, class Exec>
 KernelPath softmax_forward_path(const Shape& s) {
   if (KernelPath none = without_tensor_cores<Exec, P>(); !none.name.empty()) return none;
-  if (std::string wide = head_too_wide(s); !wide.empty()) return {paths::wide_head, wide};
+  std::string wide = head_too_wide(s);
 #if defined(KOKKOS_ENABLE_CUDA)
-  if constexpr (std::is_same_v<P, bf16>) return bf16_product_path();
+  if constexpr (std::is_same_v<P, bf16>)
+    if (s.dk <= widest_warpgroup_head && s.dv <= widest_warpgroup_head) {
+      KernelPath products = bf16_product_path();
+      if (products.name == paths::warpgroup || wide.empty()) return products;
+    }
 #endif
+  if (!wide.empty()) return {paths::wide_head, wide};
   return {paths::tensor_core, ""};
 }
 

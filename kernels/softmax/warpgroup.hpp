@@ -11,17 +11,23 @@
 #include "common/warpgroup_tiles.hpp"
 #include "softmax/tensor_core.hpp"
 
+namespace attn {
+// The widest head the warpgroup forward takes (wider ones take the wide-head
+// kernels of softmax/tensor_core.hpp).
+inline constexpr int widest_warpgroup_head = 256;
+}  // namespace attn
+
 namespace attn::detail {
 
 #if defined(KOKKOS_ENABLE_CUDA)
 
 // One team (2 warpgroups, 128 query rows) per (batch, head, query tile),
-// head sizes up to D (64 or 128: whole 128-byte rows of the swizzled tiles;
-// padding columns are zero). Key and value tiles pass through three
-// buffers: while a warpgroup weighs the scores of tile j, the tensor cores
-// add the weights of tile j - 1 times its values (FlashAttention-3's overlap
-// of the two products with the softmax, Sec. 3.2), and tile j + 1 is being
-// copied.
+// head sizes up to D (64, 128 or 256: whole 128-byte rows of the swizzled
+// tiles; padding columns are zero). O is held in blocks of 128 columns (a
+// product's widest N). Key and value tiles pass through three buffers: while a warpgroup weighs the
+// scores of tile j, the tensor cores add the weights of tile j - 1 times its values
+// (FlashAttention-3's overlap of the two products with the softmax, Sec. 3.2), and tile j + 1 is
+// being copied.
 template <int D>
 struct WarpgroupFlashForward {
   using P = bf16;
@@ -30,11 +36,14 @@ struct WarpgroupFlashForward {
   // Key tiles of 128 at d = 128 halve the barriers and hand-offs per
   // product, with the registers and shared memory of one team per SM; at
   // d = 64 tiles of 64 keep two teams per SM, which took less time than one
-  // with tiles of 128 (results/logs/softmax_warpgroup_bf16_h200.log).
-  static constexpr int keys = D > 64 ? 128 : 64, buffers = 3;
+  // with tiles of 128 (results/logs/softmax_warpgroup_bf16_h200.log); at
+  // d = 256 tiles of 32 keep three buffers beside Q in shared memory.
+  static constexpr int keys = D > 128 ? 32 : D > 64 ? 128 : 64, buffers = 3;
   static constexpr int teams_per_sm = D > 64 ? 1 : 2;
-  // Q, then the buffers, each a key and a value tile (225 KB at d = 128),
-  // from the first 1024-byte boundary of the team's memory.
+  static constexpr int block = D < 128 ? D : 128, blocks = D / block;  // O's value blocks
+  // Q, then the buffers, each a key and a value tile (225 KB at d = 128,
+  // 161 KB at d = 256), from the first 1024-byte boundary of the team's
+  // memory.
   static constexpr int tile_operands = keys * D;
   static constexpr std::size_t shared_bytes =
       (rows * D + 2 * buffers * tile_operands) * sizeof(E) + 1024;
@@ -50,6 +59,7 @@ struct WarpgroupFlashForward {
   // for V.
   static constexpr mma::Swizzled128 query_layout{rows}, key_layout{keys};
   using Weights = mma::warpgroup::Fragments<keys / 16>;  // P in bf16
+  using Output = mma::Accumulator<block>[blocks];
   // Each thread copies the same piece of every few rows (see
   // mma::CopyAddressing); Q, copied once, piece by piece.
   static constexpr auto copies = mma::CopyAddressing::strided;
@@ -78,11 +88,20 @@ struct WarpgroupFlashForward {
     mma::warpgroup::commit();
   }
 
-  // Issues O += P V, V read along its rows.
-  __device__ static void issue_weighted_values(mma::Accumulator<D>& O, const Weights& p,
-                                               const E* value_tile) {
-    mma::warpgroup::add_ab_tiles<D>(O, p, value_tile, keys);
+  // Issues O += P V, V read along its rows: block i of O from the value
+  // tile's 64-column blocks 2 i and 2 i + 1.
+  __device__ static void issue_weighted_values(Output& O, const Weights& p, const E* value_tile) {
+#pragma unroll
+    for (int i = 0; i < blocks; ++i)
+      mma::warpgroup::add_ab_tiles<block>(O[i], p, value_tile + i * block * keys, keys);
     mma::warpgroup::commit();
+  }
+
+  // Waits for every product in flight; O's blocks held past the wait.
+  __device__ static void wait_for_values(Output& O) {
+    mma::warpgroup::wait<0>(O[0]);
+#pragma unroll
+    for (int i = 1; i < blocks; ++i) mma::warpgroup::hold(O[i]);
   }
 
   // -inf for the pairs of S outside the problem: keys past L and, causal,
@@ -109,8 +128,9 @@ struct WarpgroupFlashForward {
     start_tile(t.keys(0), k, 0, b, h, dk);
     start_tile(t.values(0), v, 0, b, h, dv);
 
-    mma::Accumulator<D> O;
-    mma::zero(O);
+    Output O;
+#pragma unroll
+    for (auto& o_block : O) mma::zero(o_block);
     Weights p;  // the last tile's weights, not yet added to O
     OnlineSoftmax softmax;
     const int end = causal ? (tile.first + tile.count < L ? tile.first + tile.count : L) : L;
@@ -145,9 +165,10 @@ struct WarpgroupFlashForward {
       // Issued here, the copies also keep ptxas from moving the wait for
       // P V above the softmax, which it does within a basic block.
       if (j + 1 < n) start_tile(t.values((j + 1) % buffers), v, j + 1, b, h, dv);
-      mma::warpgroup::wait<0>(O);
+      wait_for_values(O);
       mma::warpgroup::hold(p);
-      mma::scale_rows(O, alpha);
+#pragma unroll
+      for (auto& o_block : O) mma::scale_rows(o_block, alpha);
       mma::warpgroup::to_fragments(p, S);
     }
     mma::wait_for_copies<0>();  // the last values
@@ -155,15 +176,19 @@ struct WarpgroupFlashForward {
     team.team_barrier();
     mma::warpgroup::fence();
     issue_weighted_values(O, p, t.values((n - 1) % buffers));
-    mma::warpgroup::wait<0>(O);
-    softmax.store<P>(O, o, logsumexp, b, h, row0, L, 0, dv);
+    wait_for_values(O);
+#pragma unroll
+    for (int i = 0; i < blocks; ++i)  // the logsumexp with the first block
+      softmax.store<P>(O[i], o, i == 0 ? logsumexp : CudaRows{}, b, h, row0, L, block * i, dv);
 #elif defined(ATTN_MMA_DEVICE_PASS)
     __trap();  // launched only where the device has warpgroup products
 #endif
   }
 };
 
-// The warpgroup forward (shapes checked), for heads up to 128 columns.
+// The warpgroup forward (shapes checked), for heads up to
+// widest_warpgroup_head columns: the smallest of 64, 128 and 256 that holds
+// d_k and d_v.
 inline void warpgroup_forward(const Kokkos::Cuda& exec, const char* label,
                               const CudaTensor<bf16>& q, const CudaTensor<bf16>& k,
                               const CudaTensor<bf16>& v, const CudaTensor<bf16>& o, bool causal,
@@ -171,7 +196,7 @@ inline void warpgroup_forward(const Kokkos::Cuda& exec, const char* label,
   const Shape s = checked_forward_shape<bf16>(label, q, k, v, o, logsumexp);
   if (s.batch == 0 || s.heads == 0 || s.seq == 0) return;
   const float scale_log2 = float(log2_e / std::sqrt(double(s.dk)));
-  const bool ran = mma::with_padded_head(s.dk, s.dv, [&](auto head) {
+  auto run = [&](auto head) {
     constexpr int Dh = decltype(head)::value < 64 ? 64 : decltype(head)::value;
     using F = WarpgroupFlashForward<Dh>;
     const int tiles = ceil_div(s.seq, F::rows);
@@ -179,7 +204,10 @@ inline void warpgroup_forward(const Kokkos::Cuda& exec, const char* label,
         label, exec, s.batch * s.heads * tiles,
         F{q, k, v, o, logsumexp, s.seq, s.heads, tiles, s.dk, s.dv, scale_log2, causal},
         mma::Start::after_previous, F::shared_bytes);
-  });
+  };
+  static_assert(widest_warpgroup_head == 256, "the widest head compiled");
+  const bool ran = mma::with_padded_head(s.dk, s.dv, run) ||
+                   (s.dk <= 256 && s.dv <= 256 && (run(std::integral_constant<int, 256>{}), true));
   ran_as_chosen(ran, label);
 }
 
