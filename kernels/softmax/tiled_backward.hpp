@@ -238,17 +238,21 @@ void softmax_backward_dk_dv(const Exec& exec, const Shape& s, const Tensor4<Exec
 
 // Gradients dq, dk, dv of <o, d_o>, where o = softmax_tiled_forward(q, k, v,
 // causal) and `logsumexp` is the per-row logsumexp that forward kept.
-// The backward's kernel: on tensor cores for heads up to 128 columns (bf16:
-// WarpgroupBackwardPass where the device has warpgroup products,
-// softmax/warpgroup_backward.hpp), in 128-column blocks of the gradients up
-// to widest_softmax_backward_head (tensor-core/wide-head), portable above.
+// The backward's kernel: in bf16 WarpgroupBackwardPass for heads up to
+// widest_warpgroup_head where the device has warpgroup products
+// (softmax/warpgroup_backward.hpp); else on tensor cores for heads up to 128
+// columns, in 128-column blocks of the gradients up to
+// widest_softmax_backward_head (tensor-core/wide-head), portable above.
 template <class P, class Exec>
 KernelPath softmax_backward_path(const Shape& s) {
   if (KernelPath none = without_tensor_cores<Exec, P>(); !none.name.empty()) return none;
   const int d = s.dk > s.dv ? s.dk : s.dv;
 #if defined(KOKKOS_ENABLE_CUDA)
   if constexpr (std::is_same_v<P, bf16>)
-    if (d <= widest_tensor_core_head) return bf16_product_path();
+    if (d <= widest_warpgroup_head) {
+      KernelPath products = bf16_product_path();
+      if (products.name == paths::warpgroup || d <= widest_tensor_core_head) return products;
+    }
 #endif
   if (d <= widest_tensor_core_head) return {paths::tensor_core, ""};
   if (d <= widest_softmax_backward_head) return {paths::wide_head, head_too_wide(s)};

@@ -17,19 +17,28 @@ namespace attn::detail {
 
 #if defined(KOKKOS_ENABLE_CUDA)
 
-// One team (2 warpgroups, 128 owned rows) per (batch, head, tile of X), head
-// sizes up to D (64 or 128; padding columns are zero). Y's tiles pass
-// through three buffers: while the warpgroup turns the scores of tile j into
-// P and dS, the gradient products of tile j - 1 run (as the forward overlaps
-// P V with the softmax), and tile j + 1 is being copied.
+// One team (2 warpgroups) per (batch, head, tile of X), head sizes up to D
+// (64, 128 or 256; padding columns are zero). Up to 128 columns the
+// warpgroups own 64 rows each (128 a team) and stream tiles of 64 rows of Y.
+// At 256 their accumulators would not fit a thread's registers: both own
+// the same 64 rows, each accumulating one 128-column block of the gradients
+// (both compute S and dP, the price of registers; FlashBackwardPass's wide
+// heads recompute them likewise), and Y is streamed 32 rows a tile so that
+// three buffers fit. Y's tiles pass through three buffers: while the
+// warpgroup turns the scores of tile j into P and dS, the gradient products
+// of tile j - 1 run (as the forward overlaps P V with the softmax), and tile
+// j + 1 is being copied.
 template <int D, bool OwnsKeys>
 struct WarpgroupBackwardPass {
   using P = bf16;
   using E = mma::operand_t<P>;
-  static constexpr int warps = 8, owned = 128, streamed = 64, buffers = 3;
+  static constexpr bool column_blocks = D > 128;
+  static constexpr int block = column_blocks ? 128 : D;  // gradient columns a warpgroup adds
+  static constexpr int warps = 8, buffers = 3;
+  static constexpr int owned = column_blocks ? 64 : 128, streamed = column_blocks ? 32 : 64;
   static constexpr int owned_operands = owned * D, streamed_operands = streamed * D;
   // X1, X2, then each buffer's Y1, Y2, then its queries' statistics (dk, dv
-  // pass): 161.5 KB at d = 128, from a 1024-byte boundary.
+  // pass): 161.5 KB at d = 128 and 256, from a 1024-byte boundary.
   static constexpr std::size_t shared_bytes =
       (2 * owned_operands + 2 * buffers * streamed_operands) * sizeof(E) +
       buffers * 2 * streamed * sizeof(float) + 1024;
@@ -44,6 +53,7 @@ struct WarpgroupBackwardPass {
 #if defined(ATTN_WARPGROUP_MMA)
   static constexpr mma::Swizzled128 owned_layout{owned}, streamed_layout{streamed};
   using Fragments = mma::warpgroup::Fragments<streamed / 16>;
+  using Gradient = mma::Accumulator<block>;
   static constexpr auto copies = mma::CopyAddressing::strided;
 
   struct Tiles {
@@ -86,12 +96,15 @@ struct WarpgroupBackwardPass {
     mma::warpgroup::commit();
   }
 
-  // Issues dK += dS^T Q and dV += P^T dO, or dQ += dS K, as one batch.
-  __device__ static void issue_gradients(mma::Accumulator<D>& acc1, mma::Accumulator<D>& acc2,
-                                         const Fragments& p, const Fragments& ds, const Tiles& t,
-                                         int buffer) {
-    if (OwnsKeys) mma::warpgroup::add_ab_tiles<D>(acc2, p, t.y2(buffer), streamed);
-    mma::warpgroup::add_ab_tiles<D>(acc1, ds, t.y1(buffer), streamed);
+  // Issues dK += dS^T Q and dV += P^T dO, or dQ += dS K, as one batch: the
+  // warpgroup's block of columns of Y from first_col (64-column blocks of
+  // the swizzled tiles, streamed rows apart).
+  __device__ static void issue_gradients(Gradient& acc1, Gradient& acc2, const Fragments& p,
+                                         const Fragments& ds, const Tiles& t, int buffer,
+                                         int first_col) {
+    const int from = first_col * streamed;
+    if (OwnsKeys) mma::warpgroup::add_ab_tiles<block>(acc2, p, t.y2(buffer) + from, streamed);
+    mma::warpgroup::add_ab_tiles<block>(acc1, ds, t.y1(buffer) + from, streamed);
     mma::warpgroup::commit();
   }
 
@@ -111,16 +124,18 @@ struct WarpgroupBackwardPass {
     });
   }
 
-  // The gradients of the warp's rows: out1 = scale acc1 (dQ or dK), out2 =
-  // acc2 (dV).
-  __device__ void store(mma::Accumulator<D>& acc1, mma::Accumulator<D>& acc2, int b, int h,
-                        int row0) const {
+  // The gradients of the warp's rows, columns from first_col: out1 =
+  // scale acc1 (dQ or dK), out2 = acc2 (dV).
+  __device__ void store(Gradient& acc1, Gradient& acc2, int b, int h, int row0,
+                        int first_col) const {
     mma::for_each_entry(acc1, [&](int r, int c, float& x) {
-      if (row0 + r < L && c < d1) out1(b, h, row0 + r, c) = storage_t<P>(scale * x);
+      if (row0 + r < L && first_col + c < d1)
+        out1(b, h, row0 + r, first_col + c) = storage_t<P>(scale * x);
     });
     if (OwnsKeys)
       mma::for_each_entry(acc2, [&](int r, int c, float& x) {
-        if (row0 + r < L && c < d2) out2(b, h, row0 + r, c) = storage_t<P>(x);
+        if (row0 + r < L && first_col + c < d2)
+          out2(b, h, row0 + r, first_col + c) = storage_t<P>(x);
       });
   }
 #endif
@@ -133,8 +148,10 @@ struct WarpgroupBackwardPass {
         causal && !OwnsKeys ? team.league_size() - 1 - team.league_rank() : team.league_rank();
     const TeamTile tile = team_tile(rank, tiles, H, owned, L);
     const int b = tile.b, h = tile.h, tid = team.team_rank(), size = team.team_size();
-    const int x_row = 64 * (tid / 128), group_first = tile.first + x_row;
-    const int row0 = tile.first + 16 * (tid / 32);  // the warp's first owned row
+    // The warpgroup's rows (from row x_row of X's tiles) and gradient columns.
+    const int group = tid / 128, x_row = column_blocks ? 0 : 64 * group;
+    const int first_col = column_blocks ? block * group : 0, group_first = tile.first + x_row;
+    const int row0 = group_first + 16 * (tid / 32 % 4);  // the warp's first owned row
     mma::start_tile_copy<P>(t.x1, owned_layout, owned, D, x1, b, h, tile.first, tile.count, d1, tid,
                             size);
     mma::start_tile_copy<P>(t.x2(), owned_layout, owned, D, x2, b, h, tile.first, tile.count, d2,
@@ -153,7 +170,7 @@ struct WarpgroupBackwardPass {
           row_delta[half] = delta(b, h, row);
         }
 
-    mma::Accumulator<D> acc1, acc2;  // dQ or dK; dV
+    Gradient acc1, acc2;  // dQ or dK; dV
     mma::zero(acc1);
     if (OwnsKeys) mma::zero(acc2);
     Fragments p, ds;  // the last tile's P and dS, not yet multiplied
@@ -175,7 +192,7 @@ struct WarpgroupBackwardPass {
       mma::warpgroup::fence();
       issue_scores(S, dP, t, x_row, j % buffers);
       if (j > 0) {
-        issue_gradients(acc1, acc2, p, ds, t, (j - 1) % buffers);
+        issue_gradients(acc1, acc2, p, ds, t, (j - 1) % buffers, first_col);
         mma::warpgroup::wait<1>(S);  // the scores; the gradient products still run
       } else {
         mma::warpgroup::wait<0>(S);
@@ -194,10 +211,10 @@ struct WarpgroupBackwardPass {
       mma::warpgroup::to_fragments(ds, dP);
     }
     mma::warpgroup::fence();
-    issue_gradients(acc1, acc2, p, ds, t, (n - 1) % buffers);
+    issue_gradients(acc1, acc2, p, ds, t, (n - 1) % buffers, first_col);
     mma::warpgroup::wait<0>(acc1);
     if (OwnsKeys) mma::warpgroup::hold(acc2);
-    store(acc1, acc2, b, h, row0);
+    store(acc1, acc2, b, h, row0, first_col);
 #elif defined(ATTN_MMA_DEVICE_PASS)
     __trap();  // launched only where the device has warpgroup products
 #endif
@@ -205,7 +222,8 @@ struct WarpgroupBackwardPass {
 };
 
 // The warpgroup backward passes (delta = rowsum(dO O) already computed) for
-// heads up to 128 columns.
+// heads up to 256 columns: the smallest of 64, 128 and 256 that holds d_k
+// and d_v.
 inline void warpgroup_backward(const Kokkos::Cuda& exec, const Shape& s, const CudaTensor<bf16>& q,
                                const CudaTensor<bf16>& k, const CudaTensor<bf16>& v,
                                const CudaTensor<bf16>& d_o, const CudaRows& logsumexp,
@@ -213,7 +231,7 @@ inline void warpgroup_backward(const Kokkos::Cuda& exec, const Shape& s, const C
                                const CudaTensor<bf16>& dk, const CudaTensor<bf16>& dv,
                                bool causal) {
   const float scale = float(1 / std::sqrt(double(s.dk)));
-  const bool ran = mma::with_padded_head(s.dk, s.dv, [&](auto head) {
+  auto run = [&](auto head) {
     constexpr int Dh = decltype(head)::value < 64 ? 64 : decltype(head)::value;
     using Dq = WarpgroupBackwardPass<Dh, false>;
     using DkDv = WarpgroupBackwardPass<Dh, true>;
@@ -241,7 +259,9 @@ inline void warpgroup_backward(const Kokkos::Cuda& exec, const Shape& s, const C
                     DkDv{k, v, q, d_o, dk, dv, logsumexp, delta, s.seq, s.heads, tiles, s.dk, s.dv,
                          scale, scale * float(log2_e), causal},
                     mma::Start::after_previous, DkDv::shared_bytes);
-  });
+  };
+  const bool ran = mma::with_padded_head(s.dk, s.dv, run) ||
+                   (s.dk <= 256 && s.dv <= 256 && (run(std::integral_constant<int, 256>{}), true));
   ran_as_chosen(ran, "softmax backward");
 }
 

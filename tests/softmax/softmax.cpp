@@ -150,7 +150,7 @@ TEMPLATE_LIST_TEST_CASE("softmax: the backward stays finite and exact for very l
 // gradient columns in heads of 256 and 512 (d_k 320 of 512: the last dK block
 // is empty, its dV block full). d_v != d_k both ways, L = 1 and L not a
 // multiple of any tile. bf16 on CUDA runs on both products (warpgroup and
-// mma.sync): the warpgroup forward up to d = 256 and backward up to 128, their
+// mma.sync): the warpgroup forward and backward up to d = 256, their
 // query and key tiles partly filled (L = 300, d_k = 30 and d_v = 50, and
 // d_k = 190, copied element by element into the swizzled tiles).
 TEMPLATE_LIST_TEST_CASE("softmax: the tensor-core and the portable paths both match the reference",
