@@ -18,6 +18,9 @@
 //   commit(); wait<Pending>()    close the batch; wait until at most Pending
 //                                batches are in flight, then hold(C) so that
 //                                no read of C is moved above the wait
+// and over whole tiles (below): add_abt_tiles (scores, both operands in
+// shared memory), add_ab_tiles (A in registers), to_fragments (an
+// accumulator rounded to A fragments).
 // Only on sm_90a (ATTN_WARPGROUP_MMA); a kernel built on them runs where
 // mma::device_has_warpgroup_products() and traps elsewhere.
 #pragma once
