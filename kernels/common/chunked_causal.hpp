@@ -273,13 +273,20 @@ struct PortableChunkedCausal {
       const int nk = (start + len - k0 < R) ? start + len - k0 : R;
       load_keys(team, at, tile, k0, nk);
       team.team_barrier();
-      // k_j decayed to the chunk's end, lambda^(start + len - 1 - k0 - j)
-      auto decayed_key = [&](int d, int j) {
-        return tile.Kt(d, j) * tile.decays(0, C - (start + len - 1 - k0) + j);
-      };
-      team_product(
-          team, dk, at.w, nk, decayed_key, [&](int j, int c) { return tile.Vs(j, c); },
-          [&](int d, int c, T sum) { tile.S(d, c) += sum; });
+      auto value = [&](int j, int c) { return tile.Vs(j, c); };
+      auto add_to_state = [&](int d, int c, T sum) { tile.S(d, c) += sum; };
+      if (decayed()) {
+        // k_j decayed to the chunk's end, lambda^(start + len - 1 - k0 - j)
+        auto decayed_key = [&](int d, int j) {
+          return tile.Kt(d, j) * tile.decays(0, C - (start + len - 1 - k0) + j);
+        };
+        team_product(team, dk, at.w, nk, decayed_key, value, add_to_state);
+      } else {
+        // Without decay every factor is 1: the keys as loaded, no multiply
+        // in the product's inner loop.
+        team_product(
+            team, dk, at.w, nk, [&](int d, int j) { return tile.Kt(d, j); }, value, add_to_state);
+      }
     }
   }
 };
