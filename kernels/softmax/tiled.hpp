@@ -23,13 +23,22 @@ constexpr bool has_tensor_cores() {
 #endif
 
 #if defined(KOKKOS_ENABLE_CUDA)
-// bf16 softmax on tensor cores, heads up to 128 columns, forward or backward:
-// on warpgroup products where the device has them and they are on.
-inline KernelPath bf16_product_path() {
-  if (!tuning().warpgroup_products) return {paths::tensor_core, "--warpgroup-products off"};
-  if (!mma::device_has_warpgroup_products())
-    return {paths::tensor_core, "the device has no warpgroup products (sm_90a)"};
-  return {paths::warpgroup, ""};
+// bf16 softmax on tensor cores, forward or backward: warpgroup products for
+// heads up to widest_warpgroup_head where the device has them and they are
+// on; else mma.sync for heads up to 128 columns, saying why; else no path
+// (an empty name: the wide-head kernels' choice).
+inline KernelPath bf16_product_path(const Shape& s) {
+  const int d = s.dk > s.dv ? s.dk : s.dv;
+  if (d > widest_warpgroup_head) return {};
+  std::string why;  // not on warpgroup products
+  if (!tuning().warpgroup_products)
+    why = "--warpgroup-products off";
+  else if (!mma::device_has_warpgroup_products())
+    why = "the device has no warpgroup products (sm_90a)";
+  else
+    return {paths::warpgroup, ""};
+  if (d <= widest_tensor_core_head) return {paths::tensor_core, why};
+  return {};
 }
 #endif
 
@@ -40,15 +49,11 @@ inline KernelPath bf16_product_path() {
 template <class P, class Exec>
 KernelPath softmax_forward_path(const Shape& s) {
   if (KernelPath none = without_tensor_cores<Exec, P>(); !none.name.empty()) return none;
-  std::string wide = head_too_wide(s);
 #if defined(KOKKOS_ENABLE_CUDA)
   if constexpr (std::is_same_v<P, bf16>)
-    if (s.dk <= widest_warpgroup_head && s.dv <= widest_warpgroup_head) {
-      KernelPath products = bf16_product_path();
-      if (products.name == paths::warpgroup || wide.empty()) return products;
-    }
+    if (KernelPath products = bf16_product_path(s); !products.name.empty()) return products;
 #endif
-  if (!wide.empty()) return {paths::wide_head, wide};
+  if (std::string wide = head_too_wide(s); !wide.empty()) return {paths::wide_head, wide};
   return {paths::tensor_core, ""};
 }
 

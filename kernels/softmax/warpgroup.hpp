@@ -12,8 +12,8 @@
 #include "softmax/tensor_core.hpp"
 
 namespace attn {
-// The widest head the warpgroup forward takes (wider ones take the wide-head
-// kernels of softmax/tensor_core.hpp).
+// The widest head the warpgroup kernels take, forward and backward (wider
+// ones take the wide-head kernels of softmax/tensor_core.hpp).
 inline constexpr int widest_warpgroup_head = 256;
 }  // namespace attn
 
@@ -24,10 +24,10 @@ namespace attn::detail {
 // One team (2 warpgroups, 128 query rows) per (batch, head, query tile),
 // head sizes up to D (64, 128 or 256: whole 128-byte rows of the swizzled
 // tiles; padding columns are zero). O is held in blocks of 128 columns (a
-// product's widest N). Key and value tiles pass through three buffers: while a warpgroup weighs the
-// scores of tile j, the tensor cores add the weights of tile j - 1 times its values
-// (FlashAttention-3's overlap of the two products with the softmax, Sec. 3.2), and tile j + 1 is
-// being copied.
+// product's widest N). Key and value tiles pass through three buffers: while
+// a warpgroup weighs the scores of tile j, the tensor cores add the weights
+// of tile j - 1 times its values (FlashAttention-3's overlap of the two
+// products with the softmax, Sec. 3.2), and tile j + 1 is being copied.
 template <int D>
 struct WarpgroupFlashForward {
   using P = bf16;
@@ -71,7 +71,7 @@ struct WarpgroupFlashForward {
     __device__ E* values(int buffer) const { return keys(buffer) + tile_operands; }
   };
 
-  // Start the copies of tile j's keys, or of its values, into its buffer.
+  // Starts the copies of tile j's keys, or of its values, into `tile`.
   // The values are first read a tile later (P V trails Q K^T by one tile),
   // so they are copied after this tile's softmax (see operator()).
   __device__ void start_tile(E* tile, const CudaTensor<P>& x, int j, int b, int h, int d) const {
