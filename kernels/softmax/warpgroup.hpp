@@ -21,6 +21,23 @@ namespace attn::detail {
 
 #if defined(KOKKOS_ENABLE_CUDA)
 
+// The warpgroup kernels are compiled for heads of 64, 128 and 256 (whole
+// 64-column blocks of the swizzled tiles): f(std::integral_constant<int, D>{})
+// for the smallest D that holds d_k and d_v; false, with nothing run, above
+// widest_warpgroup_head.
+template <class F>
+bool with_warpgroup_head(int dk, int dv, F f) {
+  const int d = dk > dv ? dk : dv;
+  static_assert(widest_warpgroup_head == 256, "the widest head compiled");
+  if (d <= 64)
+    f(std::integral_constant<int, 64>{});
+  else if (d <= 128)
+    f(std::integral_constant<int, 128>{});
+  else if (d <= 256)
+    f(std::integral_constant<int, 256>{});
+  return d <= 256;
+}
+
 // One team (2 warpgroups, 128 query rows) per (batch, head, query tile),
 // head sizes up to D (64, 128 or 256: whole 128-byte rows of the swizzled
 // tiles; padding columns are zero). O is held in blocks of 128 columns (a
@@ -187,8 +204,7 @@ struct WarpgroupFlashForward {
 };
 
 // The warpgroup forward (shapes checked), for heads up to
-// widest_warpgroup_head columns: the smallest of 64, 128 and 256 that holds
-// d_k and d_v.
+// widest_warpgroup_head columns (with_warpgroup_head).
 inline void warpgroup_forward(const Kokkos::Cuda& exec, const char* label,
                               const CudaTensor<bf16>& q, const CudaTensor<bf16>& k,
                               const CudaTensor<bf16>& v, const CudaTensor<bf16>& o, bool causal,
@@ -197,17 +213,14 @@ inline void warpgroup_forward(const Kokkos::Cuda& exec, const char* label,
   if (s.batch == 0 || s.heads == 0 || s.seq == 0) return;
   const float scale_log2 = float(log2_e / std::sqrt(double(s.dk)));
   auto run = [&](auto head) {
-    constexpr int Dh = decltype(head)::value < 64 ? 64 : decltype(head)::value;
-    using F = WarpgroupFlashForward<Dh>;
+    using F = WarpgroupFlashForward<decltype(head)::value>;
     const int tiles = ceil_div(s.seq, F::rows);
     launch_tiles<F::teams_per_sm>(
         label, exec, s.batch * s.heads * tiles,
         F{q, k, v, o, logsumexp, s.seq, s.heads, tiles, s.dk, s.dv, scale_log2, causal},
         mma::Start::after_previous, F::shared_bytes);
   };
-  static_assert(widest_warpgroup_head == 256, "the widest head compiled");
-  const bool ran = mma::with_padded_head(s.dk, s.dv, run) ||
-                   (s.dk <= 256 && s.dv <= 256 && (run(std::integral_constant<int, 256>{}), true));
+  const bool ran = with_warpgroup_head(s.dk, s.dv, run);
   ran_as_chosen(ran, label);
 }
 

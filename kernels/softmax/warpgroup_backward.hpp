@@ -11,7 +11,7 @@
 // its rows (MN-major), the same swizzled tile that S read K-major.
 #pragma once
 #include "common/warpgroup_tiles.hpp"
-#include "softmax/tensor_core.hpp"
+#include "softmax/warpgroup.hpp"
 
 namespace attn::detail {
 
@@ -222,8 +222,7 @@ struct WarpgroupBackwardPass {
 };
 
 // The warpgroup backward passes (delta = rowsum(dO O) already computed) for
-// heads up to 256 columns: the smallest of 64, 128 and 256 that holds d_k
-// and d_v.
+// heads up to widest_warpgroup_head columns (with_warpgroup_head).
 inline void warpgroup_backward(const Kokkos::Cuda& exec, const Shape& s, const CudaTensor<bf16>& q,
                                const CudaTensor<bf16>& k, const CudaTensor<bf16>& v,
                                const CudaTensor<bf16>& d_o, const CudaRows& logsumexp,
@@ -232,7 +231,7 @@ inline void warpgroup_backward(const Kokkos::Cuda& exec, const Shape& s, const C
                                bool causal) {
   const float scale = float(1 / std::sqrt(double(s.dk)));
   auto run = [&](auto head) {
-    constexpr int Dh = decltype(head)::value < 64 ? 64 : decltype(head)::value;
+    constexpr int Dh = decltype(head)::value;
     using Dq = WarpgroupBackwardPass<Dh, false>;
     using DkDv = WarpgroupBackwardPass<Dh, true>;
     const int tiles = ceil_div(s.seq, Dq::owned), league = s.batch * s.heads * tiles;
@@ -246,8 +245,7 @@ inline void warpgroup_backward(const Kokkos::Cuda& exec, const Shape& s, const C
                          scale, scale * float(log2_e), causal},
                     mma::Start::after_previous, DkDv::shared_bytes);
   };
-  const bool ran = mma::with_padded_head(s.dk, s.dv, run) ||
-                   (s.dk <= 256 && s.dv <= 256 && (run(std::integral_constant<int, 256>{}), true));
+  const bool ran = with_warpgroup_head(s.dk, s.dv, run);
   ran_as_chosen(ran, "softmax backward");
 }
 
