@@ -965,16 +965,17 @@ __device__ __forceinline__ Piece piece_at(CoreMatrices, int i, int chunks, int) 
 __device__ __forceinline__ Piece piece_at(Swizzled128, int i, int chunks, int per_chunk) {
   return piece_at(0, i, chunks, per_chunk);  // row by row, as a row-major tile
 }
-// Whether a thread's pieces (every size-th) are one column's, rows size /
-// chunks apart, a fixed distance apart in the tile too.
-__device__ __forceinline__ bool has_row_pitch(int, int size, int chunks) {
-  return size % chunks == 0;
-}
-__device__ __forceinline__ bool has_row_pitch(CoreMatrices, int size, int chunks) {
-  return size % (8 * chunks) == 0;
-}
-__device__ __forceinline__ bool has_row_pitch(Swizzled128, int size, int chunks) {
-  return size % (8 * chunks) == 0;  // rows 8 apart: the same swizzle
+// The pieces after which a layout's offsets repeat, one row further for
+// row-major tiles, 8 rows further for tiles of core matrices and swizzled
+// ones (rows 8 apart have the same swizzle): a thread whose pieces are
+// every size-th copies one column, rows a fixed distance apart, when size is
+// a multiple of this period; when size divides it, period / size columns.
+__device__ __forceinline__ int piece_period(int, int chunks) { return chunks; }
+__device__ __forceinline__ int piece_period(CoreMatrices, int chunks) { return 8 * chunks; }
+__device__ __forceinline__ int piece_period(Swizzled128, int chunks) { return 8 * chunks; }
+template <class Layout>
+__device__ __forceinline__ bool has_row_pitch(Layout ld, int size, int chunks) {
+  return size % piece_period(ld, chunks) == 0;
 }
 
 // Warpgroup products (wgmma, sm_90a): a team of one warpgroup (4 warps, warp w
@@ -1222,15 +1223,14 @@ __device__ __forceinline__ void commit_copy_group() {
 // operands (stride ld), zero beyond them so that padding rows and columns add
 // nothing to a product. When a row is a whole number of 16-byte chunks the
 // chunks go by cp.async (sm_80: issued without waiting, one commit group per
-// tile, zero-filled outside); otherwise element by element, at once.
-// finish_tile_copy<Pending> waits until at most `Pending` later tiles are
-// still in flight, and rounds the thread's own chunks to TF32 (tf32, unless
-// told not to): a team barrier after it makes the tile visible. `rank` of
-// `size` threads; rows are steps of a sweep, stored as stored_row(step,
-// mirror) says; the tile's column c is x's column first_col + c.
-// Addressing: see CopyAddressing.
+// tile, zero-filled outside); otherwise element by element, at once (it
+// returns whether the copy went by cp.async). finish_tile_copy<Pending> waits until at most
+// `Pending` later tiles are still in flight, and rounds the thread's own chunks to TF32 (tf32,
+// unless told not to): a team barrier after it makes the tile visible. `rank` of `size` threads;
+// rows are steps of a sweep, stored as stored_row(step, mirror) says; the tile's column c is x's
+// column first_col + c. Addressing: see CopyAddressing.
 template <class P, CopyAddressing Addressing = CopyAddressing::per_piece, class View, class Layout>
-__device__ __forceinline__ void start_tile_copy(operand_t<P>* dst, Layout ld, int rows, int width,
+__device__ __forceinline__ bool start_tile_copy(operand_t<P>* dst, Layout ld, int rows, int width,
                                                 const View& x, int b, int h, int first, int count,
                                                 int cols, int rank, int size, int mirror = -1,
                                                 int first_col = 0) {
@@ -1241,38 +1241,45 @@ __device__ __forceinline__ void start_tile_copy(operand_t<P>* dst, Layout ld, in
   // first_col) and ends inside the copied columns.
   if (cols % per_chunk == 0 && first_col % per_chunk == 0 && int(x.extent(3)) % per_chunk == 0) {
     const int chunks = width / per_chunk;
-    if (Addressing == CopyAddressing::strided && has_row_pitch(ld, size, chunks)) {
-      // The thread's piece c of rows r, r + step, ...: the same pieces as
-      // below, each address the last one's plus a fixed pitch.
-      const Piece mine = piece_at(ld, rank, chunks, per_chunk);
-      const int c = mine.col, step = size / chunks;
+    const int period = piece_period(ld, chunks);
+    if (Addressing == CopyAddressing::strided && (size % period == 0 || period % size == 0)) {
+      // The thread's pieces rank, rank + size, ... are those of `columns`
+      // columns (one when size is a multiple of the period), in each every
+      // step-th row: each address the last one's plus a fixed pitch.
+      const int columns = size < period ? period / size : 1,
+                step = (size < period ? period : size) / chunks;
       // Global addresses as integers, the next the last one's plus a pitch:
       // a piece outside the problem is zero-filled and its source not read
       // (source size 0), so its address may lie anywhere.
       const std::int64_t pitch =
           (mirror < 0 ? step : -step) * static_cast<std::int64_t>(x.stride(2) * sizeof(*x.data()));
-      std::uint64_t from =
-          reinterpret_cast<std::uint64_t>(x.data()) +
-          (mine.row < count
-               ? (&x(b, h, stored_row(first + mine.row, mirror), first_col + c) - x.data()) *
-                     sizeof(*x.data())
-               : 0);
-      const auto to =
-          static_cast<std::uint32_t>(__cvta_generic_to_shared(dst + tile_offset(ld, mine.row, c)));
       const auto to_pitch =
           static_cast<std::uint32_t>(tile_offset(ld, step, 0) * sizeof(operand_t<P>));
-      // A constant trip count where the tile's rows and the team's size are
-      // (assume_team_size): unrolled, each shared address an offset from the
-      // first. Past the tile's rows only where they are not a multiple of
-      // the step.
 #pragma unroll
-      for (int j = 0; j < ceil_div(rows, step); ++j, from += pitch) {
-        const int r = mine.row + j * step;
-        if (rows % step != 0 && r >= rows) break;
-        copy_piece_async(to + j * to_pitch, from, r < count && c < cols);
+      for (int column = 0; column < columns; ++column) {
+        const Piece mine = piece_at(ld, rank + column * size, chunks, per_chunk);
+        const int c = mine.col;
+        std::uint64_t from =
+            reinterpret_cast<std::uint64_t>(x.data()) +
+            (mine.row < count
+                 ? (&x(b, h, stored_row(first + mine.row, mirror), first_col + c) - x.data()) *
+                       sizeof(*x.data())
+                 : 0);
+        const auto to = static_cast<std::uint32_t>(
+            __cvta_generic_to_shared(dst + tile_offset(ld, mine.row, c)));
+        // A constant trip count where the tile's rows and the team's size
+        // are (assume_team_size): unrolled, each shared address an offset
+        // from the first. Past the tile's rows only where they are not a
+        // multiple of the step.
+#pragma unroll
+        for (int j = 0; j < ceil_div(rows, step); ++j, from += pitch) {
+          const int r = mine.row + j * step;
+          if (rows % step != 0 && r >= rows) break;
+          copy_piece_async(to + j * to_pitch, from, r < count && c < cols);
+        }
       }
       commit_copy_group();
-      return;
+      return true;
     }
     for (int i = rank; i < rows * chunks; i += size) {
       const auto [r, c] = piece_at(ld, i, chunks, per_chunk);
@@ -1284,20 +1291,22 @@ __device__ __forceinline__ void start_tile_copy(operand_t<P>* dst, Layout ld, in
           static_cast<std::uint32_t>(__cvta_generic_to_shared(dst + tile_offset(ld, r, c))), from,
           inside);
     }
-  } else {
-    // Element by element, each thread taking the same 16-byte pieces as it
-    // would copy above: finish_tile_copy's rounding (tf32) then reads and
-    // writes only the thread's own elements (a piece written by another thread
-    // could be rounded from its stale value and overwrite the new one).
-    const int chunks = ceil_div(width, per_chunk);
-    for (int i = rank; i < rows * chunks; i += size) {
-      const auto [r, c0] = piece_at(ld, i, chunks, per_chunk);
-      for (int c = c0; c < c0 + per_chunk && c < width; ++c)
-        dst[tile_offset(ld, r, c)] =
-            element<P>(x, b, h, first + r, first + count, first_col + c, first_col + cols, mirror);
-    }
+    commit_copy_group();
+    return true;
+  }
+  // Element by element, each thread taking the same 16-byte pieces as it
+  // would copy above: finish_tile_copy's rounding (tf32) then reads and
+  // writes only the thread's own elements (a piece written by another thread
+  // could be rounded from its stale value and overwrite the new one).
+  const int chunks = ceil_div(width, per_chunk);
+  for (int i = rank; i < rows * chunks; i += size) {
+    const auto [r, c0] = piece_at(ld, i, chunks, per_chunk);
+    for (int c = c0; c < c0 + per_chunk && c < width; ++c)
+      dst[tile_offset(ld, r, c)] =
+          element<P>(x, b, h, first + r, first + count, first_col + c, first_col + cols, mirror);
   }
   commit_copy_group();
+  return false;
 }
 
 // Waits until at most `Pending` of the thread's copy groups are in flight.

@@ -1,13 +1,17 @@
 // Softmax attention forward in bf16 on Hopper's warpgroup products (wgmma,
 // sm_90a): the online softmax of FlashAttention-2 (Dao 2023, Alg. 1) with the
-// products of FlashAttention-3 (Shah et al. 2024, Sec. 3): each warpgroup
-// owns 64 query rows, S = Q K^T reads Q and K from shared memory, and
-// O += P V takes P from the registers that held S (the accumulator layout
-// of two 8-key tiles is the A layout of one 16-key step) and V from shared
-// memory. Two warpgroups share each key and value tile. Not yet here from
-// FlashAttention-3: TMA copies by a producer warp (the team's own threads
-// copy, by cp.async) and the ping-pong scheduling of the two warpgroups.
+// products and warp roles of FlashAttention-3 (Shah et al. 2024, Sec. 3):
+// each of two consumer warpgroups owns 64 query rows, S = Q K^T reads Q and K
+// from shared memory, and O += P V takes P from the registers that held S
+// (the accumulator layout of two 8-key tiles is the A layout of one 16-key
+// step) and V from shared memory. A producer warp copies the key and value
+// tiles (by cp.async) into a ring of buffers and the two sides hand buffers
+// over through barriers in shared memory (common/warp_specialization.hpp), so the
+// consumer warpgroups do not wait for each other. Not yet here from
+// FlashAttention-3: TMA copies and the ping-pong scheduling of the two
+// warpgroups.
 #pragma once
+#include "common/warp_specialization.hpp"
 #include "common/warpgroup_tiles.hpp"
 #include "softmax/tensor_core.hpp"
 
@@ -38,32 +42,37 @@ bool with_warpgroup_head(int dk, int dv, F f) {
   return d <= 256;
 }
 
-// One team (2 warpgroups, 128 query rows) per (batch, head, query tile),
-// head sizes up to D (64, 128 or 256: whole 128-byte rows of the swizzled
-// tiles; padding columns are zero). O is held in blocks of 128 columns (a
-// product's widest N). Key and value tiles pass through three buffers: while
-// a warpgroup weighs the scores of tile j, the tensor cores add the weights
-// of tile j - 1 times its values (FlashAttention-3's overlap of the two
-// products with the softmax, Sec. 3.2), and tile j + 1 is being copied.
+// One team (2 consumer warpgroups, 128 query rows, and a producer warpgroup) per
+// (batch, head, query tile), head sizes up to D (64, 128 or 256: whole
+// 128-byte rows of the swizzled tiles; padding columns are zero). O is held
+// in blocks of 128 columns (a product's widest N). Key and value tiles pass
+// through three buffers: while a warpgroup weighs the scores of tile j, the
+// tensor cores add the weights of tile j - 1 times its values
+// (FlashAttention-3's overlap of the two products with the softmax, Sec.
+// 3.2), and the producer copies the tiles after j into the buffers the
+// consumers have handed back.
 template <int D>
 struct WarpgroupFlashForward {
   using P = bf16;
   using E = mma::operand_t<P>;
-  static constexpr int warpgroups = 2, warps = 4 * warpgroups, rows = 64 * warpgroups;
-  // Key tiles of 128 at d = 128 halve the barriers and hand-offs per
-  // product, with the registers and shared memory of one team per SM; at
-  // d = 64 tiles of 64 keep two teams per SM, which took less time than one
-  // with tiles of 128 (results/logs/softmax_warpgroup_bf16_h200.log); at
-  // d = 256 tiles of 32 keep three buffers beside Q in shared memory.
-  static constexpr int keys = D > 128 ? 32 : D > 64 ? 128 : 64, buffers = 3;
-  static constexpr int teams_per_sm = D > 64 ? 1 : 2;
+  static constexpr int warpgroups = 2, consumers = 128 * warpgroups, rows = 64 * warpgroups;
+  static constexpr int producers = 128, warps = (consumers + producers) / 32;  // producer last
+  // The registers per thread of each side: the consumers take what the
+  // producer gives back of the 168 a thread of 384 starts with (setmaxnreg
+  // raises from the team's own pool; 128 x 40 + 256 x 232 = 384 x 168).
+  static constexpr int producer_registers = 40, consumer_registers = 232;
+  // Key tiles of 128 halve the hand-offs per product against 64, with the
+  // registers and shared memory of one team per SM; at d = 256 tiles of 32
+  // keep three buffers beside Q in shared memory.
+  static constexpr int keys = D > 128 ? 32 : 128, buffers = 3;
+  static constexpr int teams_per_sm = 1;
   static constexpr int block = D < 128 ? D : 128, blocks = D / block;  // O's value blocks
   // Q, then the buffers, each a key and a value tile (225 KB at d = 128,
-  // 161 KB at d = 256), from the first 1024-byte boundary of the team's
-  // memory.
+  // 161 KB at d = 256), then the barriers of the key and value rings, from
+  // the first 1024-byte boundary of the team's memory.
   static constexpr int tile_operands = keys * D;
-  static constexpr std::size_t shared_bytes =
-      (rows * D + 2 * buffers * tile_operands) * sizeof(E) + 1024;
+  static constexpr std::size_t tile_bytes = (rows * D + 2 * buffers * tile_operands) * sizeof(E);
+  static constexpr std::size_t shared_bytes = tile_bytes + 4 * buffers * 8 + 1024;
 
   CudaTensor<P> q, k, v, o;
   CudaRows logsumexp;  // optional, as in FlashForward
@@ -77,24 +86,41 @@ struct WarpgroupFlashForward {
   static constexpr mma::Swizzled128 query_layout{rows}, key_layout{keys};
   using Weights = mma::warpgroup::Fragments<keys / 16>;  // P in bf16
   using Output = mma::Accumulator<block>[blocks];
-  // Each thread copies the same piece of every few rows (see
-  // mma::CopyAddressing); Q, copied once, piece by piece.
+  // The producer's threads copy the same pieces of every 8 rows (see
+  // mma::CopyAddressing); Q, copied once by the consumers, piece by piece.
   static constexpr auto copies = mma::CopyAddressing::strided;
 
-  // The shared tiles: Q, then K and V of each buffer.
+  // The shared tiles: Q, then K and V of each buffer; the rings after them
+  // (full: the producer's threads arrive; empty: the 8 consumer warps).
   struct Tiles {
     E* queries;
     __device__ E* keys(int buffer) const { return queries + rows * D + buffer * 2 * tile_operands; }
     __device__ E* values(int buffer) const { return keys(buffer) + tile_operands; }
   };
+  struct Rings {
+    mma::CopyRing<buffers> keys, values;
+  };
 
-  // Starts the copies of tile j's keys, or of its values, into `tile`.
-  // The values are first read a tile later (P V trails Q K^T by one tile),
-  // so they are copied after this tile's softmax (see operator()).
-  __device__ void start_tile(E* tile, const CudaTensor<P>& x, int j, int b, int h, int d) const {
-    const int k0 = keys * j, nk = L - k0 < keys ? L - k0 : keys;
-    mma::start_tile_copy<P, copies>(tile, key_layout, keys, D, x, b, h, k0, nk, d, threadIdx.x,
-                                    32 * warps);
+  // The producer warpgroup: tile j's keys, then its values, each into its
+  // ring's buffer once the consumers have handed it back.
+  __device__ void copy_tiles(const Tiles& t, Rings& rings, int n, int b, int h) const {
+    const int rank = threadIdx.x - consumers;
+    auto copy = [&](E* tile, const CudaTensor<P>& x, int j, int d) {
+      const int k0 = keys * j, nk = L - k0 < keys ? L - k0 : keys;
+      return mma::start_tile_copy<P, copies>(tile, key_layout, keys, D, x, b, h, k0, nk, d, rank,
+                                             producers);
+    };
+    for (int j = 0; j < n; ++j) {
+      rings.keys.wait_empty(j);
+      rings.keys.filled(j, copy(t.keys(j % buffers), k, j, dk));
+      rings.values.wait_empty(j);
+      rings.values.filled(j, copy(t.values(j % buffers), v, j, dv));
+    }
+    // A thread may not exit with an arrival still pending on its copies
+    // (compute-sanitizer's synccheck: "missing wait"): it waits until the
+    // last tile is in.
+    rings.keys.wait_full(n - 1);
+    rings.values.wait_full(n - 1);
   }
 
   // Issues S = Q K^T over the warpgroup's 64 rows (its first at query_row
@@ -129,41 +155,30 @@ struct WarpgroupFlashForward {
     });
   }
 
-#endif
-
-  KOKKOS_INLINE_FUNCTION void operator()(const CudaTeam& team) const {
-#if defined(ATTN_WARPGROUP_MMA)
-    const Tiles t{reinterpret_cast<E*>(mma::dynamic_shared_aligned<1024>())};
-    // Causal: the last query tiles see the most keys; start them first.
-    const int rank = causal ? team.league_size() - 1 - team.league_rank() : team.league_rank();
-    const TeamTile tile = team_tile(rank, tiles, H, rows, L);
-    const int b = tile.b, h = tile.h, tid = team.team_rank();
+  // The consumer warpgroups: Q copied by themselves, then n key tiles.
+  // Every product is issued under conditions uniform over the warpgroup
+  // (the tile's index), none that depend on which warpgroup it is: ptxas
+  // serializes warpgroup products issued on a path it cannot prove uniform.
+  // A causal warpgroup whose queries all precede tile j's keys multiplies it
+  // too, its scores all masked (then its weights are 0).
+  __device__ void consume(const Tiles& t, Rings& rings, const TeamTile& tile, int n) const {
+    const int b = tile.b, h = tile.h, tid = threadIdx.x;
     const int group_first = tile.first + 64 * (tid / 128);  // the warpgroup's first query
     const int row0 = tile.first + 16 * (tid / 32);          // the warp's first query
     mma::start_tile_copy<P>(t.queries, query_layout, rows, D, q, b, h, tile.first, tile.count, dk,
-                            tid, team.team_size());
-    start_tile(t.keys(0), k, 0, b, h, dk);
-    start_tile(t.values(0), v, 0, b, h, dv);
+                            tid, consumers);
+    mma::wait_for_copies<0>();
+    mma::publish_to_warpgroup_products();
+    mma::sync_threads(1, consumers);
 
     Output O;
 #pragma unroll
     for (auto& o_block : O) mma::zero(o_block);
     Weights p;  // the last tile's weights, not yet added to O
     OnlineSoftmax softmax;
-    const int end = causal ? (tile.first + tile.count < L ? tile.first + tile.count : L) : L;
-    const int n = ceil_div(end, keys);
-    // Every product is issued under conditions uniform over the team (the
-    // tile's index), none that depend on the warpgroup: ptxas serializes
-    // warpgroup products issued on a path it cannot prove uniform. A causal
-    // warpgroup whose queries all precede tile j's keys multiplies it too,
-    // its scores all masked (then its weights are 0).
     for (int j = 0; j < n; ++j) {
-      // Keys j and values j - 1 are in (values j may still be on their way);
-      // every warpgroup is done with the buffer of tile j - 2.
-      mma::wait_for_copies<1>();
-      mma::publish_to_warpgroup_products();
-      team.team_barrier();
-      if (j + 1 < n) start_tile(t.keys((j + 1) % buffers), k, j + 1, b, h, dk);
+      rings.keys.wait_for_products(j);
+      if (j > 0) rings.values.wait_for_products(j - 1);
       const int k0 = keys * j;
       mma::Accumulator<keys> S;
       mma::warpgroup::fence();
@@ -174,29 +189,57 @@ struct WarpgroupFlashForward {
       } else {
         mma::warpgroup::wait<0>(S);
       }
+      rings.keys.hand_back(j);
       if (k0 + keys > L || (causal && k0 + keys - 1 > group_first)) mask(S, k0, row0);
       float alpha[2];
       softmax.weigh_raw(S, scale_log2, alpha);
       mma::warpgroup::hold(S);  // weighed while P V runs
       mma::warpgroup::hold(alpha);
-      // Issued here, the copies also keep ptxas from moving the wait for
-      // P V above the softmax, which it does within a basic block.
-      if (j + 1 < n) start_tile(t.values((j + 1) % buffers), v, j + 1, b, h, dv);
+      // The wait for the next keys, here, also keeps ptxas from moving the
+      // wait for P V above the softmax, which it does within a basic block.
+      if (j + 1 < n) rings.keys.wait_full(j + 1);
       wait_for_values(O);
+      if (j > 0) rings.values.hand_back(j - 1);
       mma::warpgroup::hold(p);
 #pragma unroll
       for (auto& o_block : O) mma::scale_rows(o_block, alpha);
       mma::warpgroup::to_fragments(p, S);
     }
-    mma::wait_for_copies<0>();  // the last values
-    mma::publish_to_warpgroup_products();
-    team.team_barrier();
+    rings.values.wait_for_products(n - 1);
     mma::warpgroup::fence();
     issue_weighted_values(O, p, t.values((n - 1) % buffers));
     wait_for_values(O);
 #pragma unroll
     for (int i = 0; i < blocks; ++i)  // the logsumexp with the first block
       softmax.store<P>(O[i], o, i == 0 ? logsumexp : CudaRows{}, b, h, row0, L, block * i, dv);
+  }
+#endif
+
+  KOKKOS_INLINE_FUNCTION void operator()(const CudaTeam& team) const {
+#if defined(ATTN_WARPGROUP_MMA)
+    const Tiles t{reinterpret_cast<E*>(mma::dynamic_shared_aligned<1024>())};
+    Rings& rings =
+        *reinterpret_cast<Rings*>(reinterpret_cast<unsigned char*>(t.queries) + tile_bytes);
+    if (team.team_rank() == 0) {
+      rings.keys.init(producers, consumers / 32);
+      rings.values.init(producers, consumers / 32);
+    }
+    team.team_barrier();
+    // Causal: the last query tiles see the most keys; start them first.
+    const int rank = causal ? team.league_size() - 1 - team.league_rank() : team.league_rank();
+    const TeamTile tile = team_tile(rank, tiles, H, rows, L);
+    const int end = causal ? (tile.first + tile.count < L ? tile.first + tile.count : L) : L;
+    const int n = ceil_div(end, keys);
+    // The role of the thread's warpgroup, uniform over the warp as ptxas
+    // sees it (a shuffle's result) so that the consumers' products are not
+    // serialized.
+    if (__shfl_sync(0xffffffffu, team.team_rank() / 128, 0) == warpgroups) {
+      mma::keep_registers<producer_registers, false>();
+      copy_tiles(t, rings, n, tile.b, tile.h);
+    } else {
+      mma::keep_registers<consumer_registers, true>();
+      consume(t, rings, tile, n);
+    }
 #elif defined(ATTN_MMA_DEVICE_PASS)
     __trap();  // launched only where the device has warpgroup products
 #endif

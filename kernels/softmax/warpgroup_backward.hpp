@@ -8,7 +8,9 @@
 // S = X1 Y1^T and dP = X2 Y2^T read both operands from shared memory (K-major);
 // P = exp2(log2e scale S - log2e lse) and dS = P (dP - D), D = rowsum(dO O),
 // are packed into A fragments, and the gradient products read Y's tile along
-// its rows (MN-major), the same swizzled tile that S read K-major.
+// its rows (MN-major), the same swizzled tile that S read K-major. As in the
+// forward, a producer warpgroup copies Y's tiles into a ring of buffers
+// (common/warp_specialization.hpp) and the two consumer warpgroups compute.
 #pragma once
 #include "common/warpgroup_tiles.hpp"
 #include "softmax/warpgroup.hpp"
@@ -17,7 +19,8 @@ namespace attn::detail {
 
 #if defined(KOKKOS_ENABLE_CUDA)
 
-// One team (2 warpgroups) per (batch, head, tile of X), head sizes up to D
+// One team (2 consumer warpgroups and a producer warpgroup) per (batch,
+// head, tile of X), head sizes up to D
 // (64, 128 or 256; padding columns are zero). Up to 128 columns the
 // warpgroups own 64 rows each (128 a team) and stream tiles of 64 rows of Y.
 // At 256 their accumulators would not fit a thread's registers: both own
@@ -26,22 +29,28 @@ namespace attn::detail {
 // heads recompute them likewise), and Y is streamed 32 rows a tile so that
 // three buffers fit. Y's tiles pass through three buffers: while the
 // warpgroup turns the scores of tile j into P and dS, the gradient products
-// of tile j - 1 run (as the forward overlaps P V with the softmax), and tile
-// j + 1 is being copied.
+// of tile j - 1 run (as the forward overlaps P V with the softmax), and the
+// producer copies the tiles after j into the buffers handed back.
 template <int D, bool OwnsKeys>
 struct WarpgroupBackwardPass {
   using P = bf16;
   using E = mma::operand_t<P>;
   static constexpr bool column_blocks = D > 128;
   static constexpr int block = column_blocks ? 128 : D;  // gradient columns a warpgroup adds
-  static constexpr int warps = 8, buffers = 3;
+  static constexpr int consumers = 256, producers = 128, warps = (consumers + producers) / 32;
+  static constexpr int buffers = 3;
+  // The registers per thread of each side: the consumers take what the
+  // producer gives back of the 168 a thread of 384 starts with.
+  static constexpr int producer_registers = 24, consumer_registers = 240;
   static constexpr int owned = column_blocks ? 64 : 128, streamed = column_blocks ? 32 : 64;
   static constexpr int owned_operands = owned * D, streamed_operands = streamed * D;
   // X1, X2, then each buffer's Y1, Y2, then its queries' statistics (dk, dv
-  // pass): 161.5 KB at d = 128 and 256, from a 1024-byte boundary.
-  static constexpr std::size_t shared_bytes =
+  // pass), then the ring's barriers: 161.5 KB at d = 128 and 256, from a
+  // 1024-byte boundary.
+  static constexpr std::size_t ring_offset =
       (2 * owned_operands + 2 * buffers * streamed_operands) * sizeof(E) +
-      buffers * 2 * streamed * sizeof(float) + 1024;
+      buffers * 2 * streamed * sizeof(float);
+  static constexpr std::size_t shared_bytes = ring_offset + 2 * buffers * 8 + 1024;
 
   CudaTensor<P> x1, x2, y1, y2;  // dq pass: q, d_o, k, v; dk, dv pass: k, v, q, d_o
   CudaTensor<P> out1, out2;      // dq pass: dq; dk, dv pass: dk, dv
@@ -56,33 +65,50 @@ struct WarpgroupBackwardPass {
   using Gradient = mma::Accumulator<block>;
   static constexpr auto copies = mma::CopyAddressing::strided;
 
+  // The shared tiles; the ring of Y's buffers (full: the producer's
+  // threads arrive; empty: the 8 consumer warps) after them.
+  using Ring = mma::CopyRing<buffers>;
   struct Tiles {
     E* x1;
+    __device__ Ring& ring() const {
+      return *reinterpret_cast<Ring*>(reinterpret_cast<unsigned char*>(x1) + ring_offset);
+    }
     __device__ E* x2() const { return x1 + owned_operands; }
     __device__ E* y1(int buffer) const {
       return x1 + 2 * owned_operands + buffer * 2 * streamed_operands;
     }
     __device__ E* y2(int buffer) const { return y1(buffer) + streamed_operands; }
-    // log2e lse of the streamed queries, then their D.
+    // The lse of the streamed queries, then their D.
     __device__ float* query_stats(int buffer) const {
       return reinterpret_cast<float*>(y1(buffers)) + buffer * 2 * streamed;
     }
   };
 
-  // Starts the copies of Y's tile from row y0 into `buffer`; in the dk, dv
-  // pass also stores its queries' statistics there (visible after the next
-  // team barrier).
-  __device__ void start_streamed_tile(const Tiles& t, int y0, int buffer, int b, int h) const {
-    const int ny = L - y0 < streamed ? L - y0 : streamed, tid = threadIdx.x, size = 32 * warps;
-    mma::start_tile_copy<P, copies>(t.y1(buffer), streamed_layout, streamed, D, y1, b, h, y0, ny,
-                                    d1, tid, size);
-    mma::start_tile_copy<P, copies>(t.y2(buffer), streamed_layout, streamed, D, y2, b, h, y0, ny,
-                                    d2, tid, size);
-    if (OwnsKeys && tid < streamed) {
-      float* const stats = t.query_stats(buffer);
-      stats[tid] = tid < ny ? logsumexp(b, h, y0 + tid) * log2_e : 0.f;
-      stats[streamed + tid] = tid < ny ? delta(b, h, y0 + tid) : 0.f;
+  // The producer warpgroup: Y's tile j (from row begin + streamed j) into
+  // the ring's buffer once the consumers have handed it back; in the dk, dv
+  // pass also its queries' statistics.
+  __device__ void copy_tiles(const Tiles& t, int begin, int n, int b, int h) const {
+    const int rank = threadIdx.x - consumers;
+    Ring& ring = t.ring();
+    for (int j = 0; j < n; ++j) {
+      const int y0 = begin + streamed * j, buffer = j % buffers;
+      const int ny = L - y0 < streamed ? L - y0 : streamed;
+      ring.wait_empty(j);
+      // Both copies issued (&, not &&); by cp.async only if both went so.
+      const bool by_cp_async =
+          mma::start_tile_copy<P, copies>(t.y1(buffer), streamed_layout, streamed, D, y1, b, h, y0,
+                                          ny, d1, rank, producers) &
+          mma::start_tile_copy<P, copies>(t.y2(buffer), streamed_layout, streamed, D, y2, b, h, y0,
+                                          ny, d2, rank, producers);
+      if (OwnsKeys && rank < streamed) {
+        float* const stats = t.query_stats(buffer);
+        const int row = rank < ny ? y0 + rank : 0;
+        mma::copy_word_async(stats + rank, &logsumexp(b, h, row), rank < ny);
+        mma::copy_word_async(stats + streamed + rank, &delta(b, h, row), rank < ny);
+      }
+      ring.filled(j, by_cp_async);
     }
+    ring.wait_full(n - 1);  // no arrival pending at exit (see WarpgroupFlashForward)
   }
 
   // Issues S = X1 Y1^T and dP = X2 Y2^T over the warpgroup's 64 rows (its
@@ -117,7 +143,7 @@ struct WarpgroupBackwardPass {
     mma::for_each_entry(S, dP, [&](int r, int c, float& s, float& dp) {
       const int query = OwnsKeys ? y0 + c : row0 + r, key = OwnsKeys ? row0 + r : y0 + c;
       const bool visible = !masked || ((OwnsKeys ? query : key) < L && (!causal || key <= query));
-      const float lse2 = OwnsKeys ? stats[c] : row_lse[r >> 3];
+      const float lse2 = OwnsKeys ? stats[c] * log2_e : row_lse[r >> 3];
       const float d = OwnsKeys ? stats[streamed + c] : row_delta[r >> 3];
       s = mma::exp2_ftz(visible ? s * scale_log2 - lse2 : -INFINITY);
       dp = s * (dp - d);
@@ -138,30 +164,21 @@ struct WarpgroupBackwardPass {
           out2(b, h, row0 + r, first_col + c) = storage_t<P>(x);
       });
   }
-#endif
 
-  KOKKOS_INLINE_FUNCTION void operator()(const CudaTeam& team) const {
-#if defined(ATTN_WARPGROUP_MMA)
-    const Tiles t{reinterpret_cast<E*>(mma::dynamic_shared_aligned<1024>())};
-    // Causal, dq pass: the last query tiles see the most keys; start them first.
-    const int rank =
-        causal && !OwnsKeys ? team.league_size() - 1 - team.league_rank() : team.league_rank();
-    const TeamTile tile = team_tile(rank, tiles, H, owned, L);
-    const int b = tile.b, h = tile.h, tid = team.team_rank(), size = team.team_size();
+  // The consumer warpgroups: X copied by themselves, then Y's n tiles from
+  // row `begin`. Products are issued under conditions uniform over the
+  // warpgroup (see WarpgroupFlashForward): a causal warpgroup that sees none
+  // of tile j multiplies it too, every pair masked (P and dS 0).
+  __device__ void consume(const Tiles& t, const TeamTile& tile, int begin, int n) const {
+    const int b = tile.b, h = tile.h, tid = threadIdx.x;
     // The warpgroup's rows (from row x_row of X's tiles) and gradient columns.
     const int group = tid / 128, x_row = column_blocks ? 0 : 64 * group;
     const int first_col = column_blocks ? block * group : 0, group_first = tile.first + x_row;
     const int row0 = group_first + 16 * (tid / 32 % 4);  // the warp's first owned row
     mma::start_tile_copy<P>(t.x1, owned_layout, owned, D, x1, b, h, tile.first, tile.count, d1, tid,
-                            size);
+                            consumers);
     mma::start_tile_copy<P>(t.x2(), owned_layout, owned, D, x2, b, h, tile.first, tile.count, d2,
-                            tid, size);
-    // Causal: a key is seen by the queries at or after it.
-    const int begin = causal && OwnsKeys ? tile.first : 0;
-    const int end =
-        causal && !OwnsKeys ? (tile.first + tile.count < L ? tile.first + tile.count : L) : L;
-    const int n = ceil_div(end - begin, streamed);
-    start_streamed_tile(t, begin, 0, b, h);
+                            tid, consumers);
     float row_lse[2] = {0.f, 0.f}, row_delta[2] = {0.f, 0.f};  // dq pass: the thread's two rows
     if (!OwnsKeys)
       for (int half = 0; half < 2; ++half)
@@ -169,20 +186,17 @@ struct WarpgroupBackwardPass {
           row_lse[half] = logsumexp(b, h, row) * log2_e;
           row_delta[half] = delta(b, h, row);
         }
+    mma::wait_for_copies<0>();
+    mma::publish_to_warpgroup_products();
+    mma::sync_threads(1, consumers);
 
+    Ring& ring = t.ring();
     Gradient acc1, acc2;  // dQ or dK; dV
     mma::zero(acc1);
     if (OwnsKeys) mma::zero(acc2);
     Fragments p, ds;  // the last tile's P and dS, not yet multiplied
-    // Products are issued under conditions uniform over the team (see
-    // WarpgroupFlashForward): a causal warpgroup that sees none of tile j
-    // multiplies it too, every pair masked (P and dS 0).
     for (int j = 0; j < n; ++j) {
-      // Tile j is in; every warpgroup is done with the buffer of tile j - 2.
-      mma::wait_for_copies<0>();
-      mma::publish_to_warpgroup_products();
-      team.team_barrier();
-      if (j + 1 < n) start_streamed_tile(t, begin + streamed * (j + 1), (j + 1) % buffers, b, h);
+      ring.wait_for_products(j);
       const int y0 = begin + streamed * j;
       // Some pair of the warpgroup's rows and the tile's is outside the problem.
       const bool masked =
@@ -202,6 +216,7 @@ struct WarpgroupBackwardPass {
       mma::warpgroup::hold(S);  // weighed while the gradient products run
       mma::warpgroup::hold(dP);
       mma::warpgroup::wait<0>(acc1);
+      if (j > 0) ring.hand_back(j - 1);
       mma::warpgroup::hold(ds);
       if (OwnsKeys) {
         mma::warpgroup::hold(acc2);
@@ -215,6 +230,32 @@ struct WarpgroupBackwardPass {
     mma::warpgroup::wait<0>(acc1);
     if (OwnsKeys) mma::warpgroup::hold(acc2);
     store(acc1, acc2, b, h, row0, first_col);
+  }
+#endif
+
+  KOKKOS_INLINE_FUNCTION void operator()(const CudaTeam& team) const {
+#if defined(ATTN_WARPGROUP_MMA)
+    const Tiles t{reinterpret_cast<E*>(mma::dynamic_shared_aligned<1024>())};
+    if (team.team_rank() == 0) t.ring().init(producers, consumers / 32);
+    team.team_barrier();
+    // Causal, dq pass: the last query tiles see the most keys; start them first.
+    const int rank =
+        causal && !OwnsKeys ? team.league_size() - 1 - team.league_rank() : team.league_rank();
+    const TeamTile tile = team_tile(rank, tiles, H, owned, L);
+    // Causal: a key is seen by the queries at or after it.
+    const int begin = causal && OwnsKeys ? tile.first : 0;
+    const int end =
+        causal && !OwnsKeys ? (tile.first + tile.count < L ? tile.first + tile.count : L) : L;
+    const int n = ceil_div(end - begin, streamed);
+    // The role of the thread's warpgroup, uniform over the warp as ptxas
+    // sees it (see WarpgroupFlashForward).
+    if (__shfl_sync(0xffffffffu, team.team_rank() / 128, 0) == consumers / 128) {
+      mma::keep_registers<producer_registers, false>();
+      copy_tiles(t, begin, n, tile.b, tile.h);
+    } else {
+      mma::keep_registers<consumer_registers, true>();
+      consume(t, tile, begin, n);
+    }
 #elif defined(ATTN_MMA_DEVICE_PASS)
     __trap();  // launched only where the device has warpgroup products
 #endif
