@@ -46,11 +46,11 @@ bool with_warpgroup_head(int dk, int dv, F f) {
 // (batch, head, query tile), head sizes up to D (64, 128 or 256: whole
 // 128-byte rows of the swizzled tiles; padding columns are zero). O is held
 // in blocks of 128 columns (a product's widest N). Key and value tiles pass
-// through three buffers: while a warpgroup weighs the scores of tile j, the
-// tensor cores add the weights of tile j - 1 times its values
-// (FlashAttention-3's overlap of the two products with the softmax, Sec.
-// 3.2), and the producer copies the tiles after j into the buffers the
-// consumers have handed back.
+// through a ring of buffers (three; two at d = 256): while a warpgroup
+// weighs the scores of tile j, the tensor cores add the weights of tile
+// j - 1 times its values (FlashAttention-3's overlap of the two products
+// with the softmax, Sec. 3.2), and the producer copies the tiles after j
+// into the buffers the consumers have handed back.
 template <int D>
 struct WarpgroupFlashForward {
   using P = bf16;
@@ -62,13 +62,15 @@ struct WarpgroupFlashForward {
   // raises from the team's own pool; 128 x 40 + 256 x 232 = 384 x 168).
   static constexpr int producer_registers = 40, consumer_registers = 232;
   // Key tiles of 128 halve the hand-offs per product against 64, with the
-  // registers and shared memory of one team per SM; at d = 256 tiles of 32
-  // keep three buffers beside Q in shared memory.
-  static constexpr int keys = D > 128 ? 32 : 128, buffers = 3;
+  // registers and shared memory of one team per SM; at d = 256 tiles of 64
+  // fit two buffers beside Q in shared memory. Two suffice: keys j + 2 go
+  // where keys j were, which a warpgroup hands back as soon as their scores
+  // are in, a tile before it needs the next ones.
+  static constexpr int keys = D > 128 ? 64 : 128, buffers = D > 128 ? 2 : 3;
   static constexpr int teams_per_sm = 1;
   static constexpr int block = D < 128 ? D : 128, blocks = D / block;  // O's value blocks
   // Q, then the buffers, each a key and a value tile (225 KB at d = 128,
-  // 161 KB at d = 256), then the barriers of the key and value rings, from
+  // 193 KB at d = 256), then the barriers of the key and value rings, from
   // the first 1024-byte boundary of the team's memory.
   static constexpr int tile_operands = keys * D;
   static constexpr std::size_t tile_bytes = (rows * D + 2 * buffers * tile_operands) * sizeof(E);
