@@ -10,16 +10,17 @@
 //   arrive_when_copied(async)    one arrival that completes once the
 //                                thread's copies so far have landed (by
 //                                cp.async, or plain stores)
-//   copy_word_async(to, from, inside)
-//                                4 bytes by cp.async (zeros outside)
 //   arrive()                     one arrival (a consumer done with a buffer)
 //   wait(parity)                 until the phase of that parity completes
 //   CopyRing<Buffers>            the full and empty barriers of a ring of
 //                                buffers: wait_empty, filled (the copier);
 //                                wait_for_products, hand_back (consumers)
+//   copy_word_async(to, from, inside)
+//                                4 bytes by cp.async (zeros outside)
 //   sync_threads(id, threads)    a barrier for some of the team's warps
-//   keep_registers<N>()          the warpgroup's registers per thread
-//                                lowered (producer) or raised (consumers) to N
+//   keep_registers<N, Raise>()   the warpgroup's registers per thread
+//                                lowered (producer) or raised (consumers) to
+//                                N, within the team's own pool
 // sm_90a only (setmaxnreg), like the warpgroup products beside them.
 #pragma once
 #include "common/mma_tiles.hpp"
@@ -130,9 +131,10 @@ __device__ __forceinline__ void sync_threads(int id, int threads) {
 
 // Sets the registers per thread of the calling warpgroup (every thread of
 // it calls this) to N, a multiple of 8 from 24 to 256: lowered, they return
-// to the SM's pool; raised, they are taken from it (waiting until other
-// warpgroups have lowered theirs). ptxas allocates the code after the call
-// within N.
+// to the team's pool; raised, they are taken from it, waiting until other
+// warpgroups have lowered theirs. The pool holds what the team launched
+// with (threads x the kernel's registers): a raise past it waits forever.
+// ptxas allocates the code after the call within N.
 template <int N, bool Raise>
 __device__ __forceinline__ void keep_registers() {
   static_assert(N % 8 == 0 && N >= 24 && N <= 256, "setmaxnreg's range");
