@@ -118,9 +118,8 @@ struct WarpgroupFlashForward {
       rings.values.wait_empty(j);
       rings.values.filled(j, copy(t.values(j % buffers), v, j, dv));
     }
-    // A thread may not exit with an arrival still pending on its copies
-    // (compute-sanitizer's synccheck: "missing wait"): it waits until the
-    // last tile is in.
+    // No thread exits with an arrival still pending on its copies: each
+    // waits until the last tile is in.
     rings.keys.wait_full(n - 1);
     rings.values.wait_full(n - 1);
   }
