@@ -28,19 +28,20 @@ inline constexpr int bytes = target.bytes, registers = target.registers;
 inline constexpr const char* isa = target.name;
 
 // A host product's block of outputs held in registers: `rows` rows of
-// `row_bytes` (two vector registers) each. Per inner step it loads a row's
-// worth of the right operand and broadcasts one left entry per row, so the
-// rows x 2 sums, the two loaded vectors and a broadcast must fit the register
-// file. With 32 registers, 8 rows (16 sums) was the fastest of 4, 6 and 8 rows
-// of 2 or 4 vectors for the softmax and chunked forms at d = 64; with 16, 4
-// rows (8 sums: one per FMA unit and cycle of latency), where 6 leave edge
-// rows of the 64- and 128-row tiles to the plain dot products.
+// `row_bytes` (two vector registers) each (common/team_tiles.hpp,
+// host_product_block). Per inner step it broadcasts one left entry per row
+// and takes the right operand's two vectors as memory operands of its FMAs,
+// so the rows x 2 sums and a broadcast must fit the register file. With 32
+// registers, 8 rows (16 sums) was the fastest of 4, 6 and 8 rows of 2 or 4
+// vectors for the softmax and chunked forms at d = 64; with 16, 6 rows (12
+// sums, enough to cover the FMA units' latency where 8 were not; the tiles'
+// last rows as blocks of 4, 2 and 1).
 struct ProductBlock {
   int rows, row_bytes;
 };
 constexpr ProductBlock product_block_of(const Isa& vectors) {
   return vectors.registers >= 32 ? ProductBlock{8, 2 * vectors.bytes}
-                                 : ProductBlock{4, 2 * vectors.bytes};
+                                 : ProductBlock{6, 2 * vectors.bytes};
 }
 inline constexpr ProductBlock product_block = product_block_of(target);
 

@@ -8,6 +8,8 @@
 #include "common/host_vectors.hpp"
 #include "common/views.hpp"
 
+#include <type_traits>
+
 // `omp simd` on host loops that the compiler should vectorise (host builds
 // with OpenMP); nothing on a GPU.
 #if defined(_OPENMP) && !defined(__CUDA_ARCH__)
@@ -17,6 +19,15 @@
 #else
 #define ATTN_SIMD
 #define ATTN_SIMD_REDUCE(op, var)
+#endif
+
+// Every call inside a host function inlined into it (GCC and Clang's
+// `flatten`), where the compiler's own budget would leave a caller's lambda
+// as a call per entry; nothing under nvcc.
+#if defined(__GNUC__) && !defined(__CUDACC__)
+#define ATTN_HOST_FLATTEN __attribute__((flatten))
+#else
+#define ATTN_HOST_FLATTEN
 #endif
 
 namespace attn::detail {
@@ -195,6 +206,34 @@ struct LowerBand {
   }
 };
 
+// A host register block of the portable tile product: out(r0 + x, c0 + y)
+// for x < Rows, y < Cols handed to store, every sum in a register. Per inner
+// step, a broadcast of a(r0 + x, j) per row and a fused multiply-add per
+// vector of b's row slice (contiguous when b is a row-major tile, as every
+// caller passes it; the compiler takes it as the FMAs' memory operand, so the
+// block needs only its sums and a broadcast in registers). Its rows stop at
+// the band of the last one (see team_product).
+template <int Rows, int Cols, class T, class A, class B, class Store>
+KOKKOS_INLINE_FUNCTION ATTN_HOST_FLATTEN void host_product_block(int r0, int c0, int cols,
+                                                                 int inner, const A& a, const B& b,
+                                                                 const Store& store,
+                                                                 const LowerBand& outputs,
+                                                                 const LowerBand& left) {
+  T sum[Rows][Cols] = {};
+  const int last_row = r0 + Rows - 1;
+  if (c0 < outputs.end(last_row, cols))
+    for (int j = 0; j < left.end(last_row, inner); ++j)
+      for (int x = 0; x < Rows; ++x) {
+        const T weight = a(r0 + x, j);
+        ATTN_SIMD
+        for (int y = 0; y < Cols; ++y) sum[x][y] += weight * b(j, c0 + y);
+      }
+  for (int x = 0; x < Rows; ++x) {
+    ATTN_SIMD
+    for (int y = 0; y < Cols; ++y) store(r0 + x, c0 + y, sum[x][y]);
+  }
+}
+
 // The portable tile product: out(r, c) = sum_{j < inner} a(r, j) b(j, c) for
 // r < rows, c < cols, handed to store(r, c, value). Two optional bands let a
 // causal tile skip work, a block of outputs at a time: outputs (r, c) past
@@ -202,13 +241,13 @@ struct LowerBand {
 // may be handed 0 for them instead of the product), and the entries a(r, j)
 // past `left` must be zero (masked weights: the inner loop may stop early).
 // Host: each thread owns blocks of BlockRows rows of BlockRowBytes of
-// outputs, sized by the ISA the build targets (host_vectors::product_block:
-// 8 rows of two AVX-512 registers, 4 of two AVX2 ones): per inner step, one
-// load of b's row slice (contiguous when b is a row-major tile, as every
-// caller passes it), a broadcast of a(r, j) per row, and two fused
-// multiply-adds per row, every sum in a register. Blocks cut by the tile's
-// edge take plain dot products (a masked-load form of the same block ran far
-// slower: its sums left the registers).
+// outputs (host_product_block), sized by the ISA the build targets
+// (host_vectors::product_block); a block cut by the tile's last row is done
+// as blocks of 4, 2 and 1 rows, one cut by its last column as plain dot
+// products (a masked-load form of the block ran far slower: its sums left
+// the registers). A store that reads scalars (a scale, a bound) does better to
+// capture them by value: read through a reference, which its own stores
+// might alias, the host compiler loads them again for every output.
 // GPU: each thread keeps one output (the portable kernels' tiles, ~32 x 33
 // outputs, would leave most of a 128-thread team idle in blocks); the GPU's
 // fast products are the tensor-core ones (common/mma_tiles.hpp).
@@ -233,25 +272,24 @@ KOKKOS_INLINE_FUNCTION void team_product(const Member& team, int rows, int cols,
   const int block_cols = (cols + host_cols - 1) / host_cols;
   Kokkos::parallel_for(
       Kokkos::TeamThreadRange(team, ((rows + host_rows - 1) / host_rows) * block_cols), [&](int i) {
-        const int r0 = (i / block_cols) * host_rows, c0 = (i % block_cols) * host_cols;
-        if (r0 + host_rows <= rows && c0 + host_cols <= cols) {
-          T sum[host_rows][host_cols] = {};
-          const int last_row = r0 + host_rows - 1;
-          if (c0 < outputs.end(last_row, cols))
-            for (int j = 0; j < left.end(last_row, inner); ++j)
-              for (int x = 0; x < host_rows; ++x) {
-                const T weight = a(r0 + x, j);
-                ATTN_SIMD
-                for (int y = 0; y < host_cols; ++y) sum[x][y] += weight * b(j, c0 + y);
-              }
-          for (int x = 0; x < host_rows; ++x) {
-            ATTN_SIMD
-            for (int y = 0; y < host_cols; ++y) store(r0 + x, c0 + y, sum[x][y]);
-          }
-        } else {
+        int r0 = (i / block_cols) * host_rows;
+        const int c0 = (i % block_cols) * host_cols;
+        if (c0 + host_cols > cols) {
           for (int r = r0; r < rows && r < r0 + host_rows; ++r)
-            for (int c = c0; c < cols && c < c0 + host_cols; ++c) one_output(r, c);
+            for (int c = c0; c < cols; ++c) one_output(r, c);
+          return;
         }
+        auto block = [&](auto block_rows) {
+          host_product_block<decltype(block_rows)::value, host_cols, T>(r0, c0, cols, inner, a, b,
+                                                                        store, outputs, left);
+          r0 += decltype(block_rows)::value;
+        };
+        if (r0 + host_rows <= rows) return block(std::integral_constant<int, host_rows>{});
+        if constexpr (host_rows > 4)
+          if (r0 + 4 <= rows) block(std::integral_constant<int, 4>{});
+        if constexpr (host_rows > 2)
+          if (r0 + 2 <= rows) block(std::integral_constant<int, 2>{});
+        if (r0 < rows) block(std::integral_constant<int, 1>{});
       });
 #endif
 }

@@ -101,7 +101,8 @@ void tiled_attention(const Exec& exec, const char* label,
           load_rows_transposed<Precision>(team, Kt, k, b, h, k0, nk, dk);
           load_values_and_ones<Precision>(team, Vs, v, b, h, k0, nk, dv, width);
           team.team_barrier();
-          scores(team, Qs, Kt, nr, nk, dk, [&](int r, int j, T dot) {
+          // The store captures by value (see team_product).
+          scores(team, Qs, Kt, nr, nk, dk, [=](int r, int j, T dot) {
             P(r, j) = !causal || k0 + j <= r0 + r ? dot * scale : T(0);
           });
           team.team_barrier();
