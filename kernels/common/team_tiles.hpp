@@ -243,9 +243,10 @@ KOKKOS_INLINE_FUNCTION ATTN_HOST_FLATTEN void host_product_block(int r0, int c0,
 // Host: each thread owns blocks of BlockRows rows of BlockRowBytes of
 // outputs (host_product_block), sized by the ISA the build targets
 // (host_vectors::product_block); a block cut by the tile's last row is done
-// as blocks of 4, 2 and 1 rows, one cut by its last column as plain dot
-// products (a masked-load form of the block ran far slower: its sums left
-// the registers). A store that reads scalars (a scale, a bound) does better to
+// as blocks of 4, 2 and 1 rows (as plain dot products where 64 rows are
+// whole blocks), one cut by its last column as plain dot products (a
+// masked-load form of the block ran far slower: its sums left the
+// registers). A store that reads scalars (a scale, a bound) does better to
 // capture them by value: read through a reference, which its own stores
 // might alias, the host compiler loads them again for every output.
 // GPU: each thread keeps one output (the portable kernels' tiles, ~32 x 33
@@ -285,11 +286,18 @@ KOKKOS_INLINE_FUNCTION void team_product(const Member& team, int rows, int cols,
           r0 += decltype(block_rows)::value;
         };
         if (r0 + host_rows <= rows) return block(std::integral_constant<int, host_rows>{});
-        if constexpr (host_rows > 4)
+        // Where the tiles' 64 and 128 rows are whole blocks (AVX-512's 8 rows),
+        // only a ragged last tile has rows left: plain dot products, since the
+        // edge blocks' extra code made GCC call the main block out of line
+        // (slower); elsewhere (6 rows) every tile leaves rows to edge blocks.
+        if constexpr (64 % host_rows == 0) {
+          for (int r = r0; r < rows; ++r)
+            for (int c = c0; c < cols && c < c0 + host_cols; ++c) one_output(r, c);
+        } else {
           if (r0 + 4 <= rows) block(std::integral_constant<int, 4>{});
-        if constexpr (host_rows > 2)
           if (r0 + 2 <= rows) block(std::integral_constant<int, 2>{});
-        if (r0 < rows) block(std::integral_constant<int, 1>{});
+          if (r0 < rows) block(std::integral_constant<int, 1>{});
+        }
       });
 #endif
 }

@@ -201,9 +201,9 @@ TEMPLATE_LIST_TEST_CASE("tile products: the batched product matches plain loops"
 // AVX-512's 8 rows of 128 bytes, AVX2's 6 of 64, SSE2's 6 of 32) in one build,
 // whichever ISA it targets, against plain loops, whole and with a causal band
 // on the left operand; in double and float (a block row of 16 and 32, 8 and
-// 16, 4 and 8 entries). The shapes' rows leave every remainder the edge blocks
-// of 4, 2 and 1 rows take (5 = 4 + 1, 7 = 4 + 2 + 1, 33 and 64: 3 and 4 past
-// whole 6-row blocks).
+// 16, 4 and 8 entries). Past whole 6-row blocks the shapes' rows leave the
+// edge blocks of 4, 2 and 1 rows every combination (5 = 4 + 1, 33: 2 + 1,
+// 64: 4, 7: 1); past 8-row ones, rows for the plain dot products (5, 7, 33).
 template <int BlockRows, int BlockRowBytes, class T>
 void check_host_block(const ProductShape& s, std::mt19937_64& rng) {
   using HostMatrix = Kokkos::View<T**, Kokkos::LayoutRight, Kokkos::HostSpace>;
