@@ -175,7 +175,10 @@ struct ChunkStates {
   // in dynamic shared memory (36 KB a 64 x 64 block, 68 KB a 128 x 128 one).
   static constexpr int tokens = 32, stages = std::is_same_v<P, bf16> ? 4 : 2;
   static constexpr int ld = mma::k_major_stride<P>(block);
-  static constexpr std::size_t shared_bytes = 2 * stages * tokens * ld * sizeof(mma::operand_t<P>);
+  static constexpr std::size_t tile_bytes = 2 * stages * tokens * ld * sizeof(mma::operand_t<P>);
+  // Each warp's staging area for the states it stores (mma::store_rows), after the tiles.
+  static constexpr std::size_t stage_bytes = mma::staging_bytes<P, row_tiles, columns>;
+  static constexpr std::size_t shared_bytes = tile_bytes + warps * stage_bytes;
   // A thread copies 2 (bf16) or 4 pieces of a tile. With strided copies in
   // bf16 too, lightning/fwd bf16 took longer at B=4 H=32, 1k and 4k; per piece
   // there, no longer (docs/performance-history.md, "Tile copies").
@@ -212,6 +215,7 @@ struct ChunkStates {
     const int bh = rank / (blocks * blocks * segments());
     const int b = bh / H, h = bh % H, warp = tid / 32;
     const int first_row = Pieces::first_row(warp), first_col = Pieces::first_col(warp);
+    unsigned char* const staging = mma::dynamic_shared() + tile_bytes + warp * stage_bytes;
     const float rate = base2_rate(decay_rate, h);
     const bool keeps_z =
         normalisers.data() && vb == 0 && tid < block;  // thread tid: z of d_k row kb*block + tid
@@ -245,11 +249,7 @@ struct ChunkStates {
       // arithmetic once, not per pair).
       storage_t<P>* const piece =
           &states(bh, entering - 1, row_block * block + first_row, col_block * block + first_col);
-      const auto row_stride = states.stride(2);
-      for (int m = 0; m < row_tiles; ++m)
-        mma::for_each_pair(S[m], [&](int r, int c, float& x0, float& x1) {
-          mma::store_pair<P>(piece + (16 * m + r) * row_stride + c, x0, x1);
-        });
+      mma::store_rows<P>(S, staging, piece, states.stride(2));
       if (keeps_z) normalisers(bh, entering - 1, kb * block + tid) = z;
     };
     // The segment's chunks first .. last - 1 (the last chunk's keys are never

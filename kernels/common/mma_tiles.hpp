@@ -16,6 +16,7 @@
 //   add_ab(C, P, B)            C += P B, P an Accumulator (e.g. softmax weights)
 //                              used as the A operand, B rows in shared memory ([k][n])
 //   for_each_entry(C[, D], f)  f(row, col, value&[, value&]) over the thread's entries
+//   store_rows<P>(C, ...)      a warp's rows of C to global memory in whole L2 sectors
 //   scale_entries(A, f)        A(row, col) *= f(row, col), A a RowTile
 //   scale_tile(tile, ..., f)   the same for a shared tile, by the whole team
 //   row_max / row_sum          over a row of C: a thread's share, then its quad
@@ -266,6 +267,14 @@ template <class P>
 KOKKOS_INLINE_FUNCTION constexpr int padded_stride(int cols) {
   return std::is_same_v<P, bf16> ? cols + 8 : cols + 4;
 }
+
+// The shared memory store_rows<P, Tiles, N> stages a warp's rows through (at
+// least 16 bytes, so that an array of it is never empty).
+template <class P, int Tiles, int N>
+inline constexpr std::size_t staging_bytes = std::is_same_v<P, bf16>
+                                                 ? 16 * Tiles* padded_stride<bf16>(N) *
+                                                       sizeof(operand_t<bf16>)
+                                                 : 16;
 
 // Row stride of a shared tile read k-major in the natural k order (a B
 // operand [k][n] against a RowTile, or an A operand stored transposed): lanes
@@ -1552,6 +1561,43 @@ __device__ __forceinline__ void store_entries(storage_t<P>* at, float x0, float 
   } else {
     at[0] = storage_t<P>(x0);
     if (second) at[1] = storage_t<P>(x1);
+  }
+}
+
+// A warp's Tiles x 16 rows of N columns (its accumulators C[0..Tiles)) stored
+// as P stores them at `to` (rows row_stride apart, 16-byte aligned). fp32
+// pairs fill whole 32-byte sectors of the L2 already (8 rows x 32 bytes a
+// warp's store); bf16 pairs would fill half of each, so bf16 goes out
+// through the warp's own staging area in shared memory (staging_bytes<P,
+// Tiles, N>, 16-byte aligned), 16 bytes a lane: 8 rows x 64 bytes or more a
+// store, every sector whole.
+template <class P, int Tiles, int N>
+__device__ __forceinline__ void store_rows(Accumulator<N> (&C)[Tiles], void* staging,
+                                           storage_t<P>* to, std::ptrdiff_t row_stride) {
+  if constexpr (!std::is_same_v<P, bf16>) {
+#pragma unroll
+    for (int m = 0; m < Tiles; ++m)
+      for_each_pair(C[m], [&](int r, int c, float& x0, float& x1) {
+        store_pair<P>(to + (16 * m + r) * row_stride + c, x0, x1);
+      });
+  } else {
+    constexpr int ld = padded_stride<bf16>(N), pieces = N / 8;  // 16-byte pieces a row
+    constexpr int count = Tiles * 16 * pieces;
+    static_assert(N % 8 == 0 && count % 32 == 0, "whole warps of 16-byte pieces");
+    auto* const stage = static_cast<operand_t<bf16>*>(staging);
+#pragma unroll
+    for (int m = 0; m < Tiles; ++m)
+      for_each_pair(C[m], [&](int r, int c, float& x0, float& x1) {
+        store_operand_pair<bf16>(stage + (16 * m + r) * ld + c, x0, x1);
+      });
+    __syncwarp();
+#pragma unroll
+    for (int n = 0; n < count / 32; ++n) {
+      const int i = lane_id() + 32 * n, row = i / pieces, col = 8 * (i % pieces);
+      *reinterpret_cast<uint4*>(to + row * row_stride + col) =
+          *reinterpret_cast<const uint4*>(stage + row * ld + col);
+    }
+    __syncwarp();  // the stage is read before the warp writes it again
   }
 }
 

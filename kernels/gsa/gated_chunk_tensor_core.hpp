@@ -267,6 +267,9 @@ struct GatedChunkStates {
     __shared__ __align__(16) E gated[tokens * ld];
     __shared__ float chunk_end[tokens / 16][block];  // B_n of the block's gate columns for
                                                      // each 16 steps, for the state's decay
+    // Each warp's staging area for the states it stores (mma::store_rows).
+    constexpr std::size_t stage_bytes = mma::staging_bytes<P, row_tiles, warp_columns>;
+    __shared__ __align__(16) unsigned char staging[warps][stage_bytes];
     const int rank = team.league_rank(), tid = team.team_rank(), warp = tid / 32;
     const int segment = rank % segments(), yb = rank / segments() % y_blocks;
     const int xb = rank / (segments() * y_blocks) % x_blocks,
@@ -306,12 +309,9 @@ struct GatedChunkStates {
                 g0, m, mirror, tid);
     };
     auto store = [&](int entering) {
-      for (int t = 0; t < row_tiles; ++t)
-        mma::for_each_pair(S[t], [&](int r, int c, float& s0, float& s1) {
-          mma::store_pair<P>(
-              &states(stored, entering - 1, x0 + first_row + 16 * t + r, y0 + first_col + c), s0,
-              s1);
-        });
+      mma::store_rows<P>(S, staging[warp],
+                         &states(stored, entering - 1, x0 + first_row, y0 + first_col),
+                         states.stride(2));
     };
     team.team_barrier();  // a block that runs several teams: the previous team's tiles are no
                           // longer read
