@@ -11,6 +11,20 @@
 using attn::ResultFile;
 using attn::ResultRow;
 
+namespace {
+
+// A folder of the checkout: where the build's checkout has it, else relative
+// to the current directory (a test binary copied to another machine and run
+// from a copy of the repository's root, as on the GPU machine).
+std::string checkout_folder(const char* built, const char* relative) {
+  std::error_code error;
+  return std::filesystem::is_directory(built, error) ? built : relative;
+}
+const std::string fixtures = checkout_folder(ATTN_FIXTURES_DIR, "tests/data/fixtures");
+const std::string committed_results = checkout_folder(ATTN_RESULTS_DIR, "results");
+
+}  // namespace
+
 TEST_CASE("result rows and attributes round-trip through HDF5", "[harness][hdf5]") {
   const auto path =
       (std::filesystem::temp_directory_path() / "attn_results_roundtrip/sub/r.h5").string();
@@ -198,7 +212,7 @@ TEST_CASE("each row's samples are stored beside it, and replaced with it",
   CHECK(rows[0].iterations == 4);
   CHECK(rows[1].samples == b.samples);
   // A v3 file has no samples: its rows read with none.
-  for (const auto& r : ResultFile::read(ATTN_FIXTURES_DIR "/quick_openmp.h5")) {
+  for (const auto& r : ResultFile::read(fixtures + "/quick_openmp.h5")) {
     CHECK(r.samples.empty());
     CHECK(r.iterations == 0);
   }
@@ -207,7 +221,7 @@ TEST_CASE("each row's samples are stored beside it, and replaced with it",
 TEST_CASE("v2 files are read (their shape columns the axes, no slots) but not appended to",
           "[harness][hdf5][resume]") {
   const std::string committed =
-      ATTN_FIXTURES_DIR "/lion_fig3.h5";  // written by the v2 harness, no slots column
+      fixtures + "/lion_fig3.h5";  // written by the v2 harness, no slots column
   REQUIRE(ResultFile::read_attributes(committed).at("format") == "attn-harness points v2");
   const auto rows = ResultFile::read(committed);
   REQUIRE(rows.size() == 27);
@@ -245,7 +259,9 @@ TEST_CASE("v2 files are read (their shape columns the axes, no slots) but not ap
 // files bench did write, every committed one (results and the tests' older
 // fixtures), must all still read.
 TEST_CASE("every committed result file reads", "[harness][hdf5]") {
-  for (const char* folder : {ATTN_RESULTS_DIR, ATTN_FIXTURES_DIR}) {
+  for (const std::string& folder : {committed_results, fixtures}) {
+    INFO(folder);
+    REQUIRE(std::filesystem::is_directory(folder));
     int files = 0;
     for (const auto& entry : std::filesystem::directory_iterator(folder)) {
       if (entry.path().extension() != ".h5") continue;
