@@ -8,8 +8,10 @@
 // multiplied on tensor cores (3xTF32, TensorCoreBatchedProduct), as a
 // framework's GEMM would be.
 #pragma once
-#include "common/mma_tiles.hpp"
+#include "common/device_queries.hpp"
+#include "common/mma_products.hpp"
 #include "common/team_tiles.hpp"
+#include "common/tile_launch.hpp"
 #include "common/views.hpp"
 
 #include <type_traits>

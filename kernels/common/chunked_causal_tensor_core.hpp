@@ -38,8 +38,11 @@
 // the GPU, WalkedChunkOutputs (below) walks the chunks and computes their
 // outputs in one kernel instead, and stores no state.
 #pragma once
-#include "common/mma_tiles.hpp"
+#include "common/core_matrix_products.hpp"
+#include "common/device_queries.hpp"
+#include "common/streamed_attention.hpp"
 #include "common/team_tiles.hpp"
+#include "common/tile_launch.hpp"
 #include "common/views.hpp"
 #include "common/workspace.hpp"
 
@@ -223,7 +226,7 @@ struct ChunkStates {
     mma::Accumulator<columns> S[row_tiles];  // the warp's piece of the state block, by 16-row tile
     // In float a chunk's keys are summed from zero in `part`, which is then
     // added to S by fp32 additions: the tensor cores' accumulation truncates
-    // against the larger of its operands (mma_tiles.hpp, above ExactSums), so
+    // against the larger of its operands (mma_fragments.hpp: mma_exact_sum), so
     // into one running state over L / C chunks its error would grow with L.
     // tf32 and bf16, whose tolerances are far above that drift, add into S.
     constexpr bool sums_per_chunk = std::is_same_v<P, float>;

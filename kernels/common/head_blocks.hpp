@@ -12,8 +12,9 @@
 // tensor-core kernels instead (gsa/gated_chunk_tensor_core.hpp), which read
 // each block in place.
 #pragma once
-#include "common/mma_tiles.hpp"
+#include "common/kernel_path.hpp"
 #include "common/precision.hpp"
+#include "common/tuning.hpp"
 #include "common/views.hpp"
 #include "common/workspace.hpp"
 

@@ -3,7 +3,7 @@
 // register-tiled scratch products (scores Q K^T, weights x values, and the
 // transposed products of the backward). Each is one TeamThreadRange; callers
 // place the team barriers. The CUDA tensor-core counterparts are in
-// common/mma_tiles.hpp.
+// common/mma_products.hpp and the headers beside it.
 #pragma once
 #include "common/host_vectors.hpp"
 #include "common/views.hpp"
@@ -251,7 +251,7 @@ KOKKOS_INLINE_FUNCTION ATTN_HOST_FLATTEN void host_product_block(int r0, int c0,
 // might alias, the host compiler loads them again for every output.
 // GPU: each thread keeps one output (the portable kernels' tiles, ~32 x 33
 // outputs, would leave most of a 128-thread team idle in blocks); the GPU's
-// fast products are the tensor-core ones (common/mma_tiles.hpp).
+// fast products are the tensor-core ones (common/mma_products.hpp).
 template <int BlockRows = host_vectors::product_block.rows,
           int BlockRowBytes = host_vectors::product_block.row_bytes, class Member, class A, class B,
           class Store>

@@ -23,7 +23,7 @@
 //                                N, within the team's own pool
 // sm_90a only (setmaxnreg), like the warpgroup products beside them.
 #pragma once
-#include "common/mma_tiles.hpp"
+#include "common/shared_tiles.hpp"
 
 #include <cstdint>
 

@@ -1,7 +1,7 @@
 // Warpgroup products in bf16 (wgmma, sm_90a): a team's warpgroup of 4 warps
 // multiplies its 64 rows at once, warp w holding rows 16 w .. 16 w + 15 of
 // A (when in registers) and of the fp32 accumulator C in the mma.sync
-// layouts of common/mma_tiles.hpp, which the warpgroup's fragments share
+// layouts of common/mma_fragments.hpp, which the warpgroup's fragments share
 // (PTX ISA, "Register fragments": m64nNk16). B, and A where it is not in
 // registers, are read by the tensor cores from shared memory through
 // descriptors (mma::shared_matrix_descriptor) of tiles of core matrices
@@ -24,7 +24,8 @@
 // Only on sm_90a (ATTN_WARPGROUP_MMA); a kernel built on them runs where
 // mma::device_has_warpgroup_products() and traps elsewhere.
 #pragma once
-#include "common/mma_tiles.hpp"
+#include "common/mma_fragments.hpp"
+#include "common/shared_tiles.hpp"
 
 #include <cstdint>
 

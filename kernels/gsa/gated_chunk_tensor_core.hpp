@@ -34,8 +34,11 @@
 // the inputs are (the operand of the inter-chunk product).
 #pragma once
 #include "common/chunked_causal_tensor_core.hpp"
-#include "common/mma_tiles.hpp"
+#include "common/device_queries.hpp"
+#include "common/mma_products.hpp"
+#include "common/shared_tiles.hpp"
 #include "common/team_tiles.hpp"
+#include "common/tile_launch.hpp"
 #include "common/views.hpp"
 #include "common/workspace.hpp"
 

@@ -1,7 +1,7 @@
 // LION's full linear attention form (docs/lion.md §3.1, Eq. 16) and its chunk
 // form (§3.3) on tensor cores (CUDA, sm_80+; float, tf32, bf16): the tiled
 // forms of lion/attention.hpp and lion/chunk.hpp written as warp tile
-// operations (common/mma_tiles.hpp). One team of 4 warps per (batch, head,
+// operations (common/mma_products.hpp). One team of 4 warps per (batch, head,
 // 64 query rows, 64 value columns): Q in registers, every key and value tile
 // streamed through shared memory (mma::attend_streamed, no causal skip: the
 // forms are bidirectional), each score weighted by its mask entry. The
@@ -20,8 +20,10 @@
 // sums of the weights are kept beside O; the sums run over the whole sequence, and in float they
 // are compensated (mma::CompensatedAccumulator). Memory O(L d), like the portable tiled forms.
 #pragma once
+#include "common/device_queries.hpp"
 #include "common/head_blocks.hpp"
-#include "common/mma_tiles.hpp"
+#include "common/streamed_attention.hpp"
+#include "common/tile_launch.hpp"
 #include "lion/mask.hpp"
 
 #include <type_traits>

@@ -1,6 +1,6 @@
 // Softmax attention on tensor cores (CUDA, sm_80+; float, tf32, bf16): the
 // FlashAttention-2 forward (Dao 2023, Alg. 1) and backward (Alg. 2) written as
-// warp tile operations (common/mma_tiles.hpp). Launched as teams
+// warp tile operations (common/mma_products.hpp). Launched as teams
 // (mma::launch_tiles) of 4 x 32 or 2 x 32 threads, each warp owning 16 rows;
 // tiles live in shared memory, static where they fit its 48 KB, dynamic
 // where they do not (see softmax/README.md for the budget).
@@ -8,8 +8,10 @@
 // weight is exp2(s2 - m) with m >= s2: no exponent is ever positive, and a
 // masked pair is never exponentiated.
 #pragma once
-#include "common/mma_tiles.hpp"
+#include "common/device_queries.hpp"
+#include "common/streamed_attention.hpp"
 #include "common/team_tiles.hpp"
+#include "common/tile_launch.hpp"
 #include "common/views.hpp"
 
 #include <cfloat>

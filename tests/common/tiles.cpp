@@ -16,10 +16,13 @@
 
 #include "backends.hpp"
 #include "common/batched_product.hpp"
+#include "common/device_queries.hpp"
 #include "common/host_vectors.hpp"
 #include "common/math.hpp"
-#include "common/mma_tiles.hpp"
+#include "common/mma_products.hpp"
+#include "common/shared_tiles.hpp"
 #include "common/team_tiles.hpp"
+#include "common/tile_launch.hpp"
 #include "forms/check.hpp"
 
 namespace {

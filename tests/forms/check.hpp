@@ -14,7 +14,7 @@
 
 #include "axes.hpp"
 #include "common/chunked_causal_tensor_core.hpp"
-#include "common/mma_tiles.hpp"
+#include "common/kernel_path.hpp"
 #include "inputs.hpp"
 #include "registry.hpp"
 

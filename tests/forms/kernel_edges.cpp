@@ -2,7 +2,7 @@
 // hostile inputs, and the O(L d) memory of every form.
 #include <cmath>
 
-#include "common/mma_tiles.hpp"
+#include "common/kernel_path.hpp"
 #include "common/workspace.hpp"
 #include "conformance.hpp"
 #include "forms/check.hpp"

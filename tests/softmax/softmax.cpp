@@ -5,7 +5,8 @@
 // row's logsumexp and masked pairs are skipped. On CUDA, the float forward
 // with its compensated sums turned off: a drift the sweep's check must find
 // at long L.
-#include "common/mma_tiles.hpp"
+#include "common/mma_fragments.hpp"
+#include "common/tile_launch.hpp"
 #include "forms/check.hpp"
 #include "measure.hpp"
 
