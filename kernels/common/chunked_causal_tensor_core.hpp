@@ -4,7 +4,7 @@
 // chunk_fwd_h then chunk_fwd_o). With lambda = exp(-s) per head, chunk n of
 // C tokens starting at t0 = nC (docs/lightning.md §4.3, Alg 5):
 //   1. ChunkStates: one team per (batch, head, 64 x 64 block of the d_k x d_v
-//      state, or the whole state: see tensor_core_chunked) walks the chunks
+//      state, or the whole state: see store_chunk_states) walks the chunks
 //      in order, its state block in fp32 registers,
 //      and stores the state entering every chunk n >= 1,
 //        S_n = lambda^C S_{n-1} + sum_{u in chunk n-1} lambda^(nC-1-u) k_u
@@ -162,7 +162,7 @@ struct ChunkStates {
   // A team walks a Block x Block block of the D x D state: 64 x 64, or the
   // whole state (Block = D), which reads each key and value once where 64 x
   // 64 blocks read them twice at d = 128 (a third of the walk's bytes; see
-  // tensor_core_chunked for which). Its warps take 32 x 32 pieces (4 warps,
+  // store_chunk_states for which). Its warps take 32 x 32 pieces (4 warps,
   // or 16 for the whole state at d = 128): each B fragment (values) then
   // meets two A fragments (keys) and each A fragment four n-tiles, 2 operand
   // registers loaded (and in float split) per product where 16 x 32 pieces
@@ -200,48 +200,87 @@ struct ChunkStates {
                        // walked from a zero state
   StateFlags flags;    // unused: none set
 
+#if defined(ATTN_MMA_DEVICE_PASS)
+  using E = mma::operand_t<P>;
+  using State = mma::Accumulator<columns>[row_tiles];  // a warp's piece of the block, by 16 rows
+  // What a team walks, from its rank: (batch, head), the state block (d_k
+  // block kb, d_v block vb) and the segment of the sequence.
+  struct Walk {
+    int b, h, bh, kb, vb, segment;
+  };
+  __device__ Walk walk_of(int rank) const {
+    const int bh = rank / (blocks * blocks * segments());
+    return {bh / H,
+            bh % H,
+            bh,
+            (rank / blocks) % blocks,
+            rank % blocks,
+            (rank / (blocks * blocks)) % segments()};
+  }
+  // Team operation: issues the copies of tile i (steps from + i tokens .., up
+  // to `to`) of the walk's keys and values into their buffers i % stages.
+  __device__ void start_tiles(E* keys, E* values, const Walk& w, int i, int from, int to, int tid,
+                              int size) const {
+    const int t = from + i * tokens, count = to - t < tokens ? to - t : tokens,
+              at = (i % stages) * tokens * ld;
+    mma::start_tile_copy<P, copies>(keys + at, ld, tokens, block, k, w.b, w.h, t, count,
+                                    dk - w.kb * block, tid, size, mirror, w.kb * block);
+    mma::start_tile_copy<P, copies>(values + at, ld, tokens, block, v, w.b, w.h, t, count,
+                                    dv - w.vb * block, tid, size, mirror, w.vb * block);
+  }
+  // Team operation: waits until the tiles in buffer buf are in, at most the
+  // two copies (K and V) of each of Later tiles still in flight, and rounds
+  // the thread's own pieces (the keys only if `keys_rounded`).
+  template <int Later>
+  __device__ void finish_tiles(E* keys, E* values, const Walk& w, int buf, int tid, int size,
+                               bool keys_rounded) const {
+    const int at = buf * tokens * ld;
+    mma::finish_tile_copy<2 * Later, P>(keys + at, ld, tokens, block, dk - w.kb * block, tid, size,
+                                        keys_rounded);
+    mma::finish_tile_copy<2 * Later, P>(values + at, ld, tokens, block, dv - w.vb * block, tid,
+                                        size);
+  }
+  // S += part, part = 0 (float's sums per chunk, below).
+  __device__ static void fold_chunk(State& S, State& part) {
+    for (int m = 0; m < row_tiles; ++m)
+      mma::for_each_entry(S[m], part[m], [](int, int, float& s, float& x) {
+        s += x;
+        x = 0.f;
+      });
+  }
+#endif
+
   KOKKOS_INLINE_FUNCTION void operator()(const CudaTeam& team) const {
 #if defined(ATTN_MMA_DEVICE_PASS)
     // The join or the outputs (Start::overlapping_previous), which start only
     // once every team of this kernel has: the outputs may wait for a flag.
     mma::let_next_kernel_start();
-    using E = mma::operand_t<P>;
     E* const keys = reinterpret_cast<E*>(mma::dynamic_shared());  // [stages][tokens][ld]
     E* const values = keys + stages * tokens * ld;
     auto Ks = [&](int stage) { return keys + stage * tokens * ld; };
     auto Vs = [&](int stage) { return values + stage * tokens * ld; };
     __shared__ float factor[tokens];  // lambda^(end of chunk - 1 - u) of the
                                       // tile's tokens (1 without a decay)
-    const int rank = team.league_rank(), tid = team.team_rank(), size = team.team_size();
-    const int vb = rank % blocks, kb = (rank / blocks) % blocks,
-              segment = (rank / (blocks * blocks)) % segments();
-    const int bh = rank / (blocks * blocks * segments());
-    const int b = bh / H, h = bh % H, warp = tid / 32;
+    const int tid = team.team_rank(), size = team.team_size();
+    const Walk w = walk_of(team.league_rank());
+    const int bh = w.bh, kb = w.kb, vb = w.vb, warp = tid / 32;
     const int first_row = Pieces::first_row(warp), first_col = Pieces::first_col(warp);
     unsigned char* const staging = mma::dynamic_shared() + tile_bytes + warp * stage_bytes;
-    const float rate = base2_rate(decay_rate, h);
+    const float rate = base2_rate(decay_rate, w.h);
     const bool keeps_z =
         normalisers.data() && vb == 0 && tid < block;  // thread tid: z of d_k row kb*block + tid
 
-    mma::Accumulator<columns> S[row_tiles];  // the warp's piece of the state block, by 16-row tile
+    State S;
     // In float a chunk's keys are summed from zero in `part`, which is then
     // added to S by fp32 additions: the tensor cores' accumulation truncates
     // against the larger of its operands (mma_fragments.hpp: mma_exact_sum), so
     // into one running state over L / C chunks its error would grow with L.
     // tf32 and bf16, whose tolerances are far above that drift, add into S.
     constexpr bool sums_per_chunk = std::is_same_v<P, float>;
-    mma::Accumulator<columns> part[row_tiles];
+    State part;
     auto& chunk_sum = sums_per_chunk ? part : S;
     for (auto& tile : S) mma::zero(tile);
     for (auto& tile : part) mma::zero(tile);
-    auto fold_chunk = [&] {  // S += part, part = 0 (float)
-      if constexpr (sums_per_chunk)
-        for (int m = 0; m < row_tiles; ++m)
-          mma::for_each_entry(S[m], part[m], [](int, int, float& s, float& x) {
-            s += x;
-            x = 0.f;
-          });
-    };
     float z = 0.f;
     // The block's rows and columns: d_k and d_v, or, transposed, d_v and d_k
     // (S^T accumulated as (Lambda V)^T K: the operands swap).
@@ -260,16 +299,10 @@ struct ChunkStates {
     // tiles of `tokens` steps from `from`. A chunk is a multiple of 16
     // tokens, not of a tile: each tile is added in halves of 16 steps, and a
     // chunk may end after either.
-    const int first = segment * segment_chunks;
+    const int first = w.segment * segment_chunks;
     const int last = first + segment_chunks < chunks - 1 ? first + segment_chunks : chunks - 1;
     const int from = first * C, to = last * C, tiles = ceil_div(to - from, tokens);
-    auto start = [&](int i) {  // copy tile i (tokens from + i*tokens ..) into buffer i % stages
-      const int t = from + i * tokens, count = to - t < tokens ? to - t : tokens;
-      mma::start_tile_copy<P, copies>(Ks(i % stages), ld, tokens, block, k, b, h, t, count,
-                                      dk - kb * block, tid, size, mirror, kb * block);
-      mma::start_tile_copy<P, copies>(Vs(i % stages), ld, tokens, block, v, b, h, t, count,
-                                      dv - vb * block, tid, size, mirror, vb * block);
-    };
+    auto start = [&](int i) { start_tiles(keys, values, w, i, from, to, tid, size); };
     // The flag of a stored state, set once a team barrier has passed since
     // its stores (mma::publish_flag): after the barrier that ends its tile.
     auto publish = [&](int entering) {
@@ -286,18 +319,11 @@ struct ChunkStates {
     for (int i = 0; i < stages - 1 && i < tiles; ++i) start(i);
     for (int i = 0; i < tiles; ++i) {
       const int buf = i % stages, t = from + i * tokens;
-      // Tile i is in once at most the two copies (K and V) of each later tile
-      // in flight are pending.
       if (i + stages - 1 < tiles) {
         start(i + stages - 1);
-        mma::finish_tile_copy<2 * (stages - 1), P>(Ks(buf), ld, tokens, block, dk - kb * block, tid,
-                                                   size, keys_rounded);
-        mma::finish_tile_copy<2 * (stages - 1), P>(Vs(buf), ld, tokens, block, dv - vb * block, tid,
-                                                   size);
+        finish_tiles<stages - 1>(keys, values, w, buf, tid, size, keys_rounded);
       } else {
-        mma::finish_tile_copy<0, P>(Ks(buf), ld, tokens, block, dk - kb * block, tid, size,
-                                    keys_rounded);
-        mma::finish_tile_copy<0, P>(Vs(buf), ld, tokens, block, dv - vb * block, tid, size);
+        finish_tiles<0>(keys, values, w, buf, tid, size, keys_rounded);
       }
       // Each key decayed to the end of its own chunk.
       if (tid < tokens) factor[tid] = decay_power(rate, ((t + tid) / C + 1) * C - 1 - (t + tid));
@@ -320,7 +346,7 @@ struct ChunkStates {
             z += factor[u] * mma::operand_to_float<P>(Ks(buf)[u * ld + tid]);
         if ((t + first + Steps) % C != 0) return;
         const int entering = (t + first + Steps) / C;
-        fold_chunk();
+        if constexpr (sums_per_chunk) fold_chunk(S, part);
         store(entering);
         stored_from = stored_from ? stored_from : entering;
         stored_to = entering + 1;
@@ -493,7 +519,7 @@ __device__ __forceinline__ void store_output_rows(const CudaTensor<P>& o, mma::A
 // in bf16 took less time than 64-column blocks (at B=4 H=32 L=16k d=128:
 // docs/performance-history.md, "Measurements moved out of code comments");
 // float and tf32 at d = 128 hold 64 at three teams an SM, or all 128 at two
-// (see tensor_core_chunked for which). With few teams, half as many.
+// (see launch_chunk_outputs for which). With few teams, half as many.
 template <class P, int D, int ValueBlock = mma::register_value_block<P, D>>
 struct ChunkOutputs {
   static constexpr int warps = 4, rows = 16 * warps;
@@ -868,172 +894,235 @@ inline bool walks_chosen(const Kokkos::Cuda& exec, int teams) {
     return false;
 }
 
+// One call of the tensor-core chunk form: its problem and options, as the
+// launches below take them. mirror = L - 1 for a reverse sweep, -1 otherwise.
+template <class P>
+struct ChunkCall {
+  const Kokkos::Cuda& exec;
+  const char* label;
+  const Shape& s;
+  const CudaTensor<P>&q, &k, &v;
+  const Vector<Kokkos::Cuda, storage_t<P>>& decay_rate;
+  const CudaTensor<P>& o;
+  int C, chunks, mirror;
+  bool normalise;
+
+  int heads() const { return s.batch * s.heads; }  // (batch, head) pairs
+  std::string named(const char* part) const { return std::string(label) + " " + part; }
+};
+
+// The walked outputs (WalkedChunkOutputs, the states never stored) where they
+// apply and are chosen; false, with nothing run, otherwise.
+template <class P, int D>
+bool launched_walked_outputs(const ChunkCall<P>& call) {
+  if constexpr (D >= 64) {
+    using Walked = WalkedChunkOutputs<P, D>;
+    const int teams = call.heads() * Walked::value_blocks;
+    const StatePassing passing = tuning().state_passing;
+    // The walk computes a whole 64-row tile in one chunk.
+    if (call.chunks > 1 && call.C % Walked::rows == 0 &&
+        (passing == StatePassing::walked ||
+         (passing == StatePassing::chosen && walks_chosen<P, D>(call.exec, teams)))) {
+      const Shape& s = call.s;
+      launch_tiles<2>(call.named("walked outputs"), call.exec, teams,
+                      Walked{call.q, call.k, call.v, call.o, call.decay_rate, s.seq, s.heads,
+                             call.C, call.chunks, s.dk, s.dv, call.mirror, call.normalise},
+                      mma::Start::after_previous, Walked::shared_bytes);
+      return true;
+    }
+  }
+  return false;
+}
+
+// The states entering every chunk as the outputs read them: stored by the
+// walk (and the join of its segments), with the flags the outputs wait on
+// when they wait chunk by chunk; none for a single chunk.
+template <class P>
+struct StoredStates {
+  CudaTensor<P> states;
+  Tensor3<Kokkos::Cuda, float> normalisers;
+  StateFlags flags;
+  int segment_chunks;  // chunks a walk takes: the segment length
+};
+
+// Few (batch, head, state block) walks leave most of the GPU idle: when
+// the walks' 16-row pieces fill less than a fifth of the device's warp
+// slots, the sequence is cut into segments walked in parallel and
+// joined after (a two-level scan), as many as fill about a fifth of
+// them, or, with fewer pieces than a tenth, at most half. Measured on an
+// H100 with --state-segments: at B=1 H=8 (256 pieces) lightning/fwd was
+// fastest with 16-32 segments (swept 1..64), and 16 took less time than
+// the 7 that filled a fifth at L = 1k, 4k and 16k in float and bf16; at
+// B=2 H=16 (1024 pieces) lightning/fwd_bwd in float took longer with the
+// 5 that filled half than with 2; at B=4 H=32 (4096 pieces: one walk)
+// 2-4 segments took as long as one or longer
+// (results/logs/segments_b4h32_h100.log). Joining every stored state
+// took as long as the walk (B=1 H=8 L=16k bf16); only the segments'
+// first states are joined here, the others as the outputs read them
+// (docs/performance-history.md, "Measurements moved out of code
+// comments"). Never more segments than one round of resident walk teams
+// holds: those past it would wait for a second round. On an H200 float's
+// walk holds 528 teams (4 an SM at 101 registers), and half the warp
+// slots asked for 544 at B=1 H=8 L=16k (17 segments of 32 walks) and 576
+// at B=1 H=16 4k and 16k (9 of 64): capped at 16 and 8, lightning/fwd
+// and linear/chunk took less time (results/logs/segments_b1h8_h200.log;
+// docs/performance-history.md, "Segments and a second round"). tf32's
+// and bf16's walks hold more, but past half the warp slots (four 64 x 64
+// walks an SM) some SMs take a fifth and set the walk's time: at B=1 H=8
+// L=16k 16 segments took less time than 17 in tf32 and bf16 (three
+// interleaved rounds, H200; results/logs/segments_half_s20_h200.log;
+// docs/performance-history.md, "Half the warp slots, a ceiling"), so
+// half is a ceiling.
+template <class P, int D>
+int state_segments(const ChunkCall<P>& call) {
+  using States = ChunkStates<P, D>;
+  const int walks = call.heads() * States::blocks * States::blocks,
+            warp_slots = call.exec.concurrency() / 32;
+  const int pieces = walks * States::warps * States::row_tiles;
+  const int filling = 10 * pieces < warp_slots ? std::max(1, warp_slots / 2 / pieces)
+                                               : ceil_div(warp_slots / 5, pieces);
+  const int one_round = std::max(1, mma::resident_teams<0, States>(States::shared_bytes) / walks);
+  const int wanted =
+      tuning().state_segments > 0 ? tuning().state_segments : std::min(filling, one_round);
+  return std::min(call.chunks - 1, wanted);
+}
+
+// Launches the walk of ChunkStates<P, D, Block, ...> over every segment: the
+// flags set up first where the outputs wait for each chunk's state rather
+// than the whole walk (one segment, a device that overlaps kernels).
+template <class P, int D, int Block>
+void launch_state_walk(const ChunkCall<P>& call, StoredStates<P>& stored, int segments) {
+  auto walk = [&](auto whole_tiles) {
+    using Walk = ChunkStates<P, D, Block, decltype(whole_tiles)::value>;
+    StateFlags& flags = stored.flags;
+    if (segments == 1 && mma::device_overlaps_kernels() &&
+        tuning().state_wait == StateWait::chunk) {
+      flags.stored = call.chunks - 1;
+      flags.blocks = Walk::blocks;
+      flags.values = workspace_view<Vector<Kokkos::Cuda, unsigned>>(
+          Fill::zeros, "chunk state flags",
+          std::size_t(call.heads()) * flags.stored * flags.blocks * flags.blocks);
+      flags.call = next_state_call();
+    }
+    const Shape& s = call.s;
+    launch_tiles(
+        call.named("states"), call.exec,
+        call.heads() * Walk::blocks * Walk::blocks *
+            ceil_div(call.chunks - 1, stored.segment_chunks),
+        Walk{call.k, call.v, call.decay_rate, stored.states, stored.normalisers, s.seq, s.heads,
+             call.C, call.chunks, s.dk, s.dv, call.mirror, stored.segment_chunks, flags},
+        mma::Start::after_previous, Walk::shared_bytes);
+  };
+  if (call.C % ChunkStates<P, D>::tokens == 0)
+    walk(std::true_type{});
+  else
+    walk(std::false_type{});
+}
+
+// Stores the states entering chunks 1 .. chunks - 1 (the walk, then the join
+// of its segments where there are two or more).
+template <class P, int D>
+StoredStates<P> store_chunk_states(const ChunkCall<P>& call) {
+  StoredStates<P> stored{{}, {}, {}, call.chunks};  // one walk per sequence unless cut below
+  if (call.chunks == 1) return stored;
+  const int BH = call.heads(), chunks = call.chunks;
+  // Kept between calls (common/workspace.hpp); every chunk form and pass
+  // shares them.
+  stored.states = workspace_view<CudaTensor<P>>("chunk states", BH, chunks - 1, D, D);
+  if (call.normalise)
+    stored.normalisers =
+        workspace_view<Tensor3<Kokkos::Cuda, float>>("chunk normalisers", BH, chunks - 1, D);
+  const int segments = state_segments<P, D>(call);
+  stored.segment_chunks = ceil_div(chunks - 1, segments);
+  // One walk per sequence in float and tf32 at d = 128: each team walks
+  // the whole state (16 warps, one team an SM), reading each key and value
+  // once. Against 64 x 64 blocks at B=4 H=32 (H200, two rounds):
+  // lightning/fwd and linear/chunk took less time at 4k and 16k in tf32,
+  // and no more in float; bf16 took longer, and so did the segments' walks
+  // at B=1 H=8, so they keep the blocks
+  // (results/logs/whole_state_walk_s18_h200.log;
+  // docs/performance-history.md, "The whole state in one walk"). The
+  // segments above are counted for the 64 x 64 walks either way.
+  const bool whole_state = !std::is_same_v<P, bf16> && D == 128 && segments == 1;
+  if (whole_state)
+    launch_state_walk<P, D, D>(call, stored, segments);
+  else
+    launch_state_walk<P, D, ChunkStates<P, D>::block>(call, stored, segments);
+  if (2 * stored.segment_chunks <= chunks - 1) {  // a state at 2 Sc or later needs the second
+                                                  // segment's entering one
+    using Join = JoinChunkSegments<P>;
+    const int entries = D * D + (call.normalise ? D : 0);
+    launch_tiles(call.named("join segments"), call.exec, ceil_div(BH * entries, 32 * Join::warps),
+                 Join{stored.states, stored.normalisers, call.decay_rate, call.s.heads, call.C,
+                      chunks, stored.segment_chunks, entries},
+                 mma::Start::overlapping_previous);
+  }
+  return stored;
+}
+
+// Fewer teams than two rounds of the resident ones (few heads, short
+// sequences) leave most warp slots empty, and each team's chain of copies
+// and products sets the time: then each team of the 128-column blocks
+// takes half the value columns, twice the teams with about half the
+// products each (the query-key products repeated). Kokkos counts 2048
+// threads per SM. At B=1 H=8 (H100) bf16 took less time so at L = 1k and
+// 4k (docs/performance-history.md, "Measurements moved out of code
+// comments"); float's 64-column blocks halved took longer at 1k, its
+// query-key products costing three (docs/performance-history.md, "Segments
+// for few heads (H100)").
+// Float and tf32 take every column per team only where the sequence is
+// one chunk (linear/parallel, L <= C): each row tile then attends over
+// all the keys before it, and the query-key products that 64-column
+// blocks repeat dominate. With more than one chunk the state part does,
+// which needs three teams an SM to hide its latency. Every column (two
+// teams an SM) against 64 (three) on an H200: linear/parallel took less
+// time in float and tf32 at B=4 H=32 1k and 4k and B=2 H=16 4k;
+// lightning/fwd, linear/chunk and lightning/fwd_bwd with chunks of 64 took
+// longer at B=4 H=32 4k and 16k and at B=1 H=8 16k, so they keep 64
+// (results/logs/whole_value_outputs_h200.log; docs/performance-history.md,
+// "Every value column per team in float and tf32").
+template <class P, int D>
+void launch_chunk_outputs(const ChunkCall<P>& call, const StoredStates<P>& stored) {
+  using Whole = ChunkOutputs<P, D, D>;
+  const Shape& s = call.s;
+  const int tiles = ceil_div(s.seq, Whole::rows);
+  const bool few = call.heads() * tiles < 2 * (call.exec.concurrency() / 2048) * Whole::min_blocks;
+  const bool whole = tuning().output_blocks != 0 ? tuning().output_blocks == 1
+                     : std::is_same_v<P, bf16>   ? !few
+                                                 : call.chunks == 1 && !few;
+  auto launch = [&](auto value_block) {
+    using Outputs = ChunkOutputs<P, D, decltype(value_block)::value>;
+    launch_tiles<Outputs::min_blocks>(
+        call.named("outputs"), call.exec, call.heads() * tiles * Outputs::value_blocks,
+        Outputs{call.q, call.k, call.v, call.o, call.decay_rate, stored.states, stored.normalisers,
+                s.seq, s.heads, tiles, call.C, s.dk, s.dv, call.mirror, stored.segment_chunks,
+                call.normalise, tuning().warpgroup_products, stored.flags},
+        call.chunks > 1 ? mma::Start::overlapping_previous : mma::Start::after_previous,
+        Outputs::shared_bytes);
+  };
+  constexpr int half = D / 2;
+  if constexpr (half >= 64)
+    if (!whole) return launch(std::integral_constant<int, half>{});
+  launch(std::integral_constant<int, D>{});
+}
+
 // The tensor-core chunk form; false, with nothing run, when it does not apply:
 // a head size above 128, or chunks that a warp's 16 rows would straddle (C
-// not a multiple of 16, and more than one chunk). `mirror` = L - 1 for a
-// reverse sweep, -1 otherwise.
+// not a multiple of 16, and more than one chunk). `reverse`: the sweep runs
+// from the last token to the first.
 template <class P>
 bool tensor_core_chunked(const Kokkos::Cuda& exec, const char* label, const Shape& s,
                          const CudaTensor<P>& q, const CudaTensor<P>& k, const CudaTensor<P>& v,
                          const Vector<Kokkos::Cuda, storage_t<P>>& decay_rate,
                          const CudaTensor<P>& o, int chunk, bool normalise, bool reverse) {
-  const int L = s.seq, C = chunk < L ? chunk : L, chunks = ceil_div(L, C);
+  const int L = s.seq, C = chunk < L ? chunk : L;
   if (!chunks_straddle_tiles(L, chunk, mma_rows).empty()) return false;
-  const int mirror = reverse ? L - 1 : -1, BH = s.batch * s.heads;
+  const ChunkCall<P> call{
+      exec, label, s, q, k, v, decay_rate, o, C, ceil_div(L, C), reverse ? L - 1 : -1, normalise};
   auto run = [&](auto head) {
     constexpr int D = decltype(head)::value;
-    if constexpr (D >= 64) {
-      using Walked = WalkedChunkOutputs<P, D>;
-      const int teams = BH * Walked::value_blocks;
-      const StatePassing passing = tuning().state_passing;
-      // The walk computes a whole 64-row tile in one chunk.
-      if (chunks > 1 && C % Walked::rows == 0 &&
-          (passing == StatePassing::walked ||
-           (passing == StatePassing::chosen && walks_chosen<P, D>(exec, teams)))) {
-        launch_tiles<2>(
-            std::string(label) + " walked outputs", exec, teams,
-            Walked{q, k, v, o, decay_rate, L, s.heads, C, chunks, s.dk, s.dv, mirror, normalise},
-            mma::Start::after_previous, Walked::shared_bytes);
-        return;
-      }
-    }
-    CudaTensor<P> states;
-    Tensor3<Kokkos::Cuda, float> normalisers;
-    StateFlags flags;
-    int segment_chunks = chunks;  // one walk per sequence unless cut below
-    if (chunks > 1) {
-      using States = ChunkStates<P, D>;
-      // Kept between calls (common/workspace.hpp); every chunk form and pass
-      // shares them.
-      states = workspace_view<CudaTensor<P>>("chunk states", BH, chunks - 1, D, D);
-      if (normalise)
-        normalisers =
-            workspace_view<Tensor3<Kokkos::Cuda, float>>("chunk normalisers", BH, chunks - 1, D);
-      // Few (batch, head, state block) walks leave most of the GPU idle: when
-      // the walks' 16-row pieces fill less than a fifth of the device's warp
-      // slots, the sequence is cut into segments walked in parallel and
-      // joined after (a two-level scan), as many as fill about a fifth of
-      // them, or, with fewer pieces than a tenth, at most half. Measured on an
-      // H100 with --state-segments: at B=1 H=8 (256 pieces) lightning/fwd was
-      // fastest with 16-32 segments (swept 1..64), and 16 took less time than
-      // the 7 that filled a fifth at L = 1k, 4k and 16k in float and bf16; at
-      // B=2 H=16 (1024 pieces) lightning/fwd_bwd in float took longer with the
-      // 5 that filled half than with 2; at B=4 H=32 (4096 pieces: one walk)
-      // 2-4 segments took as long as one or longer
-      // (results/logs/segments_b4h32_h100.log). Joining every stored state
-      // took as long as the walk (B=1 H=8 L=16k bf16); only the segments'
-      // first states are joined here, the others as the outputs read them
-      // (docs/performance-history.md, "Measurements moved out of code
-      // comments"). Never more segments than one round of resident walk teams
-      // holds: those past it would wait for a second round. On an H200 float's
-      // walk holds 528 teams (4 an SM at 101 registers), and half the warp
-      // slots asked for 544 at B=1 H=8 L=16k (17 segments of 32 walks) and 576
-      // at B=1 H=16 4k and 16k (9 of 64): capped at 16 and 8, lightning/fwd
-      // and linear/chunk took less time (results/logs/segments_b1h8_h200.log;
-      // docs/performance-history.md, "Segments and a second round"). tf32's
-      // and bf16's walks hold more, but past half the warp slots (four 64 x 64
-      // walks an SM) some SMs take a fifth and set the walk's time: at B=1 H=8
-      // L=16k 16 segments took less time than 17 in tf32 and bf16 (three
-      // interleaved rounds, H200; results/logs/segments_half_s20_h200.log;
-      // docs/performance-history.md, "Half the warp slots, a ceiling"), so
-      // half is a ceiling.
-      const int walks = BH * States::blocks * States::blocks, warp_slots = exec.concurrency() / 32;
-      const int pieces = walks * States::warps * States::row_tiles;
-      const int filling = 10 * pieces < warp_slots ? std::max(1, warp_slots / 2 / pieces)
-                                                   : ceil_div(warp_slots / 5, pieces);
-      const int one_round =
-          std::max(1, mma::resident_teams<0, States>(States::shared_bytes) / walks);
-      const int wanted =
-          tuning().state_segments > 0 ? tuning().state_segments : std::min(filling, one_round);
-      const int segments = std::min(chunks - 1, wanted);
-      segment_chunks = ceil_div(chunks - 1, segments);
-      // One walk per sequence in float and tf32 at d = 128: each team walks
-      // the whole state (16 warps, one team an SM), reading each key and value
-      // once. Against 64 x 64 blocks at B=4 H=32 (H200, two rounds):
-      // lightning/fwd and linear/chunk took less time at 4k and 16k in tf32,
-      // and no more in float; bf16 took longer, and so did the segments' walks
-      // at B=1 H=8, so they keep the blocks
-      // (results/logs/whole_state_walk_s18_h200.log;
-      // docs/performance-history.md, "The whole state in one walk"). The
-      // segments above are counted for the 64 x 64 walks either way.
-      const bool whole_state = !std::is_same_v<P, bf16> && D == 128 && segments == 1;
-      auto walk = [&](auto block, auto whole_tiles) {
-        using Walk = ChunkStates<P, D, decltype(block)::value, decltype(whole_tiles)::value>;
-        if (segments == 1 && mma::device_overlaps_kernels() &&
-            tuning().state_wait == StateWait::chunk) {
-          flags.stored = chunks - 1;
-          flags.blocks = Walk::blocks;
-          flags.values = workspace_view<Vector<Kokkos::Cuda, unsigned>>(
-              Fill::zeros, "chunk state flags",
-              std::size_t(BH) * flags.stored * flags.blocks * flags.blocks);
-          flags.call = next_state_call();
-        }
-        launch_tiles(std::string(label) + " states", exec,
-                     BH * Walk::blocks * Walk::blocks * ceil_div(chunks - 1, segment_chunks),
-                     Walk{k, v, decay_rate, states, normalisers, L, s.heads, C, chunks, s.dk, s.dv,
-                          mirror, segment_chunks, flags},
-                     mma::Start::after_previous, Walk::shared_bytes);
-      };
-      auto walk_tiles = [&](auto block) {
-        if (C % States::tokens == 0)
-          walk(block, std::true_type{});
-        else
-          walk(block, std::false_type{});
-      };
-      if (whole_state)
-        walk_tiles(std::integral_constant<int, D>{});
-      else
-        walk_tiles(std::integral_constant<int, States::block>{});
-      if (2 * segment_chunks <= chunks - 1) {  // a state at 2 Sc or later needs the second
-                                               // segment's entering one
-        using Join = JoinChunkSegments<P>;
-        const int entries = D * D + (normalise ? D : 0);
-        launch_tiles(
-            std::string(label) + " join segments", exec, ceil_div(BH * entries, 32 * Join::warps),
-            Join{states, normalisers, decay_rate, s.heads, C, chunks, segment_chunks, entries},
-            mma::Start::overlapping_previous);
-      }
-    }
-    // Fewer teams than two rounds of the resident ones (few heads, short
-    // sequences) leave most warp slots empty, and each team's chain of copies
-    // and products sets the time: then each team of the 128-column blocks
-    // takes half the value columns, twice the teams with about half the
-    // products each (the query-key products repeated). Kokkos counts 2048
-    // threads per SM. At B=1 H=8 (H100) bf16 took less time so at L = 1k and
-    // 4k (docs/performance-history.md, "Measurements moved out of code
-    // comments"); float's 64-column blocks halved took longer at 1k, its
-    // query-key products costing three (docs/performance-history.md, "Segments
-    // for few heads (H100)").
-    // Float and tf32 take every column per team only where the sequence is
-    // one chunk (linear/parallel, L <= C): each row tile then attends over
-    // all the keys before it, and the query-key products that 64-column
-    // blocks repeat dominate. With more than one chunk the state part does,
-    // which needs three teams an SM to hide its latency. Every column (two
-    // teams an SM) against 64 (three) on an H200: linear/parallel took less
-    // time in float and tf32 at B=4 H=32 1k and 4k and B=2 H=16 4k;
-    // lightning/fwd, linear/chunk and lightning/fwd_bwd with chunks of 64 took
-    // longer at B=4 H=32 4k and 16k and at B=1 H=8 16k, so they keep 64
-    // (results/logs/whole_value_outputs_h200.log; docs/performance-history.md,
-    // "Every value column per team in float and tf32").
-    using Whole = ChunkOutputs<P, D, D>;
-    const int tiles = ceil_div(L, Whole::rows);
-    const bool few = BH * tiles < 2 * (exec.concurrency() / 2048) * Whole::min_blocks;
-    const bool whole = tuning().output_blocks != 0 ? tuning().output_blocks == 1
-                       : std::is_same_v<P, bf16>   ? !few
-                                                   : chunks == 1 && !few;
-    auto launch_outputs = [&](auto value_block) {
-      using Outputs = ChunkOutputs<P, D, decltype(value_block)::value>;
-      launch_tiles<Outputs::min_blocks>(
-          std::string(label) + " outputs", exec, BH * tiles * Outputs::value_blocks,
-          Outputs{q, k, v, o, decay_rate, states, normalisers, L, s.heads, tiles, C, s.dk, s.dv,
-                  mirror, segment_chunks, normalise, tuning().warpgroup_products, flags},
-          chunks > 1 ? mma::Start::overlapping_previous : mma::Start::after_previous,
-          Outputs::shared_bytes);
-    };
-    constexpr int half = D / 2;
-    if constexpr (half >= 64)
-      if (!whole) return launch_outputs(std::integral_constant<int, half>{});
-    launch_outputs(std::integral_constant<int, D>{});
+    if (launched_walked_outputs<P, D>(call)) return;
+    launch_chunk_outputs<P, D>(call, store_chunk_states<P, D>(call));
   };
   return mma::with_padded_head(s.dk, s.dv, run);
 }

@@ -10,7 +10,7 @@
 namespace attn {
 
 // How the tensor-core chunk forms pass the state from chunk to chunk:
-// `chosen` as tensor_core_chunked chooses by the problem and the device;
+// `chosen` as launched_walked_outputs chooses by the problem and the device;
 // `stored`: a walk stores every chunk's entering state and the outputs are
 // computed in parallel after; `walked`: each team walks its chunks and
 // computes their outputs as it goes (WalkedChunkOutputs).
@@ -34,7 +34,8 @@ struct Tuning {
   bool warpgroup_products = true;
   // How many segments the tensor-core chunk forms (chunked_causal's and
   // GSA's gated chunks) cut each sequence's state walk into: 0 chooses by the
-  // device's size (see tensor_core_chunked); at most the stored states are used.
+  // device's size (chunked_causal_tensor_core.hpp, state_segments); at most the stored
+  // states are used.
   int state_segments = 0;
   StatePassing state_passing = StatePassing::chosen;
   StateWait state_wait = StateWait::chunk;
