@@ -503,7 +503,6 @@ struct GatedChunkOutputs {
 
   KOKKOS_INLINE_FUNCTION void operator()(const mma::CudaTeam& team) const {
 #if defined(ATTN_MMA_DEVICE_PASS)
-    using E = mma::operand_t<P>;
     __shared__ __align__(16) E tile_memory[shared];
     __shared__ __align__(16) float stage_sums[stages][keys * ld_sums];  // b of a sub-chunk's steps
     __shared__ float first_sums[warps][G];      // r_w: b at each warp's first row
@@ -525,8 +524,6 @@ struct GatedChunkOutputs {
     const ColumnBlock columns = Blocked ? blocks(block) : ColumnBlock{0, blocks.X, 0, blocks.Y};
     const GateSumView sums = Blocked ? block_gate_sums(gate_sums, columns, KeyGated) : gate_sums;
     const int m = KeyGated ? columns.keys : columns.values;  // the block's gate columns
-    const bool adds_earlier_blocks = Blocked && key_block > 0,
-               leaves_sum_for_later = Blocked && key_block + 1 < blocks.key_blocks();
     const int warp = tid / 32, row0 = tile.first + 16 * warp;
     // The chunk of the warp's rows (C is a multiple of 16), and the chunks of
     // the tile's first and last rows: one, unless C is not a multiple of 64.
@@ -534,8 +531,7 @@ struct GatedChunkOutputs {
     const int n = row0 / C, t0 = n * C;
     const int first_chunk = tile.first / C, last_chunk = (tile.first + tile.count - 1) / C;
     const bool active = row0 < L;
-    const int X = columns.keys, Y = columns.values;
-    const int first_key = columns.first_key, first_value = columns.first_value;
+    const int X = columns.keys, Y = columns.values, first_key = columns.first_key;
     auto gate_sum = [&](int step, int c) {
       return c < m ? sums(b, h, step < L ? step : L - 1, c) : 0.f;
     };
@@ -550,14 +546,7 @@ struct GatedChunkOutputs {
     mma::RowTile<P, XD> Q;
     mma::load_row_tiles<shared>(team, Q, tile_memory, query, b, h, tile.first, L, X, mirror,
                                 first_key);
-    if constexpr (KeyGated) {  // q_t exp(b_t - r_w), the sums of the thread's two rows read in
-                               // place
-      const int g = mma::entry_row(0);
-      const float* const row_sums[2] = {&sums(b, h, row0 + g < L ? row0 + g : L - 1, 0),
-                                        &sums(b, h, row0 + g + 8 < L ? row0 + g + 8 : L - 1, 0)};
-      mma::scale_entries(
-          Q, [&](int r, int c) { return c < m ? weight_exp(row_sums[r >> 3][c] - r_w[c]) : 0.f; });
-    }
+    if constexpr (KeyGated) scale_queries(Q, sums, r_w, b, h, row0, m);
     mma::Accumulator<YD> O;
     mma::zero(O);
 
@@ -568,44 +557,19 @@ struct GatedChunkOutputs {
     // Intra-chunk, one key sub-chunk at a time, up to the team's last rows.
     const int end = tile.first + tile.count;
     auto stage_tiles = [&](int stage) { return tile_memory + stage * copied; };
-    auto copy_sub_chunk = [&](int j0, int stage) {
-      E* const Kt = stage_tiles(stage);
-      E* const Vt = Kt + keys * ld;
-      const int nk = L - j0 < keys ? L - j0 : keys;
-      if constexpr (!writes_only_weights)
-        mma::start_tile_copy<P>(Vt, ldv, keys, YD, value, b, h, j0, nk, Y, tid, size, mirror,
-                                first_value);
-      if constexpr (reads_weights) return;
-      mma::start_tile_copy<P>(Kt, ld, keys, XD, key, b, h, j0, nk, X, tid, size, mirror, first_key);
-      if constexpr (KeyGated)
-        mma::start_tile_copy<P>(Vt + keys * ldv, ld, keys, XD, query, b, h, j0, nk, X, tid, size,
-                                mirror, first_key);
-      mma::start_tile_copy<float>(stage_sums[stage], ld_sums, keys, G, sums, b, h, j0, nk, m, tid,
-                                  size);
-    };
-    auto finish_sub_chunk = [&](auto pending, int stage) {  // at most `pending` later copies pend
-      constexpr int later = decltype(pending)::value;
-      E* const Kt = stage_tiles(stage);
-      E* const Vt = Kt + keys * ld;
-      if constexpr (!writes_only_weights)
-        mma::finish_tile_copy<later, P>(Vt, ldv, keys, YD, Y, tid, size);
-      if constexpr (reads_weights) return;
-      mma::finish_tile_copy<later, P>(Kt, ld, keys, XD, X, tid, size);
-      if constexpr (KeyGated)
-        mma::finish_tile_copy<later, P>(Vt + keys * ldv, ld, keys, XD, X, tid, size);
-      mma::finish_tile_copy<later, float>(stage_sums[stage], ld_sums, keys, G, m, tid, size);
-    };
+    const SubChunkCopies copies_of{b, h, tid, size, m, columns, sums};
     for (int j0 = first_chunk * C, step = 0; j0 < end; j0 += keys, ++step) {
       const int nk = L - j0 < keys ? L - j0 : keys, stage = step % stages;
       const bool diagonal_step = j0 >= tile.first;  // the sub-chunk of warp (j0 - first) / 16
       const int owner = (j0 - tile.first) / keys;
       team.team_barrier();  // the sub-chunk `stages` back (or S_n, or Q's staging) is consumed
-      if (stages == 1 || step == 0) copy_sub_chunk(j0, stage);
+      if (stages == 1 || step == 0)
+        start_sub_chunk(copies_of, stage_tiles(stage), stage_sums[stage], j0);
       if (stages == 2 && j0 + keys < end) {
-        copy_sub_chunk(j0 + keys, 1 - stage);
-        finish_sub_chunk(std::integral_constant<int, copies>{}, stage);
+        start_sub_chunk(copies_of, stage_tiles(1 - stage), stage_sums[1 - stage], j0 + keys);
+        finish_sub_chunk<copies>(copies_of, stage_tiles(stage), stage_sums[stage]);
       } else {
-        finish_sub_chunk(std::integral_constant<int, 0>{}, stage);
+        finish_sub_chunk<0>(copies_of, stage_tiles(stage), stage_sums[stage]);
       }
       team.team_barrier();
       const E* const Kt = stage_tiles(stage);
@@ -613,65 +577,17 @@ struct GatedChunkOutputs {
       const E* const Qt = Vt + keys * ldv;  // key gate: the sub-chunk's raw queries
       const float* const sub_sums = stage_sums[stage];
       const float* const r_j = sub_sums + (nk - 1) * ld_sums;
-      if constexpr (!KeyGated)  // the diagonal's scores q_t . k_u, u <= t
-        if (diagonal_step && warp == owner) {
-          mma::Accumulator<keys> A;
-          mma::zero(A);
-          mma::add_abt(A, Q, Kt, ld);
-          mma::for_each_entry(
-              A, [&](int r, int c, float& x) { diagonal[r][c] = c <= r && c < nk ? x : 0.f; });
-        }
-      if constexpr (!reads_weights) {  // the gated side times exp(r_j - b_u), for the warps
-                                       // past the sub-chunk
-        const E* raw = KeyGated ? Kt : Vt;
-        const int stride = KeyGated ? ld : ldv;
-        for (int e = tid; e < keys * G; e += size) {
-          const int u = e / G, c = e % G;
-          const float factor =
-              c < m && u < nk ? weight_exp(r_j[c] - sub_sums[u * ld_sums + c]) : 0.f;
-          gated[u * stride + c] =
-              mma::operand_from_float<P>(mma::operand_to_float<P>(raw[u * stride + c]) * factor);
-        }
-      }
-      // The diagonal sub-chunk pair by pair: thread (row t, lane l of 8) takes
-      // a span of 8 or 16 of the gate columns, in registers, against every
-      // key u <= t (the key gate's x sums then reduced over the 8 lanes).
-      constexpr int lanes = 8;
-      static_assert(warps * 32 == keys * lanes, "a thread per (row of the sub-chunk, lane)");
-      const int t = tid / lanes, lane = tid % lanes;
-      if constexpr (KeyGated && !reads_weights)  // weights sum_x q_t[x] k_u[x] exp(b_t[x] - b_u[x])
-        if (diagonal_step) {
-          constexpr int span = XD / lanes;
-          float part[keys];
-#pragma unroll
-          for (int u = 0; u < keys; ++u) part[u] = 0.f;
-#pragma unroll
-          for (int c = lane * span; c < (lane + 1) * span; c += 8) {
-            float q[8], bt[8];
-            load8<P>(Qt + t * ld + c, q);
-            load8<float>(sub_sums + t * ld_sums + c, bt);
-#pragma unroll
-            for (int u = 0; u < keys; ++u)
-              if (u <= t && t < nk) {
-                float k[8], bu[8];
-                load8<P>(Kt + u * ld + c, k);
-                load8<float>(sub_sums + u * ld_sums + c, bu);
-#pragma unroll
-                for (int i = 0; i < 8; ++i) part[u] += q[i] * k[i] * weight_exp(bt[i] - bu[i]);
-              }
-          }
-#pragma unroll
-          for (int u = 0; u < keys; ++u) {
-#pragma unroll
-            for (int offset = 1; offset < lanes; offset *= 2)
-              part[u] += __shfl_xor_sync(0xffffffffu, part[u], offset);
-            if (u % lanes == lane) diagonal[t][u] = u <= t && t < nk ? part[u] : 0.f;
-          }
-        }
+      if constexpr (!KeyGated)
+        if (diagonal_step && warp == owner) diagonal_scores(diagonal, Q, Kt, nk);
+      if constexpr (!reads_weights)  // for the warps past the sub-chunk
+        scale_gated_side(gated, KeyGated ? Kt : Vt, sub_sums, r_j, nk, m, tid, size);
+      if constexpr (KeyGated && !reads_weights)
+        if (diagonal_step) diagonal_key_weights(diagonal, Qt, Kt, sub_sums, nk, tid);
       team.team_barrier();
       if constexpr (!KeyGated)  // outputs sum_u (q_t . k_u) v_u[y] exp(b_t[y] - b_u[y])
         if (diagonal_step) {
           constexpr int span = YD / lanes;
+          const int t = tid / lanes, lane = tid % lanes;
 #pragma unroll
           for (int c = lane * span; c < (lane + 1) * span; c += 8) {
             float bt[8], sum[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
@@ -691,73 +607,236 @@ struct GatedChunkOutputs {
           }
           team.team_barrier();
         }
-      // The key gate's weights of the warp's rows against the sub-chunk's keys,
-      // as the weights launch wrote them.
-      auto weights_of = [&](mma::Accumulator<keys>& A) {
-        mma::for_each_entry(A, [&](int r, int c, float& x) {
-          x = row0 + r < L && j0 + c <= row0 + r ? float(key_weights(b, h, row0 + r, j0 - t0 + c))
-                                                 : 0.f;
-        });
-      };
-      // The weights launch writes them (and has no outputs); else they are
-      // used in place.
-      auto use_weights = [&](mma::Accumulator<keys>& A) {
-        if constexpr (writes_only_weights)
-          mma::for_each_entry(A, [&](int r, int c, float& x) {
-            if (row0 + r < L) key_weights(b, h, row0 + r, j0 - t0 + c) = storage_t<P>(x);
-          });
-        else
-          mma::add_ab<P>(O, A, Vt, ldv);
-      };
-      if (active && row0 >= j0 + keys && j0 >= t0) {  // the warp's rows are past the sub-chunk,
-                                                      // in its chunk
-        mma::Accumulator<keys> A;                     // its weights against the sub-chunk's keys
-        mma::zero(A);
-        if constexpr (reads_weights) {
-          weights_of(A);
-          mma::add_ab<P>(O, A, Vt, ldv);
-        } else if constexpr (KeyGated) {
-#pragma unroll
-          for (int kk = 0; kk < XD / mma::k_step<P>; ++kk) {
-            std::uint32_t a[4];
-            mma::row_tile_raw(Q, kk, a);
-            mma::scale_fragment_columns<P>(a, [&](int c) {
-              const int x = kk * mma::k_step<P> + c;
-              return weight_exp(r_w[x] - r_j[x]);
-            });
-            mma::add_abt_step<P>(A, mma::prepare<P>(a), gated, ld, kk);
-          }
-          use_weights(A);
-        } else {
-          mma::add_abt(A, Q, Kt, ld);
-          mma::Accumulator<YD> part;
-          mma::zero(part);
-          mma::add_ab<P>(part, A, gated, ldv);
-          mma::for_each_entry(O, part, [&](int, int c, float& total, float& x) {
-            total += x * weight_exp(r_w[c] - r_j[c]);
-          });
-        }
-      }
-      if (diagonal_step && warp == owner) {
-        if constexpr (reads_weights) {
-          mma::Accumulator<keys> A;
-          weights_of(A);
-          mma::add_ab<P>(O, A, Vt, ldv);
-        } else if constexpr (KeyGated) {
-          mma::Accumulator<keys> A;
-          mma::for_each_entry(A, [&](int r, int c, float& x) { x = diagonal[r][c]; });
-          use_weights(A);
-        } else {  // the off-diagonal and inter-chunk sums take exp(b_t - r_w) now, then the
-                  // diagonal's
-          mma::for_each_entry(O, [&](int r, int c, float& x) {
-            const float to_row =
-                c < m && r < nk ? weight_exp(sub_sums[r * ld_sums + c] - r_w[c]) : 0.f;
-            x = x * to_row + (c < Y ? diagonal_out[r][c] : 0.f);
-          });
-        }
-      }
+      const WeightRows rows_at{b, h, row0, j0, t0};
+      if (active && row0 >= j0 + keys && j0 >= t0)  // the warp's rows are past the sub-chunk,
+                                                    // in its chunk
+        add_past_sub_chunk(O, Q, Kt, Vt, gated, r_w, r_j, rows_at);
+      if (diagonal_step && warp == owner)
+        add_diagonal(O, Vt, diagonal, diagonal_out, sub_sums, r_w, nk, m, Y, rows_at);
     }
     if (!active || writes_only_weights) return;
+    store_outputs(O, b, h, row0, columns);
+#endif
+  }
+
+#if defined(ATTN_MMA_DEVICE_PASS)
+  // The steps of operator(), in the order it takes them.
+  using E = mma::operand_t<P>;
+  // The diagonal sub-chunk pair by pair: thread (row t, lane of 8) takes a
+  // span of 8 or 16 of the gate columns, in registers, against every key
+  // u <= t.
+  static constexpr int lanes = 8;
+  static_assert(warps * 32 == keys * lanes, "a thread per (row of the sub-chunk, lane)");
+
+  // Key gate: the queries of the warp's rows times exp(b_t - r_w) <= 1, the
+  // sums of the thread's two rows read in place.
+  __device__ __forceinline__ void scale_queries(mma::RowTile<P, XD>& Q, const GateSumView& sums,
+                                                const float* r_w, int b, int h, int row0,
+                                                int m) const {
+    const int g = mma::entry_row(0);
+    const float* const row_sums[2] = {&sums(b, h, row0 + g < L ? row0 + g : L - 1, 0),
+                                      &sums(b, h, row0 + g + 8 < L ? row0 + g + 8 : L - 1, 0)};
+    mma::scale_entries(
+        Q, [&](int r, int c) { return c < m ? weight_exp(row_sums[r >> 3][c] - r_w[c]) : 0.f; });
+  }
+
+  // What a team's copies of a key sub-chunk read: its batch and head, the
+  // thread's place in the team, and the column block's gate sums.
+  struct SubChunkCopies {
+    int b, h, tid, size, m;
+    const ColumnBlock& columns;
+    const GateSumView& sums;
+  };
+
+  // Starts the copies of the sub-chunk at step j0 into a stage's tiles (Kt,
+  // Vt, key gate: its queries) and gate sums: the value tile only where the
+  // key gate's weights are read.
+  __device__ __forceinline__ void start_sub_chunk(const SubChunkCopies& at, E* Kt, float* sub_sums,
+                                                  int j0) const {
+    E* const Vt = Kt + keys * ld;
+    const int nk = L - j0 < keys ? L - j0 : keys;
+    const int X = at.columns.keys, Y = at.columns.values, first_key = at.columns.first_key;
+    if constexpr (!writes_only_weights)
+      mma::start_tile_copy<P>(Vt, ldv, keys, YD, value, at.b, at.h, j0, nk, Y, at.tid, at.size,
+                              mirror, at.columns.first_value);
+    if constexpr (reads_weights) return;
+    mma::start_tile_copy<P>(Kt, ld, keys, XD, key, at.b, at.h, j0, nk, X, at.tid, at.size, mirror,
+                            first_key);
+    if constexpr (KeyGated)
+      mma::start_tile_copy<P>(Vt + keys * ldv, ld, keys, XD, query, at.b, at.h, j0, nk, X, at.tid,
+                              at.size, mirror, first_key);
+    mma::start_tile_copy<float>(sub_sums, ld_sums, keys, G, at.sums, at.b, at.h, j0, nk, at.m,
+                                at.tid, at.size);
+  }
+  // Waits for a stage's copies, while at most `later` later ones pend.
+  template <int later>
+  __device__ __forceinline__ void finish_sub_chunk(const SubChunkCopies& at, E* Kt,
+                                                   float* sub_sums) const {
+    E* const Vt = Kt + keys * ld;
+    const int X = at.columns.keys, Y = at.columns.values;
+    if constexpr (!writes_only_weights)
+      mma::finish_tile_copy<later, P>(Vt, ldv, keys, YD, Y, at.tid, at.size);
+    if constexpr (reads_weights) return;
+    mma::finish_tile_copy<later, P>(Kt, ld, keys, XD, X, at.tid, at.size);
+    if constexpr (KeyGated)
+      mma::finish_tile_copy<later, P>(Vt + keys * ldv, ld, keys, XD, X, at.tid, at.size);
+    mma::finish_tile_copy<later, float>(sub_sums, ld_sums, keys, G, at.m, at.tid, at.size);
+  }
+
+  // Value gate: the diagonal sub-chunk's scores q_t . k_u, u <= t, by the
+  // warp whose rows it holds.
+  __device__ __forceinline__ void diagonal_scores(float (*diagonal)[keys + 1],
+                                                  const mma::RowTile<P, XD>& Q, const E* Kt,
+                                                  int nk) const {
+    mma::Accumulator<keys> A;
+    mma::zero(A);
+    mma::add_abt(A, Q, Kt, ld);
+    mma::for_each_entry(
+        A, [&](int r, int c, float& x) { diagonal[r][c] = c <= r && c < nk ? x : 0.f; });
+  }
+
+  // The gated side (keys, key gate; values, value gate) times exp(r_j - b_u),
+  // for the warps whose rows are past the sub-chunk (r_j: b at its last step).
+  __device__ __forceinline__ void scale_gated_side(E* gated, const E* raw, const float* sub_sums,
+                                                   const float* r_j, int nk, int m, int tid,
+                                                   int size) const {
+    const int stride = KeyGated ? ld : ldv;
+    for (int e = tid; e < keys * G; e += size) {
+      const int u = e / G, c = e % G;
+      const float factor = c < m && u < nk ? weight_exp(r_j[c] - sub_sums[u * ld_sums + c]) : 0.f;
+      gated[u * stride + c] =
+          mma::operand_from_float<P>(mma::operand_to_float<P>(raw[u * stride + c]) * factor);
+    }
+  }
+
+  // Key gate: the diagonal's weights sum_x q_t[x] k_u[x] exp(b_t[x] - b_u[x]),
+  // u <= t, each lane's span of x then summed over the 8 lanes.
+  __device__ __forceinline__ void diagonal_key_weights(float (*diagonal)[keys + 1], const E* Qt,
+                                                       const E* Kt, const float* sub_sums, int nk,
+                                                       int tid) const {
+    constexpr int span = XD / lanes;
+    const int t = tid / lanes, lane = tid % lanes;
+    float part[keys];
+#pragma unroll
+    for (int u = 0; u < keys; ++u) part[u] = 0.f;
+#pragma unroll
+    for (int c = lane * span; c < (lane + 1) * span; c += 8) {
+      float q[8], bt[8];
+      load8<P>(Qt + t * ld + c, q);
+      load8<float>(sub_sums + t * ld_sums + c, bt);
+#pragma unroll
+      for (int u = 0; u < keys; ++u)
+        if (u <= t && t < nk) {
+          float k[8], bu[8];
+          load8<P>(Kt + u * ld + c, k);
+          load8<float>(sub_sums + u * ld_sums + c, bu);
+#pragma unroll
+          for (int i = 0; i < 8; ++i) part[u] += q[i] * k[i] * weight_exp(bt[i] - bu[i]);
+        }
+    }
+#pragma unroll
+    for (int u = 0; u < keys; ++u) {
+#pragma unroll
+      for (int offset = 1; offset < lanes; offset *= 2)
+        part[u] += __shfl_xor_sync(0xffffffffu, part[u], offset);
+      if (u % lanes == lane) diagonal[t][u] = u <= t && t < nk ? part[u] : 0.f;
+    }
+  }
+
+  // The key gate's intra-chunk weights of a warp's rows from row0 against a
+  // sub-chunk's keys from j0, in chunk t0's columns of key_weights.
+  struct WeightRows {
+    int b, h, row0, j0, t0;
+  };
+  // The weights as the weights launch wrote them.
+  __device__ __forceinline__ void read_weights(mma::Accumulator<keys>& A,
+                                               const WeightRows& at) const {
+    mma::for_each_entry(A, [&](int r, int c, float& x) {
+      x = at.row0 + r < L && at.j0 + c <= at.row0 + r
+              ? float(key_weights(at.b, at.h, at.row0 + r, at.j0 - at.t0 + c))
+              : 0.f;
+    });
+  }
+  // The weights launch writes them (and has no outputs); else they are used
+  // in place, against the sub-chunk's values.
+  __device__ __forceinline__ void use_weights(mma::Accumulator<keys>& A, mma::Accumulator<YD>& O,
+                                              const E* Vt, const WeightRows& at) const {
+    if constexpr (writes_only_weights)
+      mma::for_each_entry(A, [&](int r, int c, float& x) {
+        if (at.row0 + r < L)
+          key_weights(at.b, at.h, at.row0 + r, at.j0 - at.t0 + c) = storage_t<P>(x);
+      });
+    else
+      mma::add_ab<P>(O, A, Vt, ldv);
+  }
+
+  // Adds a sub-chunk that lies wholly before the warp's rows, in their chunk:
+  // the rows' weights against its keys (r_w - r_j <= 0 scales the queries,
+  // the keys or values carrying exp(r_j - b_u)), times its values.
+  __device__ __forceinline__ void add_past_sub_chunk(mma::Accumulator<YD>& O,
+                                                     const mma::RowTile<P, XD>& Q, const E* Kt,
+                                                     const E* Vt, const E* gated, const float* r_w,
+                                                     const float* r_j,
+                                                     const WeightRows& rows_at) const {
+    mma::Accumulator<keys> A;
+    mma::zero(A);
+    if constexpr (reads_weights) {
+      read_weights(A, rows_at);
+      mma::add_ab<P>(O, A, Vt, ldv);
+    } else if constexpr (KeyGated) {
+#pragma unroll
+      for (int kk = 0; kk < XD / mma::k_step<P>; ++kk) {
+        std::uint32_t a[4];
+        mma::row_tile_raw(Q, kk, a);
+        mma::scale_fragment_columns<P>(a, [&](int c) {
+          const int x = kk * mma::k_step<P> + c;
+          return weight_exp(r_w[x] - r_j[x]);
+        });
+        mma::add_abt_step<P>(A, mma::prepare<P>(a), gated, ld, kk);
+      }
+      use_weights(A, O, Vt, rows_at);
+    } else {
+      mma::add_abt(A, Q, Kt, ld);
+      mma::Accumulator<YD> part;
+      mma::zero(part);
+      mma::add_ab<P>(part, A, gated, ldv);
+      mma::for_each_entry(O, part, [&](int, int c, float& total, float& x) {
+        total += x * weight_exp(r_w[c] - r_j[c]);
+      });
+    }
+  }
+
+  // Adds the diagonal sub-chunk, the warp's own rows (u <= t), from the
+  // weights (key gate) or outputs (value gate) its pairs gave.
+  __device__ __forceinline__ void add_diagonal(mma::Accumulator<YD>& O, const E* Vt,
+                                               const float (*diagonal)[keys + 1],
+                                               const float (*diagonal_out)[KeyGated ? 1 : YD + 1],
+                                               const float* sub_sums, const float* r_w, int nk,
+                                               int m, int Y, const WeightRows& rows_at) const {
+    if constexpr (reads_weights) {
+      mma::Accumulator<keys> A;
+      read_weights(A, rows_at);
+      mma::add_ab<P>(O, A, Vt, ldv);
+    } else if constexpr (KeyGated) {
+      mma::Accumulator<keys> A;
+      mma::for_each_entry(A, [&](int r, int c, float& x) { x = diagonal[r][c]; });
+      use_weights(A, O, Vt, rows_at);
+    } else {  // the off-diagonal and inter-chunk sums take exp(b_t - r_w) now, then the
+              // diagonal's
+      mma::for_each_entry(O, [&](int r, int c, float& x) {
+        const float to_row = c < m && r < nk ? weight_exp(sub_sums[r * ld_sums + c] - r_w[c]) : 0.f;
+        x = x * to_row + (c < Y ? diagonal_out[r][c] : 0.f);
+      });
+    }
+  }
+
+  // The warp's outputs: the earlier key blocks' sums added, then kept for
+  // the later key blocks, or stored (with the value gate's row softmax).
+  __device__ __forceinline__ void store_outputs(mma::Accumulator<YD>& O, int b, int h, int row0,
+                                                const ColumnBlock& columns) const {
+    const int Y = columns.values, first_value = columns.first_value;
+    const bool adds_earlier_blocks = Blocked && key_block > 0,
+               leaves_sum_for_later = Blocked && key_block + 1 < blocks.key_blocks();
     if (leaves_sum_for_later || adds_earlier_blocks)
       mma::for_each_entry(O, [&](int r, int c, float& x) {
         if (row0 + r >= L || c >= Y) return;
@@ -772,31 +851,32 @@ struct GatedChunkOutputs {
                               x1, pairs, c + 1 < Y);
     });
     if constexpr (!KeyGated)
-      if (softmax.data()) {  // the softmax of each output row over its Y columns (GSA's slots),
-                             // from the fp32 sums
-        float top[2] = {-3.0e38f, -3.0e38f}, total[2] = {0.f, 0.f};
-        mma::for_each_entry(O, [&](int r, int c, float& x) {
-          if (c < Y) top[r >> 3] = fmaxf(top[r >> 3], x);
-        });
-        top[0] = mma::quad_max(top[0]);
-        top[1] = mma::quad_max(top[1]);
-        mma::for_each_entry(O, [&](int r, int c, float& x) {
-          x = c < Y ? weight_exp(x - top[r >> 3]) : 0.f;
-          total[r >> 3] += x;
-        });
-        const float inverse[2] = {1.f / mma::quad_sum(total[0]), 1.f / mma::quad_sum(total[1])};
-        const bool softmax_pairs = int(softmax.extent(3)) % 2 == 0;
-        mma::for_each_pair(O, [&](int r, int c, float& x0, float& x1) {
-          if (row0 + r < L && c < Y)
-            mma::store_entries<P>(&softmax(b, h, mma::stored_row(row0 + r, mirror), c),
-                                  x0 * inverse[r >> 3], x1 * inverse[r >> 3], softmax_pairs,
-                                  c + 1 < Y);
-        });
-      }
-#endif
+      if (softmax.data()) store_softmax(O, b, h, row0, Y);
   }
 
-#if defined(ATTN_MMA_DEVICE_PASS)
+  // The softmax of each output row over its Y columns (GSA's slots), from
+  // the fp32 sums.
+  __device__ __forceinline__ void store_softmax(mma::Accumulator<YD>& O, int b, int h, int row0,
+                                                int Y) const {
+    float top[2] = {-3.0e38f, -3.0e38f}, total[2] = {0.f, 0.f};
+    mma::for_each_entry(O, [&](int r, int c, float& x) {
+      if (c < Y) top[r >> 3] = fmaxf(top[r >> 3], x);
+    });
+    top[0] = mma::quad_max(top[0]);
+    top[1] = mma::quad_max(top[1]);
+    mma::for_each_entry(O, [&](int r, int c, float& x) {
+      x = c < Y ? weight_exp(x - top[r >> 3]) : 0.f;
+      total[r >> 3] += x;
+    });
+    const float inverse[2] = {1.f / mma::quad_sum(total[0]), 1.f / mma::quad_sum(total[1])};
+    const bool softmax_pairs = int(softmax.extent(3)) % 2 == 0;
+    mma::for_each_pair(O, [&](int r, int c, float& x0, float& x1) {
+      if (row0 + r < L && c < Y)
+        mma::store_entries<P>(&softmax(b, h, mma::stored_row(row0 + r, mirror), c),
+                              x0 * inverse[r >> 3], x1 * inverse[r >> 3], softmax_pairs, c + 1 < Y);
+    });
+  }
+
   // Inter-chunk, for the warps whose rows are in chunk c (`active`):
   //   exp(b_t) q_t^T S_c = exp(b_t - r_w) (q_t exp(r_w))^T S_c,
   // S_c streamed by the whole team in slices of rows (one in bf16), the next
