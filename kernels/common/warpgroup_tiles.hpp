@@ -85,9 +85,18 @@ __device__ __forceinline__ void add_ab_registers(Accumulator<N>& C, const std::u
 // transpose-b alone beside a register A (1: B is MN-major).
 #define ATTN_WG_TILE(j) "+f"(C.c[j][0]), "+f"(C.c[j][1]), "+f"(C.c[j][2]), "+f"(C.c[j][3])
 #define ATTN_WG_ACC32 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}"
+#define ATTN_WG_ACC40                                                                            \
+  "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%" \
+  "25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39}"
 #define ATTN_WG_ACC64                                                                            \
   "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%" \
   "25,%26,%27,%28,%29,%30,%31}"
+#define ATTN_WG_ACC96                                                                          \
+  "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24" \
+  ",%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%" \
+  "47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69" \
+  ",%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%" \
+  "92,%93,%94,%95}"
 #define ATTN_WG_ACC128                                                                           \
   "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%" \
   "25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%" \
@@ -120,11 +129,21 @@ ATTN_WG_BF16_SHARED_A(32, ATTN_WG_ACC32, "%16", "%17", "%18", ATTN_WG_TILE(0), A
 ATTN_WG_BF16_SHARED_A(64, ATTN_WG_ACC64, "%32", "%33", "%34", ATTN_WG_TILE(0), ATTN_WG_TILE(1),
                       ATTN_WG_TILE(2), ATTN_WG_TILE(3), ATTN_WG_TILE(4), ATTN_WG_TILE(5),
                       ATTN_WG_TILE(6), ATTN_WG_TILE(7))
+ATTN_WG_BF16_SHARED_A(80, ATTN_WG_ACC40, "%40", "%41", "%42", ATTN_WG_TILE(0), ATTN_WG_TILE(1),
+                      ATTN_WG_TILE(2), ATTN_WG_TILE(3), ATTN_WG_TILE(4), ATTN_WG_TILE(5),
+                      ATTN_WG_TILE(6), ATTN_WG_TILE(7), ATTN_WG_TILE(8), ATTN_WG_TILE(9))
 ATTN_WG_BF16_SHARED_A(128, ATTN_WG_ACC128, "%64", "%65", "%66", ATTN_WG_TILE(0), ATTN_WG_TILE(1),
                       ATTN_WG_TILE(2), ATTN_WG_TILE(3), ATTN_WG_TILE(4), ATTN_WG_TILE(5),
                       ATTN_WG_TILE(6), ATTN_WG_TILE(7), ATTN_WG_TILE(8), ATTN_WG_TILE(9),
                       ATTN_WG_TILE(10), ATTN_WG_TILE(11), ATTN_WG_TILE(12), ATTN_WG_TILE(13),
                       ATTN_WG_TILE(14), ATTN_WG_TILE(15))
+ATTN_WG_BF16_SHARED_A(192, ATTN_WG_ACC96, "%96", "%97", "%98", ATTN_WG_TILE(0), ATTN_WG_TILE(1),
+                      ATTN_WG_TILE(2), ATTN_WG_TILE(3), ATTN_WG_TILE(4), ATTN_WG_TILE(5),
+                      ATTN_WG_TILE(6), ATTN_WG_TILE(7), ATTN_WG_TILE(8), ATTN_WG_TILE(9),
+                      ATTN_WG_TILE(10), ATTN_WG_TILE(11), ATTN_WG_TILE(12), ATTN_WG_TILE(13),
+                      ATTN_WG_TILE(14), ATTN_WG_TILE(15), ATTN_WG_TILE(16), ATTN_WG_TILE(17),
+                      ATTN_WG_TILE(18), ATTN_WG_TILE(19), ATTN_WG_TILE(20), ATTN_WG_TILE(21),
+                      ATTN_WG_TILE(22), ATTN_WG_TILE(23))
 
 ATTN_WG_BF16_REGISTER_A(64, ATTN_WG_ACC64, "{%32,%33,%34,%35}", "%36", ATTN_WG_TILE(0),
                         ATTN_WG_TILE(1), ATTN_WG_TILE(2), ATTN_WG_TILE(3), ATTN_WG_TILE(4),
@@ -138,7 +157,9 @@ ATTN_WG_BF16_REGISTER_A(128, ATTN_WG_ACC128, "{%64,%65,%66,%67}", "%68", ATTN_WG
 #undef ATTN_WG_BF16_SHARED_A
 #undef ATTN_WG_BF16_REGISTER_A
 #undef ATTN_WG_ACC32
+#undef ATTN_WG_ACC40
 #undef ATTN_WG_ACC64
+#undef ATTN_WG_ACC96
 #undef ATTN_WG_ACC128
 #undef ATTN_WG_TILE
 

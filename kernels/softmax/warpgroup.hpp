@@ -42,16 +42,28 @@ bool with_warpgroup_head(int dk, int dv, F f) {
   return d <= 256;
 }
 
+// The forward's key tile, as FlashAttention-3 chooses it (tile_size_fwd_sm90)
+// where that measured faster here: 128 keys halve the hand-offs per product
+// against 64, with the registers and shared memory of one team per SM;
+// without a mask at d = 64, 192 keys in two buffers (the causal mask keeps
+// 128, whose tiles end where the query tiles do); at d = 256, 80 keys in two
+// buffers beside Q. FlashAttention-3's 176 at d = 128 without a mask was
+// slower here up to 4k (results/logs/forward_key_tiles_h200.log).
+constexpr int forward_key_tile(int D, bool causal) {
+  return D > 128 ? 80 : causal || D == 128 ? 128 : 192;
+}
+
 // One team (2 consumer warpgroups, 128 query rows, and a producer warpgroup) per
 // (batch, head, query tile), head sizes up to D (64, 128 or 256: whole
 // 128-byte rows of the swizzled tiles; padding columns are zero). O is held
 // in blocks of 128 columns (a product's widest N). Key and value tiles pass
-// through a ring of buffers (three; two at d = 256): while a warpgroup
+// through a ring of buffers (three, or two where three do not fit): while a warpgroup
 // weighs the scores of tile j, the tensor cores add the weights of tile
 // j - 1 times its values (FlashAttention-3's overlap of the two products
 // with the softmax, Sec. 3.2), and the producer copies the tiles after j
-// into the buffers the consumers have handed back.
-template <int D>
+// into the buffers the consumers have handed back. Keys: the key tile's rows
+// (forward_key_tile).
+template <int D, int Keys>
 struct WarpgroupFlashForward {
   using P = bf16;
   using E = mma::operand_t<P>;
@@ -61,17 +73,15 @@ struct WarpgroupFlashForward {
   // producer gives back of the 168 a thread of 384 starts with (setmaxnreg
   // raises from the team's own pool; 128 x 40 + 256 x 232 = 384 x 168).
   static constexpr int producer_registers = 40, consumer_registers = 232;
-  // Key tiles of 128 halve the hand-offs per product against 64, with the
-  // registers and shared memory of one team per SM; at d = 256 tiles of 64
-  // fit two buffers beside Q in shared memory. Two suffice: keys j + 2 go
-  // where keys j were, which a warpgroup hands back as soon as their scores
-  // are in, a tile before it needs the next ones.
-  static constexpr int keys = D > 128 ? 64 : 128, buffers = D > 128 ? 2 : 3;
+  // Two buffers suffice where three do not fit: keys j + 2 go where keys j
+  // were, which a warpgroup hands back as soon as their scores are in, a
+  // tile before it needs the next ones.
+  static constexpr int keys = Keys, buffers = D > 128 || Keys > 128 ? 2 : 3;
   static constexpr int teams_per_sm = 1;
   static constexpr int block = D < 128 ? D : 128, blocks = D / block;  // O's value blocks
-  // Q, then the buffers, each a key and a value tile (225 KB at d = 128,
-  // 193 KB at d = 256), then the barriers of the key and value rings, from
-  // the first 1024-byte boundary of the team's memory.
+  // Q, then the buffers, each a key and a value tile (225 KB at d = 128 and
+  // 256, 113 KB at d = 64), then the barriers of the key and
+  // value rings, from the first 1024-byte boundary of the team's memory.
   static constexpr int tile_operands = keys * D;
   static constexpr std::size_t tile_bytes = (rows * D + 2 * buffers * tile_operands) * sizeof(E);
   static constexpr std::size_t shared_bytes = tile_bytes + 4 * buffers * 8 + 1024;
@@ -257,12 +267,19 @@ inline void warpgroup_forward(const Kokkos::Cuda& exec, const char* label,
   if (s.batch == 0 || s.heads == 0 || s.seq == 0) return;
   const float scale_log2 = float(log2_e / std::sqrt(double(s.dk)));
   auto run = [&](auto head) {
-    using F = WarpgroupFlashForward<decltype(head)::value>;
-    const int tiles = ceil_div(s.seq, F::rows);
-    launch_tiles<F::teams_per_sm>(
-        label, exec, s.batch * s.heads * tiles,
-        F{q, k, v, o, logsumexp, s.seq, s.heads, tiles, s.dk, s.dv, scale_log2, causal},
-        mma::Start::after_previous, F::shared_bytes);
+    constexpr int D = decltype(head)::value;
+    auto launch = [&](auto keys) {
+      using F = WarpgroupFlashForward<D, decltype(keys)::value>;
+      const int tiles = ceil_div(s.seq, F::rows);
+      launch_tiles<F::teams_per_sm>(
+          label, exec, s.batch * s.heads * tiles,
+          F{q, k, v, o, logsumexp, s.seq, s.heads, tiles, s.dk, s.dv, scale_log2, causal},
+          mma::Start::after_previous, F::shared_bytes);
+    };
+    if (causal)
+      launch(std::integral_constant<int, forward_key_tile(D, true)>{});
+    else
+      launch(std::integral_constant<int, forward_key_tile(D, false)>{});
   };
   const bool ran = with_warpgroup_head(s.dk, s.dv, run);
   ran_as_chosen(ran, label);
