@@ -57,7 +57,7 @@ constexpr int forward_key_tile(int D, bool causal) {
 // (batch, head, query tile), head sizes up to D (64, 128 or 256: whole
 // 128-byte rows of the swizzled tiles; padding columns are zero). O is held
 // in blocks of 128 columns (a product's widest N). Key and value tiles pass
-// through a ring of buffers (three, or two where three do not fit): while a warpgroup
+// through a ring of buffers (three, or two: see `buffers`): while a warpgroup
 // weighs the scores of tile j, the tensor cores add the weights of tile
 // j - 1 times its values (FlashAttention-3's overlap of the two products
 // with the softmax, Sec. 3.2), and the producer copies the tiles after j
@@ -73,9 +73,11 @@ struct WarpgroupFlashForward {
   // producer gives back of the 168 a thread of 384 starts with (setmaxnreg
   // raises from the team's own pool; 128 x 40 + 256 x 232 = 384 x 168).
   static constexpr int producer_registers = 40, consumer_registers = 232;
-  // Two buffers suffice where three do not fit: keys j + 2 go where keys j
-  // were, which a warpgroup hands back as soon as their scores are in, a
-  // tile before it needs the next ones.
+  // Two buffers at d = 256, where three do not fit beside Q, and with
+  // 192-key tiles, as they were measured (three would fit there, 160 KB;
+  // not tried). Two suffice: keys j + 2 go where keys j were, which a
+  // warpgroup hands back as soon as their scores are in, a tile before it
+  // needs the next ones.
   static constexpr int keys = Keys, buffers = D > 128 || Keys > 128 ? 2 : 3;
   static constexpr int teams_per_sm = 1;
   static constexpr int block = D < 128 ? D : 128, blocks = D / block;  // O's value blocks
