@@ -5,6 +5,10 @@
 // streams tiles of 64 rows of Y:
 //   dq pass:     X = (Q, dO), Y = (K, V):  dQ += dS K
 //   dk, dv pass: X = (K, V), Y = (Q, dO):  dV += P^T dO,  dK += dS^T Q
+// or, up to d = 128, one pass (AddsDq, FlashAttention-3's backward, Shah et
+// al. 2024, Sec. 3.3 and Appendix B): the dk, dv pass also adds dQ += dS K
+// for the streamed queries into fp32 sums in global memory, atomically
+// (dS through shared memory; five products per pair of tiles, not seven).
 // S = X1 Y1^T and dP = X2 Y2^T read both operands from shared memory (K-major);
 // P = exp2(log2e scale S - log2e lse) and dS = P (dP - D), D = rowsum(dO O),
 // are packed into A fragments, and the gradient products read Y's tile along
@@ -13,6 +17,7 @@
 // (common/warp_specialization.hpp) and the two consumer warpgroups compute.
 #pragma once
 #include "common/warpgroup_tiles.hpp"
+#include "common/workspace.hpp"
 #include "softmax/warpgroup.hpp"
 
 namespace attn::detail {
@@ -31,7 +36,14 @@ namespace attn::detail {
 // warpgroup turns the scores of tile j into P and dS, the gradient products
 // of tile j - 1 run (as the forward overlaps P V with the softmax), and the
 // producer copies the tiles after j into the buffers handed back.
-template <int D, bool OwnsKeys>
+// AddsDq (keys' team, d <= 128): for every streamed tile, dS^T goes to shared
+// memory, and after a barrier of the two warpgroups each adds a 64 x 64
+// block of dS K to dq_sums (at d = 128 its 64 columns over the team's 128
+// keys; at d = 64 every column over its own 64 keys). Its registers (dK,
+// dV, then dQ's block) leave no room for the next tile's S and dP, so a
+// tile's scores are not overlapped with the last tile's gradient products
+// there; the other warpgroup's work is.
+template <int D, bool OwnsKeys, bool AddsDq = false>
 struct WarpgroupBackwardPass {
   using P = bf16;
   using E = mma::operand_t<P>;
@@ -43,19 +55,25 @@ struct WarpgroupBackwardPass {
   // producer gives back of the 168 a thread of 384 starts with.
   static constexpr int producer_registers = 24, consumer_registers = 240;
   static constexpr int owned = column_blocks ? 64 : 128, streamed = column_blocks ? 32 : 64;
+  static_assert(!AddsDq || (OwnsKeys && !column_blocks), "one pass: the keys' team, d <= 128");
   static constexpr int owned_operands = owned * D, streamed_operands = streamed * D;
-  // X1, X2, then each buffer's Y1, Y2, then its queries' statistics (dk, dv
-  // pass), then the ring's barriers: 161.5 KB at d = 128 and 256, from a
-  // 1024-byte boundary.
-  static constexpr std::size_t ring_offset =
-      (2 * owned_operands + 2 * buffers * streamed_operands) * sizeof(E) +
-      buffers * 2 * streamed * sizeof(float);
+  // dS^T (owned x streamed) in two buffers, one pass only: a warpgroup
+  // writes tile j + 1's while the other may still read tile j's.
+  static constexpr int score_operands = AddsDq ? owned * streamed : 0;
+  // X1, X2, then each buffer's Y1, Y2, then dS^T's buffers, then each
+  // buffer's queries' statistics (dk, dv pass), then the ring's barriers:
+  // 161.5 KB at d = 128 and 256 (193.5 in one pass), from a 1024-byte
+  // boundary.
+  static constexpr std::size_t stats_offset =
+      (2 * owned_operands + 2 * buffers * streamed_operands + 2 * score_operands) * sizeof(E);
+  static constexpr std::size_t ring_offset = stats_offset + buffers * 2 * streamed * sizeof(float);
   static constexpr std::size_t shared_bytes = ring_offset + 2 * buffers * 8 + 1024;
 
   CudaTensor<P> x1, x2, y1, y2;  // dq pass: q, d_o, k, v; dk, dv pass: k, v, q, d_o
   CudaTensor<P> out1, out2;      // dq pass: dq; dk, dv pass: dk, dv
   CudaRows logsumexp, delta;
-  int L, H, tiles, d1, d2;  // d1: columns of x1, y1 (dk); d2: of x2, y2 (dv)
+  CudaTensor<float> dq_sums;  // one pass: dS K, [B][H][L][D], zero before
+  int L, H, tiles, d1, d2;    // d1: columns of x1, y1 (dk); d2: of x2, y2 (dv)
   float scale, scale_log2;
   bool causal;
 
@@ -78,9 +96,12 @@ struct WarpgroupBackwardPass {
       return x1 + 2 * owned_operands + buffer * 2 * streamed_operands;
     }
     __device__ E* y2(int buffer) const { return y1(buffer) + streamed_operands; }
+    // dS^T of tile j in buffer j % 2 (one pass).
+    __device__ E* scores(int buffer) const { return y1(buffers) + buffer * score_operands; }
     // The lse of the streamed queries, then their D.
     __device__ float* query_stats(int buffer) const {
-      return reinterpret_cast<float*>(y1(buffers)) + buffer * 2 * streamed;
+      return reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(x1) + stats_offset) +
+             buffer * 2 * streamed;
     }
   };
 
@@ -165,21 +186,15 @@ struct WarpgroupBackwardPass {
       });
   }
 
-  // The consumer warpgroups: X copied by themselves, then Y's n tiles from
-  // row `begin`. Products are issued under conditions uniform over the
-  // warpgroup (see WarpgroupFlashForward): a causal warpgroup that sees none
-  // of tile j multiplies it too, every pair masked (P and dS 0).
-  __device__ void consume(const Tiles& t, const TeamTile& tile, int begin, int n) const {
+  // The consumer warpgroups copy X themselves (the dq pass also reads its
+  // rows' statistics) before their products read it.
+  __device__ void load_owned(const Tiles& t, const TeamTile& tile, int row0, float (&row_lse)[2],
+                             float (&row_delta)[2]) const {
     const int b = tile.b, h = tile.h, tid = threadIdx.x;
-    // The warpgroup's rows (from row x_row of X's tiles) and gradient columns.
-    const int group = tid / 128, x_row = column_blocks ? 0 : 64 * group;
-    const int first_col = column_blocks ? block * group : 0, group_first = tile.first + x_row;
-    const int row0 = group_first + 16 * (tid / 32 % 4);  // the warp's first owned row
     mma::start_tile_copy<P>(t.x1, owned_layout, owned, D, x1, b, h, tile.first, tile.count, d1, tid,
                             consumers);
     mma::start_tile_copy<P>(t.x2(), owned_layout, owned, D, x2, b, h, tile.first, tile.count, d2,
                             tid, consumers);
-    float row_lse[2] = {0.f, 0.f}, row_delta[2] = {0.f, 0.f};  // dq pass: the thread's two rows
     if (!OwnsKeys)
       for (int half = 0; half < 2; ++half)
         if (const int row = row0 + mma::entry_row(2 * half); row < L) {
@@ -189,6 +204,27 @@ struct WarpgroupBackwardPass {
     mma::wait_for_copies<0>();
     mma::publish_to_warpgroup_products();
     mma::sync_threads(1, consumers);
+  }
+
+  // Some pair of the warpgroup's rows (from group_first) and tile y0's is
+  // outside the problem.
+  __device__ bool is_masked(int y0, int group_first) const {
+    return y0 + streamed > L ||
+           (causal && (OwnsKeys ? y0 < group_first + 63 : y0 + streamed - 1 > group_first));
+  }
+
+  // The consumer warpgroups: X copied by themselves, then Y's n tiles from
+  // row `begin`. Products are issued under conditions uniform over the
+  // warpgroup (see WarpgroupFlashForward): a causal warpgroup that sees none
+  // of tile j multiplies it too, every pair masked (P and dS 0).
+  __device__ void consume(const Tiles& t, const TeamTile& tile, int begin, int n) const {
+    const int b = tile.b, h = tile.h, tid = threadIdx.x;
+    // The warpgroup's rows (from row x_row of X's tiles) and gradient columns.
+    const int group = tid / 128, x_row = column_blocks ? 0 : 64 * group;
+    const int first_col = column_blocks ? block * group : 0, group_first = tile.first + x_row;
+    const int row0 = group_first + 16 * (tid / 32 % 4);        // the warp's first owned row
+    float row_lse[2] = {0.f, 0.f}, row_delta[2] = {0.f, 0.f};  // dq pass: the thread's two rows
+    load_owned(t, tile, row0, row_lse, row_delta);
 
     Ring& ring = t.ring();
     Gradient acc1, acc2;  // dQ or dK; dV
@@ -198,10 +234,7 @@ struct WarpgroupBackwardPass {
     for (int j = 0; j < n; ++j) {
       ring.wait_for_products(j);
       const int y0 = begin + streamed * j;
-      // Some pair of the warpgroup's rows and the tile's is outside the problem.
-      const bool masked =
-          y0 + streamed > L ||
-          (causal && (OwnsKeys ? y0 < group_first + 63 : y0 + streamed - 1 > group_first));
+      const bool masked = is_masked(y0, group_first);
       mma::Accumulator<streamed> S, dP;
       mma::warpgroup::fence();
       issue_scores(S, dP, t, x_row, j % buffers);
@@ -231,6 +264,77 @@ struct WarpgroupBackwardPass {
     if (OwnsKeys) mma::warpgroup::hold(acc2);
     store(acc1, acc2, b, h, row0, first_col);
   }
+
+  // One pass: issues the warpgroup's 64 x 64 block of dQ = dS K for the
+  // streamed tile whose dS^T is in `scores` (at d = 128 its columns
+  // 64 group.. over the team's keys, at d = 64 every column over its own).
+  __device__ static void issue_query_gradients(mma::Accumulator<64>& dQ, const Tiles& t,
+                                               const E* scores, int group) {
+    constexpr int keys = D > 64 ? owned : 64;
+    const int first_key = D > 64 ? 0 : 64 * group, block_of_k = D > 64 ? group : 0;
+    mma::warpgroup::add_ab_mn_tiles<64, keys>(
+        dQ, scores + first_key * 64, owned, t.x1 + block_of_k * owned * 64 + first_key * 64, owned);
+    mma::warpgroup::commit();
+  }
+
+  // One pass: the warp's rows of dQ's block (streamed rows from y0, columns
+  // from first_col) added to dq_sums, two columns an atomic addition.
+  __device__ void add_query_gradients(mma::Accumulator<64>& dQ, int b, int h, int y0,
+                                      int first_col) const {
+    const int warp_row = y0 + 16 * (threadIdx.x / 32 % 4);
+    mma::for_each_pair(dQ, [&](int r, int c, float& x0, float& x1) {
+      const int row = warp_row + r, col = first_col + c;
+      if (row < L && col < d1)
+        atomicAdd(reinterpret_cast<float2*>(&dq_sums(b, h, row, col)), make_float2(x0, x1));
+    });
+  }
+
+  // The one pass's consumers: as consume, and for every streamed tile dS^T
+  // to shared memory, a barrier of the two warpgroups, and the warpgroup's
+  // block of dS K added to dq_sums.
+  __device__ void consume_adding_dq(const Tiles& t, const TeamTile& tile, int begin, int n) const {
+    const int b = tile.b, h = tile.h, tid = threadIdx.x;
+    const int group = tid / 128, x_row = 64 * group, group_first = tile.first + x_row;
+    const int warp_row = x_row + 16 * (tid / 32 % 4), row0 = tile.first + warp_row;
+    float unused_lse[2] = {0.f, 0.f}, unused_delta[2] = {0.f, 0.f};
+    load_owned(t, tile, row0, unused_lse, unused_delta);
+
+    Ring& ring = t.ring();
+    Gradient dk, dv;
+    mma::zero(dk);
+    mma::zero(dv);
+    for (int j = 0; j < n; ++j) {
+      ring.wait_for_products(j);
+      const int y0 = begin + streamed * j, buffer = j % buffers;
+      E* const scores = t.scores(j % 2);
+      mma::Accumulator<streamed> S, dP;
+      mma::warpgroup::fence();
+      issue_scores(S, dP, t, x_row, buffer);
+      mma::warpgroup::wait<0>(S);
+      mma::warpgroup::hold(dP);
+      weigh(S, dP, t.query_stats(buffer), unused_lse, unused_delta, y0, row0,
+            is_masked(y0, group_first));
+      Fragments p, ds;
+      mma::warpgroup::to_fragments(p, S);
+      mma::warpgroup::to_fragments(ds, dP);
+      mma::warpgroup::store_fragments(scores, owned_layout, warp_row, ds);
+      mma::publish_to_warpgroup_products();
+      mma::warpgroup::fence();
+      issue_gradients(dk, dv, p, ds, t, buffer, 0);
+      mma::sync_threads(1, consumers);  // both warpgroups' dS^T in shared memory
+      mma::Accumulator<64> dQ;
+      mma::warpgroup::fence();
+      issue_query_gradients(dQ, t, scores, group);
+      mma::warpgroup::wait<0>(dQ);
+      mma::warpgroup::hold(dk);
+      mma::warpgroup::hold(dv);
+      mma::warpgroup::hold(p);
+      mma::warpgroup::hold(ds);
+      ring.hand_back(j);
+      add_query_gradients(dQ, b, h, y0, D > 64 ? 64 * group : 0);
+    }
+    store(dk, dv, b, h, row0, 0);
+  }
 #endif
 
   KOKKOS_INLINE_FUNCTION void operator()(const CudaTeam& team) const {
@@ -254,7 +358,10 @@ struct WarpgroupBackwardPass {
       copy_tiles(t, begin, n, tile.b, tile.h);
     } else {
       mma::keep_registers<consumer_registers, true>();
-      consume(t, tile, begin, n);
+      if constexpr (AddsDq)
+        consume_adding_dq(t, tile, begin, n);
+      else
+        consume(t, tile, begin, n);
     }
 #elif defined(ATTN_MMA_DEVICE_PASS)
     __trap();  // launched only where the device has warpgroup products
@@ -262,29 +369,59 @@ struct WarpgroupBackwardPass {
   }
 };
 
-// The warpgroup backward passes (delta = rowsum(dO O) already computed) for
-// heads up to widest_warpgroup_head columns (with_warpgroup_head).
+// dq = scale dq_sums in bf16: the one pass's sums of dS K rounded once.
+inline void store_query_gradients(const Kokkos::Cuda& exec, const Shape& s,
+                                  const CudaTensor<float>& dq_sums, const CudaTensor<bf16>& dq,
+                                  float scale) {
+  const int L = s.seq, H = s.heads, dk = s.dk;
+  Kokkos::parallel_for(
+      "softmax_bwd_dq_store",
+      Kokkos::RangePolicy<Kokkos::Cuda>(exec, 0, std::size_t(s.batch) * H * L * dk),
+      KOKKOS_LAMBDA(std::size_t i) {
+        const int c = int(i % dk), r = int(i / dk % L), h = int(i / dk / L % H);
+        const int b = int(i / dk / L / H);
+        dq(b, h, r, c) = storage_t<bf16>(scale * dq_sums(b, h, r, c));
+      });
+}
+
+// The warpgroup backward (delta = rowsum(dO O) already computed) for heads up
+// to widest_warpgroup_head columns (with_warpgroup_head): up to 128 columns
+// one pass, its dQ summed in fp32 workspace; at 256 the two passes.
 inline void warpgroup_backward(const Kokkos::Cuda& exec, const Shape& s, const CudaTensor<bf16>& q,
                                const CudaTensor<bf16>& k, const CudaTensor<bf16>& v,
                                const CudaTensor<bf16>& d_o, const CudaRows& logsumexp,
                                const CudaRows& delta, const CudaTensor<bf16>& dq,
                                const CudaTensor<bf16>& dk, const CudaTensor<bf16>& dv,
                                bool causal) {
-  const float scale = float(1 / std::sqrt(double(s.dk)));
+  const float scale = float(1 / std::sqrt(double(s.dk))), scale_log2 = scale * float(log2_e);
+  const CudaTensor<float> no_sums;
   auto run = [&](auto head) {
     constexpr int Dh = decltype(head)::value;
-    using Dq = WarpgroupBackwardPass<Dh, false>;
-    using DkDv = WarpgroupBackwardPass<Dh, true>;
-    const int tiles = ceil_div(s.seq, Dq::owned), league = s.batch * s.heads * tiles;
-    launch_tiles<1>(causal ? "softmax_causal_bwd_dq_wg" : "softmax_full_bwd_dq_wg", exec, league,
-                    Dq{q, d_o, k, v, dq, CudaTensor<bf16>(), logsumexp, delta, s.seq, s.heads,
-                       tiles, s.dk, s.dv, scale, scale * float(log2_e), causal},
-                    mma::Start::after_previous, Dq::shared_bytes);
-    launch_tiles<1>(causal ? "softmax_causal_bwd_dk_dv_wg" : "softmax_full_bwd_dk_dv_wg", exec,
-                    league,
-                    DkDv{k, v, q, d_o, dk, dv, logsumexp, delta, s.seq, s.heads, tiles, s.dk, s.dv,
-                         scale, scale * float(log2_e), causal},
-                    mma::Start::after_previous, DkDv::shared_bytes);
+    if constexpr (Dh <= 128) {
+      using OnePass = WarpgroupBackwardPass<Dh, true, true>;
+      const int tiles = ceil_div(s.seq, OnePass::owned), league = s.batch * s.heads * tiles;
+      const auto dq_sums =
+          workspace_view<CudaTensor<float>>("softmax_bwd_dq_sums", s.batch, s.heads, s.seq, Dh);
+      Kokkos::deep_copy(exec, dq_sums, 0.f);
+      launch_tiles<1>(causal ? "softmax_causal_bwd_wg" : "softmax_full_bwd_wg", exec, league,
+                      OnePass{k, v, q, d_o, dk, dv, logsumexp, delta, dq_sums, s.seq, s.heads,
+                              tiles, s.dk, s.dv, scale, scale_log2, causal},
+                      mma::Start::after_previous, OnePass::shared_bytes);
+      store_query_gradients(exec, s, dq_sums, dq, scale);
+    } else {
+      using Dq = WarpgroupBackwardPass<Dh, false>;
+      using DkDv = WarpgroupBackwardPass<Dh, true>;
+      const int tiles = ceil_div(s.seq, Dq::owned), league = s.batch * s.heads * tiles;
+      launch_tiles<1>(causal ? "softmax_causal_bwd_dq_wg" : "softmax_full_bwd_dq_wg", exec, league,
+                      Dq{q, d_o, k, v, dq, CudaTensor<bf16>(), logsumexp, delta, no_sums, s.seq,
+                         s.heads, tiles, s.dk, s.dv, scale, scale_log2, causal},
+                      mma::Start::after_previous, Dq::shared_bytes);
+      launch_tiles<1>(causal ? "softmax_causal_bwd_dk_dv_wg" : "softmax_full_bwd_dk_dv_wg", exec,
+                      league,
+                      DkDv{k, v, q, d_o, dk, dv, logsumexp, delta, no_sums, s.seq, s.heads, tiles,
+                           s.dk, s.dv, scale, scale_log2, causal},
+                      mma::Start::after_previous, DkDv::shared_bytes);
+    }
   };
   const bool ran = with_warpgroup_head(s.dk, s.dv, run);
   ran_as_chosen(ran, "softmax backward");
