@@ -38,7 +38,7 @@ namespace attn::mma {
 
 #if defined(KOKKOS_ENABLE_CUDA)
 struct TileMap {
-  alignas(64) CUtensorMap map;
+  CUtensorMap map;  // 128-byte aligned, as the TMA requires
 };
 
 // The driver's encoder, found once through the runtime (no link against the
@@ -47,8 +47,8 @@ inline PFN_cuTensorMapEncodeTiled_v12000 tile_map_encoder() {
   static const auto encoder = [] {
     void* entry = nullptr;
     cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &entry, 12000,
-                                         cudaEnableDefault, &found) != cudaSuccess ||
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &entry, 12000, cudaEnableDefault,
+                                         &found) != cudaSuccess ||
         found != cudaDriverEntryPointSuccess)
       entry = nullptr;
     return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(entry);
@@ -73,8 +73,8 @@ bool encode_tile_map(TileMap& m, const View& x, int rows) {
                        strides[0] % 16 == 0 && strides[1] % 16 == 0 && strides[2] % 16 == 0;
   if (!encode || !aligned || x.size() == 0 || rows < 1 || rows > 256) return false;
   const cuuint32_t box[4] = {64, cuuint32_t(rows), 1, 1}, unit[4] = {1, 1, 1, 1};
-  return encode(&m.map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, const_cast<void*>(
-                    static_cast<const void*>(x.data())), dims, strides, box, unit,
+  return encode(&m.map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4,
+                const_cast<void*>(static_cast<const void*>(x.data())), dims, strides, box, unit,
                 CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;

@@ -10,7 +10,7 @@
 //   arrive_when_copied(async)    one arrival that completes once the
 //                                thread's copies so far have landed (by
 //                                cp.async, or plain stores)
-//   arrive()                     one arrival (a consumer done with a buffer)
+//   arrive(), arrive_if(arrives) one arrival (a consumer done with a buffer)
 //   arrive_expecting(bytes)      one arrival, and `bytes` more to land by
 //                                bulk copies (TMA, common/tensor_maps.hpp)
 //                                before the phase completes
@@ -69,6 +69,15 @@ struct CopyBarrier {
         "{\n.reg .b64 state;\nmbarrier.arrive.shared::cta.b64 state, [%0];\n}\n" ::"r"(address())
         : "memory");
   }
+  // The same where `arrives` holds: a predicated instruction, not a branch
+  // around one.
+  __device__ void arrive_if(bool arrives) {
+    asm volatile(
+        "{\n.reg .pred p;\n.reg .b64 state;\nsetp.ne.b32 p, %1, 0;\n"
+        "@p mbarrier.arrive.shared::cta.b64 state, [%0];\n}\n" ::"r"(address()),
+        "r"(int(arrives))
+        : "memory");
+  }
   __device__ void arrive_expecting(std::uint32_t bytes) {
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(address()),
                  "r"(bytes)
@@ -125,9 +134,7 @@ struct CopyRing {
   }
   // A consumer warp hands tile j's buffer back once the products that read
   // it have been waited for (every lane is past the wait).
-  __device__ void hand_back(int j) {
-    if (threadIdx.x % 32 == 0) empty[buffer(j)].arrive();
-  }
+  __device__ void hand_back(int j) { empty[buffer(j)].arrive_if(threadIdx.x % 32 == 0); }
 };
 
 // 4 bytes from global memory to shared memory by cp.async (a float of a

@@ -213,8 +213,8 @@ struct WarpgroupFlashForward {
     if (by_tma) {
       rings.queries.wait(0);
     } else {
-      mma::start_tile_copy<P>(t.queries, query_layout, rows, D, q, b, h, tile.first, tile.count,
-                              dk, tid, consumers);
+      mma::start_tile_copy<P>(t.queries, query_layout, rows, D, q, b, h, tile.first, tile.count, dk,
+                              tid, consumers);
       mma::wait_for_copies<0>();
       mma::publish_to_warpgroup_products();
       mma::sync_threads(1, consumers);
