@@ -13,9 +13,11 @@
 // P = exp2(log2e scale S - log2e lse) and dS = P (dP - D), D = rowsum(dO O),
 // are packed into A fragments, and the gradient products read Y's tile along
 // its rows (MN-major), the same swizzled tile that S read K-major. As in the
-// forward, a producer warpgroup copies Y's tiles into a ring of buffers
-// (common/warp_specialization.hpp) and the two consumer warpgroups compute.
+// forward, a producer warpgroup copies X's tiles and then Y's into a ring of
+// buffers (common/warp_specialization.hpp), by the TMA where it can read the
+// tensors, and the two consumer warpgroups compute.
 #pragma once
+#include "common/tensor_maps.hpp"
 #include "common/warpgroup_tiles.hpp"
 #include "common/workspace.hpp"
 #include "softmax/warpgroup.hpp"
@@ -61,13 +63,13 @@ struct WarpgroupBackwardPass {
   // writes tile j + 1's while the other may still read tile j's.
   static constexpr int score_operands = AddsDq ? owned * streamed : 0;
   // X1, X2, then each buffer's Y1, Y2, then dS^T's buffers, then each
-  // buffer's queries' statistics (dk, dv pass), then the ring's barriers:
-  // 161.5 KB at d = 128 and 256 (193.5 in one pass), from a 1024-byte
+  // buffer's queries' statistics (dk, dv pass), then the ring's barriers and
+  // X's: 161.5 KB at d = 128 and 256 (193.5 in one pass), from a 1024-byte
   // boundary.
   static constexpr std::size_t stats_offset =
       (2 * owned_operands + 2 * buffers * streamed_operands + 2 * score_operands) * sizeof(E);
   static constexpr std::size_t ring_offset = stats_offset + buffers * 2 * streamed * sizeof(float);
-  static constexpr std::size_t shared_bytes = ring_offset + 2 * buffers * 8 + 1024;
+  static constexpr std::size_t shared_bytes = ring_offset + (2 * buffers + 1) * 8 + 1024;
 
   CudaTensor<P> x1, x2, y1, y2;  // dq pass: q, d_o, k, v; dk, dv pass: k, v, q, d_o
   CudaTensor<P> out1, out2;      // dq pass: dq; dk, dv pass: dk, dv
@@ -76,6 +78,19 @@ struct WarpgroupBackwardPass {
   int L, H, tiles, d1, d2;    // d1: columns of x1, y1 (dk); d2: of x2, y2 (dv)
   float scale, scale_log2;
   bool causal;
+  // Set by tensor_maps(): whether the TMA copies the tiles (X's, Y's and, in
+  // the dk, dv pass, the streamed queries' statistics), and their maps.
+  bool by_tma = false;
+  mma::TileMap x1_map{}, x2_map{}, y1_map{}, y2_map{}, lse_map{}, delta_map{};
+
+  bool tensor_maps() {
+    by_tma = mma::encode_tile_map(x1_map, x1, owned) && mma::encode_tile_map(x2_map, x2, owned) &&
+             mma::encode_tile_map(y1_map, y1, streamed) &&
+             mma::encode_tile_map(y2_map, y2, streamed) &&
+             (!OwnsKeys || (mma::encode_row_map(lse_map, logsumexp, streamed) &&
+                            mma::encode_row_map(delta_map, delta, streamed)));
+    return by_tma;
+  }
 
 #if defined(ATTN_WARPGROUP_MMA)
   static constexpr mma::Swizzled128 owned_layout{owned}, streamed_layout{streamed};
@@ -84,12 +99,16 @@ struct WarpgroupBackwardPass {
   static constexpr auto copies = mma::CopyAddressing::strided;
 
   // The shared tiles; the ring of Y's buffers (full: the producer's
-  // threads arrive; empty: the 8 consumer warps) after them.
+  // copying threads arrive, one by the TMA; empty: the 8 consumer warps)
+  // after them, then X's barrier (the TMA's copies only).
   using Ring = mma::CopyRing<buffers>;
   struct Tiles {
     E* x1;
     __device__ Ring& ring() const {
       return *reinterpret_cast<Ring*>(reinterpret_cast<unsigned char*>(x1) + ring_offset);
+    }
+    __device__ mma::CopyBarrier& owned_landed() const {
+      return *reinterpret_cast<mma::CopyBarrier*>(&ring() + 1);
     }
     __device__ E* x2() const { return x1 + owned_operands; }
     __device__ E* y1(int buffer) const {
@@ -130,6 +149,32 @@ struct WarpgroupBackwardPass {
       ring.filled(j, by_cp_async);
     }
     ring.wait_full(n - 1);  // no arrival pending at exit (see WarpgroupFlashForward)
+  }
+
+  // The same by the TMA, issued by one thread: X's tiles first, on their
+  // own barrier, then Y's tiles and statistics, each tile's on one arrival
+  // that expects all their bytes (rows past L arrive as zeros).
+  __device__ void copy_tiles_by_tma(const Tiles& t, const TeamTile& tile, int begin, int n) const {
+    const int b = tile.b, h = tile.h;
+    mma::CopyBarrier& owned_in = t.owned_landed();
+    owned_in.arrive_expecting(2 * owned_operands * sizeof(E));
+    mma::copy_swizzled_boxes(t.x1, x1_map, owned, D, tile.first, h, b, owned_in);
+    mma::copy_swizzled_boxes(t.x2(), x2_map, owned, D, tile.first, h, b, owned_in);
+    constexpr std::uint32_t bytes_per_tile =
+        2 * streamed_operands * sizeof(E) + (OwnsKeys ? 2 * streamed * sizeof(float) : 0);
+    Ring& ring = t.ring();
+    for (int j = 0; j < n; ++j) {
+      const int y0 = begin + streamed * j, buffer = j % buffers;
+      ring.wait_empty(j);
+      mma::CopyBarrier& landed = ring.landing(j);
+      landed.arrive_expecting(bytes_per_tile);
+      mma::copy_swizzled_boxes(t.y1(buffer), y1_map, streamed, D, y0, h, b, landed);
+      mma::copy_swizzled_boxes(t.y2(buffer), y2_map, streamed, D, y0, h, b, landed);
+      if (OwnsKeys) {
+        mma::copy_rows(t.query_stats(buffer), lse_map, y0, h, b, landed);
+        mma::copy_rows(t.query_stats(buffer) + streamed, delta_map, y0, h, b, landed);
+      }
+    }
   }
 
   // Issues S = X1 Y1^T and dP = X2 Y2^T over the warpgroup's 64 rows (its
@@ -186,24 +231,31 @@ struct WarpgroupBackwardPass {
       });
   }
 
-  // The consumer warpgroups copy X themselves (the dq pass also reads its
-  // rows' statistics) before their products read it.
+  // The consumer warpgroups wait for X, copied by the TMA, or copy it
+  // themselves (the dq pass also reads its rows' statistics), before their
+  // products read it.
   __device__ void load_owned(const Tiles& t, const TeamTile& tile, int row0, float (&row_lse)[2],
                              float (&row_delta)[2]) const {
     const int b = tile.b, h = tile.h, tid = threadIdx.x;
-    mma::start_tile_copy<P>(t.x1, owned_layout, owned, D, x1, b, h, tile.first, tile.count, d1, tid,
-                            consumers);
-    mma::start_tile_copy<P>(t.x2(), owned_layout, owned, D, x2, b, h, tile.first, tile.count, d2,
-                            tid, consumers);
+    if (!by_tma) {
+      mma::start_tile_copy<P>(t.x1, owned_layout, owned, D, x1, b, h, tile.first, tile.count, d1,
+                              tid, consumers);
+      mma::start_tile_copy<P>(t.x2(), owned_layout, owned, D, x2, b, h, tile.first, tile.count, d2,
+                              tid, consumers);
+    }
     if (!OwnsKeys)
       for (int half = 0; half < 2; ++half)
         if (const int row = row0 + mma::entry_row(2 * half); row < L) {
           row_lse[half] = logsumexp(b, h, row) * log2_e;
           row_delta[half] = delta(b, h, row);
         }
-    mma::wait_for_copies<0>();
-    mma::publish_to_warpgroup_products();
-    mma::sync_threads(1, consumers);
+    if (by_tma) {
+      t.owned_landed().wait(0);
+    } else {
+      mma::wait_for_copies<0>();
+      mma::publish_to_warpgroup_products();
+      mma::sync_threads(1, consumers);
+    }
   }
 
   // Some pair of the warpgroup's rows (from group_first) and tile y0's is
@@ -340,7 +392,10 @@ struct WarpgroupBackwardPass {
   KOKKOS_INLINE_FUNCTION void operator()(const CudaTeam& team) const {
 #if defined(ATTN_WARPGROUP_MMA)
     const Tiles t{reinterpret_cast<E*>(mma::dynamic_shared_aligned<1024>())};
-    if (team.team_rank() == 0) t.ring().init(producers, consumers / 32);
+    if (team.team_rank() == 0) {
+      t.ring().init(by_tma ? 1 : producers, consumers / 32);
+      t.owned_landed().init(1);
+    }
     team.team_barrier();
     // Causal, dq pass: the last query tiles see the most keys; start them first.
     const int rank =
@@ -355,7 +410,10 @@ struct WarpgroupBackwardPass {
     // sees it (see WarpgroupFlashForward).
     if (__shfl_sync(0xffffffffu, team.team_rank() / 128, 0) == consumers / 128) {
       mma::keep_registers<producer_registers, false>();
-      copy_tiles(t, begin, n, tile.b, tile.h);
+      if (!by_tma)
+        copy_tiles(t, begin, n, tile.b, tile.h);
+      else if (team.team_rank() == consumers)
+        copy_tiles_by_tma(t, tile, begin, n);
     } else {
       mma::keep_registers<consumer_registers, true>();
       if constexpr (AddsDq)
@@ -395,6 +453,12 @@ inline void warpgroup_backward(const Kokkos::Cuda& exec, const Shape& s, const C
                                bool causal) {
   const float scale = float(1 / std::sqrt(double(s.dk))), scale_log2 = scale * float(log2_e);
   const CudaTensor<float> no_sums;
+  // A pass, copying by the TMA where its tensors allow.
+  auto launch = [&](const char* label, int league, auto pass) {
+    pass.tensor_maps();
+    launch_tiles<1>(label, exec, league, pass, mma::Start::after_previous,
+                    decltype(pass)::shared_bytes);
+  };
   auto run = [&](auto head) {
     constexpr int Dh = decltype(head)::value;
     if constexpr (Dh <= 128) {
@@ -403,24 +467,20 @@ inline void warpgroup_backward(const Kokkos::Cuda& exec, const Shape& s, const C
       const auto dq_sums =
           workspace_view<CudaTensor<float>>("softmax_bwd_dq_sums", s.batch, s.heads, s.seq, Dh);
       Kokkos::deep_copy(exec, dq_sums, 0.f);
-      launch_tiles<1>(causal ? "softmax_causal_bwd_wg" : "softmax_full_bwd_wg", exec, league,
-                      OnePass{k, v, q, d_o, dk, dv, logsumexp, delta, dq_sums, s.seq, s.heads,
-                              tiles, s.dk, s.dv, scale, scale_log2, causal},
-                      mma::Start::after_previous, OnePass::shared_bytes);
+      launch(causal ? "softmax_causal_bwd_wg" : "softmax_full_bwd_wg", league,
+             OnePass{k, v, q, d_o, dk, dv, logsumexp, delta, dq_sums, s.seq, s.heads, tiles, s.dk,
+                     s.dv, scale, scale_log2, causal});
       store_query_gradients(exec, s, dq_sums, dq, scale);
     } else {
       using Dq = WarpgroupBackwardPass<Dh, false>;
       using DkDv = WarpgroupBackwardPass<Dh, true>;
       const int tiles = ceil_div(s.seq, Dq::owned), league = s.batch * s.heads * tiles;
-      launch_tiles<1>(causal ? "softmax_causal_bwd_dq_wg" : "softmax_full_bwd_dq_wg", exec, league,
-                      Dq{q, d_o, k, v, dq, CudaTensor<bf16>(), logsumexp, delta, no_sums, s.seq,
-                         s.heads, tiles, s.dk, s.dv, scale, scale_log2, causal},
-                      mma::Start::after_previous, Dq::shared_bytes);
-      launch_tiles<1>(causal ? "softmax_causal_bwd_dk_dv_wg" : "softmax_full_bwd_dk_dv_wg", exec,
-                      league,
-                      DkDv{k, v, q, d_o, dk, dv, logsumexp, delta, no_sums, s.seq, s.heads, tiles,
-                           s.dk, s.dv, scale, scale_log2, causal},
-                      mma::Start::after_previous, DkDv::shared_bytes);
+      launch(causal ? "softmax_causal_bwd_dq_wg" : "softmax_full_bwd_dq_wg", league,
+             Dq{q, d_o, k, v, dq, CudaTensor<bf16>(), logsumexp, delta, no_sums, s.seq, s.heads,
+                tiles, s.dk, s.dv, scale, scale_log2, causal});
+      launch(causal ? "softmax_causal_bwd_dk_dv_wg" : "softmax_full_bwd_dk_dv_wg", league,
+             DkDv{k, v, q, d_o, dk, dv, logsumexp, delta, no_sums, s.seq, s.heads, tiles, s.dk,
+                  s.dv, scale, scale_log2, causal});
     }
   };
   const bool ran = with_warpgroup_head(s.dk, s.dv, run);
