@@ -220,15 +220,9 @@ struct WarpgroupBackwardPass {
   // scale acc1 (dQ or dK), out2 = acc2 (dV).
   __device__ void store(Gradient& acc1, Gradient& acc2, int b, int h, int row0,
                         int first_col) const {
-    mma::for_each_entry(acc1, [&](int r, int c, float& x) {
-      if (row0 + r < L && first_col + c < d1)
-        out1(b, h, row0 + r, first_col + c) = storage_t<P>(scale * x);
-    });
-    if (OwnsKeys)
-      mma::for_each_entry(acc2, [&](int r, int c, float& x) {
-        if (row0 + r < L && first_col + c < d2)
-          out2(b, h, row0 + r, first_col + c) = storage_t<P>(x);
-      });
+    const float scaled[2] = {scale, scale}, unscaled[2] = {1.f, 1.f};
+    mma::store_scaled_rows<P>(out1, acc1, scaled, b, h, row0, L, first_col, d1);
+    if (OwnsKeys) mma::store_scaled_rows<P>(out2, acc2, unscaled, b, h, row0, L, first_col, d2);
   }
 
   // The consumer warpgroups wait for X, copied by the TMA, or copy it
