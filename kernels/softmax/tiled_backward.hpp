@@ -252,7 +252,7 @@ KernelPath softmax_backward_path(const Shape& s) {
   const int d = s.dk > s.dv ? s.dk : s.dv;
 #if defined(KOKKOS_ENABLE_CUDA)
   if constexpr (std::is_same_v<P, bf16>)
-    if (KernelPath products = bf16_product_path(s); !products.name.empty()) return products;
+    if (KernelPath products = bf16_product_path(s, true); !products.name.empty()) return products;
 #endif
   if (d <= widest_tensor_core_head) return {paths::tensor_core, ""};
   if (d <= widest_softmax_backward_head) return {paths::wide_head, head_too_wide(s)};

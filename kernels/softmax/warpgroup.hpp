@@ -17,6 +17,9 @@
 #include "common/warpgroup_tiles.hpp"
 #include "softmax/tensor_core.hpp"
 
+#include <stdexcept>
+#include <string>
+
 namespace attn {
 // The widest head the warpgroup kernels take, forward and backward (wider
 // ones take the wide-head kernels of softmax/tensor_core.hpp).
@@ -100,10 +103,14 @@ struct WarpgroupFlashForward {
   bool by_tma = false;
   mma::TileMap query_map{}, key_map{}, value_map{};
 
-  bool tensor_maps() {
-    by_tma = mma::encode_tile_map(query_map, q, rows) && mma::encode_tile_map(key_map, k, keys) &&
-             mma::encode_tile_map(value_map, v, keys);
-    return by_tma;
+  // The maps, where the path allows the TMA (tma_declines, which the row
+  // reports): a map the driver then declines would make the row name the
+  // wrong copies, so it throws.
+  void tensor_maps(const char* label, bool allowed) {
+    by_tma = allowed && mma::encode_tile_map(query_map, q, rows) &&
+             mma::encode_tile_map(key_map, k, keys) && mma::encode_tile_map(value_map, v, keys);
+    if (allowed && !by_tma)
+      throw std::runtime_error(std::string(label) + ": the TMA's tensor maps were not encoded");
   }
 
 #if defined(ATTN_WARPGROUP_MMA)
@@ -315,7 +322,7 @@ inline void warpgroup_forward(const Kokkos::Cuda& exec, const char* label,
       using F = WarpgroupFlashForward<D, decltype(keys)::value>;
       const int tiles = ceil_div(s.seq, F::rows);
       F f{q, k, v, o, logsumexp, s.seq, s.heads, tiles, s.dk, s.dv, scale_log2, causal};
-      f.tensor_maps();
+      f.tensor_maps(label, tma_declines(s, false).empty());
       launch_tiles<F::teams_per_sm>(label, exec, s.batch * s.heads * tiles, f,
                                     mma::Start::after_previous, F::shared_bytes);
     };

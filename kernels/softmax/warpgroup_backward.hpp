@@ -83,13 +83,16 @@ struct WarpgroupBackwardPass {
   bool by_tma = false;
   mma::TileMap x1_map{}, x2_map{}, y1_map{}, y2_map{}, lse_map{}, delta_map{};
 
-  bool tensor_maps() {
-    by_tma = mma::encode_tile_map(x1_map, x1, owned) && mma::encode_tile_map(x2_map, x2, owned) &&
+  // As WarpgroupFlashForward::tensor_maps.
+  void tensor_maps(const char* label, bool allowed) {
+    by_tma = allowed && mma::encode_tile_map(x1_map, x1, owned) &&
+             mma::encode_tile_map(x2_map, x2, owned) &&
              mma::encode_tile_map(y1_map, y1, streamed) &&
              mma::encode_tile_map(y2_map, y2, streamed) &&
              (!OwnsKeys || (mma::encode_row_map(lse_map, logsumexp, streamed) &&
                             mma::encode_row_map(delta_map, delta, streamed)));
-    return by_tma;
+    if (allowed && !by_tma)
+      throw std::runtime_error(std::string(label) + ": the TMA's tensor maps were not encoded");
   }
 
 #if defined(ATTN_WARPGROUP_MMA)
@@ -449,7 +452,7 @@ inline void warpgroup_backward(const Kokkos::Cuda& exec, const Shape& s, const C
   const CudaTensor<float> no_sums;
   // A pass, copying by the TMA where its tensors allow.
   auto launch = [&](const char* label, int league, auto pass) {
-    pass.tensor_maps();
+    pass.tensor_maps(label, tma_declines(s, true).empty());
     launch_tiles<1>(label, exec, league, pass, mma::Start::after_previous,
                     decltype(pass)::shared_bytes);
   };
