@@ -58,15 +58,16 @@ Cost softmax_cost(const Shape& s, const FormParams&, std::size_t scalar_bytes) {
           2 * pairs * (s.dk + s.dv)};
 }
 
-// What the kernels compute per visible pair (softmax/tiled_backward.hpp): the
-// forward's 2(dk + dv), the backward's 8dk + 6dv (S and dP recomputed in both
-// of its passes), plus D's 2dv per row. Bytes: q, k, v, o and d_o read, o, dq,
+// FlashAttention's count per visible pair: the forward's 2(dk + dv), the
+// backward's five products S, dP, dV, dK and dQ, 6dk + 4dv (what the one-pass
+// backward computes; the two-pass paths compute S and dP twice, 2dk + 2dv
+// more), plus D's 2dv per row. Bytes: q, k, v, o and d_o read, o, dq,
 // dk and dv written. The reference: the forward and P again over the visible
 // pairs, dP, dV, dQ and dK densely over all L^2.
 template <bool Causal>
 Cost softmax_backward_cost(const Shape& s, const FormParams&, std::size_t scalar_bytes) {
   const double bh = double(s.batch) * s.heads, L = s.seq, pairs = visible_pairs(s, Causal);
-  return {bh * (pairs * (10.0 * s.dk + 8.0 * s.dv) + 2 * L * s.dv),
+  return {bh * (pairs * (8.0 * s.dk + 6.0 * s.dv) + 2 * L * s.dv),
           bh * L * (4.0 * s.dk + 5.0 * s.dv) * scalar_bytes,
           pairs * (4.0 * s.dk + 2.0 * s.dv) + L * L * (4.0 * s.dk + 4.0 * s.dv)};
 }

@@ -489,28 +489,7 @@ __device__ __forceinline__ void store_output_rows(const CudaTensor<P>& o, mma::A
   float scale[2] = {1.f, 1.f};
   if (normalise)
     for (int half = 0; half < 2; ++half) scale[half] = 1.f / mma::quad_sum(den[half]);
-  const bool pairs = dv % 2 == 0;  // rows of even length: neighbouring entries stored together
-  // The thread's two rows (halves 0 and 1) from column first_value, or none
-  // past L: the view's index arithmetic once a row, not per pair.
-  storage_t<P>* row_at[2];
-  for (int half = 0; half < 2; ++half) {
-    const int row = row0 + mma::entry_row(2 * half);
-    row_at[half] = row < L ? &o(b, h, mma::stored_row(row, mirror), first_value) : nullptr;
-  }
-  if (row_at[0] && row_at[1] && pairs && first_value + DV <= dv) {
-    // Both rows inside, every column: one store a pair, no checks (the
-    // checks below took about 13 instructions a pair).
-    mma::for_each_pair(O, [&](int r, int c, float& x0, float& x1) {
-      mma::store_pair<P>(row_at[r >> 3] + c, x0 * scale[r >> 3], x1 * scale[r >> 3]);
-    });
-    return;
-  }
-  mma::for_each_pair(O, [&](int r, int c, float& x0, float& x1) {
-    storage_t<P>* const at = row_at[r >> 3];
-    if (!at || first_value + c >= dv) return;
-    mma::store_entries<P>(at + c, x0 * scale[r >> 3], x1 * scale[r >> 3], pairs,
-                          first_value + c + 1 < dv);
-  });
+  mma::store_scaled_rows<P>(o, O, scale, b, h, row0, L, first_value, dv, mirror);
 }
 #endif
 

@@ -89,14 +89,32 @@ KernelPath head_sized_path(const Shape& s) {
 }
 
 // The path of a forward then its backward: one name where both take the
-// same, else both joined by '+' (tensor-core/wide-head+portable).
+// same, else both joined by '+' (tensor-core/wide-head+portable); the
+// backward's reason after the forward's where it is another.
 inline KernelPath forward_then_backward(const KernelPath& forward, const KernelPath& backward) {
-  if (forward.name == backward.name) return forward;
-  const std::string reason = backward.reason.empty() ? forward.reason
-                             : forward.reason.empty()
-                                 ? "backward: " + backward.reason
-                                 : forward.reason + "; backward: " + backward.reason;
-  return {forward.name + "+" + backward.name, reason};
+  const std::string reason =
+      backward.reason.empty() || backward.reason == forward.reason ? forward.reason
+      : forward.reason.empty()                                     ? "backward: " + backward.reason
+                               : forward.reason + "; backward: " + backward.reason;
+  return {forward.name == backward.name ? forward.name : forward.name + "+" + backward.name,
+          reason};
+}
+
+// Why the bf16 warpgroup kernels copy a problem's tiles by cp.async, a
+// 16-byte piece per thread, rather than by the TMA (empty where the TMA
+// copies them): the TMA reads rows that are whole 16-byte multiples, bf16
+// heads of a multiple of 8 columns, and the backward's fp32 statistics
+// ([batch][head][row]) in rows of a length that is a multiple of 4. The
+// kernels copy by the TMA exactly where this is empty.
+inline std::string tma_declines(const Shape& s, bool backward) {
+  for (const int d : {s.dk, s.dv})
+    if (d % 8 != 0)
+      return "rows of " + std::to_string(d) +
+             " bf16 columns are not whole 16-byte pieces: tiles copied by cp.async, not the TMA";
+  if (backward && s.seq % 4 != 0)
+    return "L = " + std::to_string(s.seq) +
+           " is not a multiple of 4: the backward's tiles copied by cp.async, not the TMA";
+  return "";
 }
 
 // Whether `path` is a run of `wanted` (--require-path): every part of a

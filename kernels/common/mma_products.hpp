@@ -399,25 +399,44 @@ __device__ __forceinline__ float quad_sum(float x) {
   return x + __shfl_xor_sync(0xffffffffu, x, 2);
 }
 
+// x[0] = x[0] op x[1] op ... op x[n - 1] as a balanced tree: a chain of
+// log2(n) dependent steps rather than n - 1.
+template <int n, class Op>
+__device__ __forceinline__ void combine_tree(float* x, Op op) {
+  if constexpr (n > 1) {
+#pragma unroll
+    for (int i = 0; i < n / 2; ++i) x[i] = op(x[i], x[i + (n + 1) / 2]);
+    combine_tree<(n + 1) / 2>(x, op);
+  }
+}
+// The thread's entries of row half of C (g: half 0, g + 8: half 1)
+// combined by op as a tree: a warpgroup's softmax waits through its row
+// maximum and sum at every key tile, on the way from S to the weights.
+template <int N, class Op>
+__device__ __forceinline__ float combine_row(const Accumulator<N>& C, int half, Op op) {
+  float x[N / 4];
+#pragma unroll
+  for (int j = 0; j < N / 8; ++j) {
+    x[2 * j] = C.c[j][2 * half];
+    x[2 * j + 1] = C.c[j][2 * half + 1];
+  }
+  combine_tree<N / 4>(x, op);
+  return x[0];
+}
+
 // The thread's rows of C are g (half 0) and g + 8 (half 1).
 template <int N>
 __device__ __forceinline__ void row_max(const Accumulator<N>& C, float (&m)[2]) {
-#pragma unroll
-  for (int j = 0; j < N / 8; ++j) {
-    m[0] = fmaxf(m[0], fmaxf(C.c[j][0], C.c[j][1]));
-    m[1] = fmaxf(m[1], fmaxf(C.c[j][2], C.c[j][3]));
-  }
-  m[0] = quad_max(m[0]);
-  m[1] = quad_max(m[1]);
+  auto max = [](float a, float b) { return fmaxf(a, b); };
+  m[0] = quad_max(fmaxf(m[0], combine_row(C, 0, max)));
+  m[1] = quad_max(fmaxf(m[1], combine_row(C, 1, max)));
 }
 // The thread's share of each row sum (reduce with quad_sum when needed).
 template <int N>
 __device__ __forceinline__ void add_row_sums(const Accumulator<N>& C, float (&s)[2]) {
-#pragma unroll
-  for (int j = 0; j < N / 8; ++j) {
-    s[0] += C.c[j][0] + C.c[j][1];
-    s[1] += C.c[j][2] + C.c[j][3];
-  }
+  auto sum = [](float a, float b) { return a + b; };
+  s[0] += combine_row(C, 0, sum);
+  s[1] += combine_row(C, 1, sum);
 }
 // The same into running row sums over a whole sequence, each tile's share
 // added with its error carried (see CompensatedAccumulator); the sums are

@@ -3,7 +3,9 @@
 // values streamed past them through shared tiles, the copies of the next
 // tiles overlapping this tile's products (attend_streamed, on the tiles of
 // StreamedTiles). The softmax forward, LION's attention form and the chunk
-// forms' intra-chunk part differ only in how they weigh the scores.
+// forms' intra-chunk part differ only in how they weigh the scores; their
+// output rows leave by store_scaled_rows, each row scaled by its factor
+// (1 / the softmax's sum, a normaliser), a pair of entries a store.
 #pragma once
 #include "common/mma_products.hpp"
 #include "common/shared_tiles.hpp"
@@ -132,6 +134,37 @@ __device__ __forceinline__ void attend_streamed(const Member& team, const RowTil
     team.team_barrier();  // every warp has read the values
     if (next) start_values(k0 + Keys);
   }
+}
+
+// The warp's rows of an output accumulator O (its columns first_col ..)
+// into o ([batch][head][row][column], rows as stored_row places them), the
+// thread's two rows scaled by scale[0] and scale[1]; rows past L and
+// columns past dv are left alone.
+template <class P, int DV, class View>
+__device__ __forceinline__ void store_scaled_rows(const View& o, Accumulator<DV>& O,
+                                                  const float (&scale)[2], int b, int h, int row0,
+                                                  int L, int first_col, int dv, int mirror = -1) {
+  const bool pairs = dv % 2 == 0;  // rows of even length: neighbouring entries stored together
+  // The thread's two rows (halves 0 and 1) from column first_col, or none
+  // past L: the view's index arithmetic once a row, not per pair.
+  storage_t<P>* row_at[2];
+  for (int half = 0; half < 2; ++half) {
+    const int row = row0 + entry_row(2 * half);
+    row_at[half] = row < L ? &o(b, h, stored_row(row, mirror), first_col) : nullptr;
+  }
+  if (row_at[0] && row_at[1] && pairs && first_col + DV <= dv) {
+    // Both rows inside, every column: one store a pair, no checks (the
+    // checks below took about 13 instructions a pair).
+    for_each_pair(O, [&](int r, int c, float& x0, float& x1) {
+      store_pair<P>(row_at[r >> 3] + c, x0 * scale[r >> 3], x1 * scale[r >> 3]);
+    });
+    return;
+  }
+  for_each_pair(O, [&](int r, int c, float& x0, float& x1) {
+    storage_t<P>* const at = row_at[r >> 3];
+    if (!at || first_col + c >= dv) return;
+    store_entries<P>(at + c, x0 * scale[r >> 3], x1 * scale[r >> 3], pairs, first_col + c + 1 < dv);
+  });
 }
 #endif  // ATTN_MMA_DEVICE_PASS
 

@@ -64,19 +64,22 @@ __device__ __forceinline__ void assume_team_size() {
 #endif
 }
 
-// A team per block. The bounded kernel is compiled for blocks of
+// A team per block, the functor a __grid_constant__ parameter: read in
+// place, never copied to the thread's local memory, so that the TMA can read
+// the tensor maps a functor holds (common/tensor_maps.hpp) where they are.
+// The bounded kernel is compiled for blocks of
 // Functor::warps warps, at least MinBlocks of them resident per SM (which
 // caps the registers: 3 teams of 128 threads, 168); the other as ptxas
 // chooses (declaring the block size alone raised some kernels' registers by
 // a quarter, e.g. ChunkStates<float, 128> 97 -> 126).
 template <class Functor>
-__global__ void tile_kernel(const Functor f) {
+__global__ void tile_kernel(const __grid_constant__ Functor f) {
   assume_team_size<Functor>();
   f(CudaTeam{});
 }
 template <class Functor, int MinBlocks>
 __global__ void __launch_bounds__(32 * Functor::warps, MinBlocks)
-    bounded_tile_kernel(const Functor f) {
+    bounded_tile_kernel(const __grid_constant__ Functor f) {
   assume_team_size<Functor>();
   f(CudaTeam{});
 }

@@ -10,11 +10,15 @@
 //   arrive_when_copied(async)    one arrival that completes once the
 //                                thread's copies so far have landed (by
 //                                cp.async, or plain stores)
-//   arrive()                     one arrival (a consumer done with a buffer)
+//   arrive(), arrive_if(arrives) one arrival (a consumer done with a buffer)
+//   arrive_expecting(bytes)      one arrival, and `bytes` more to land by
+//                                bulk copies (TMA, common/tensor_maps.hpp)
+//                                before the phase completes
 //   wait(parity)                 until the phase of that parity completes
 //   CopyRing<Buffers>            the full and empty barriers of a ring of
-//                                buffers: wait_empty, filled (the copier);
-//                                wait_for_products, hand_back (consumers)
+//                                buffers: wait_empty, filled or landing
+//                                (the copier); wait_for_products, hand_back
+//                                (consumers)
 //   copy_word_async(to, from, inside)
 //                                4 bytes by cp.async (zeros outside)
 //   sync_threads(id, threads)    a barrier for some of the team's warps
@@ -36,9 +40,14 @@ struct CopyBarrier {
   __device__ std::uint32_t address() const {
     return static_cast<std::uint32_t>(__cvta_generic_to_shared(&word));
   }
+  // The initialization is fenced so that the TMA's completions (the async
+  // proxy) see it too; the team barrier after it orders it for the threads.
   __device__ void init(int count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(address()), "r"(count)
-                 : "memory");
+    asm volatile(
+        "mbarrier.init.shared::cta.b64 [%0], %1;\n"
+        "fence.mbarrier_init.release.cluster;\n" ::"r"(address()),
+        "r"(count)
+        : "memory");
   }
   // The thread's one arrival for a tile it copied. By cp.async: an arrival
   // that the hardware makes once the thread's copies so far have landed
@@ -59,6 +68,20 @@ struct CopyBarrier {
     asm volatile(
         "{\n.reg .b64 state;\nmbarrier.arrive.shared::cta.b64 state, [%0];\n}\n" ::"r"(address())
         : "memory");
+  }
+  // The same where `arrives` holds: a predicated instruction, not a branch
+  // around one.
+  __device__ void arrive_if(bool arrives) {
+    asm volatile(
+        "{\n.reg .pred p;\n.reg .b64 state;\nsetp.ne.b32 p, %1, 0;\n"
+        "@p mbarrier.arrive.shared::cta.b64 state, [%0];\n}\n" ::"r"(address()),
+        "r"(int(arrives))
+        : "memory");
+  }
+  __device__ void arrive_expecting(std::uint32_t bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(address()),
+                 "r"(bytes)
+                 : "memory");
   }
   __device__ void wait(int parity) const {
     std::uint32_t done = 0;
@@ -97,6 +120,9 @@ struct CopyRing {
   __device__ void filled(int j, bool by_cp_async) {
     full[buffer(j)].arrive_when_copied(by_cp_async);
   }
+  // Or, copied by the TMA (a ring of one copier), the barrier its bytes
+  // land on.
+  __device__ CopyBarrier& landing(int j) { return full[buffer(j)]; }
   // Until tile j is in: the buffer's (j / Buffers)-th fill.
   __device__ void wait_full(int j) const { full[buffer(j)].wait((j / Buffers) & 1); }
   // A consumer waits for tile j before its warpgroup products read it: the
@@ -108,9 +134,7 @@ struct CopyRing {
   }
   // A consumer warp hands tile j's buffer back once the products that read
   // it have been waited for (every lane is past the wait).
-  __device__ void hand_back(int j) {
-    if (threadIdx.x % 32 == 0) empty[buffer(j)].arrive();
-  }
+  __device__ void hand_back(int j) { empty[buffer(j)].arrive_if(threadIdx.x % 32 == 0); }
 };
 
 // 4 bytes from global memory to shared memory by cp.async (a float of a

@@ -75,14 +75,18 @@ template <int N>
 __device__ __forceinline__ void add_ab_shared(Accumulator<N>& C, std::uint64_t a, std::uint64_t b,
                                               bool accumulate);
 template <int N>
+__device__ __forceinline__ void add_ab_shared_mn(Accumulator<N>& C, std::uint64_t a,
+                                                 std::uint64_t b, bool accumulate);
+template <int N>
 __device__ __forceinline__ void add_ab_registers(Accumulator<N>& C, const std::uint32_t (&a)[4],
                                                  std::uint64_t b);
 
 // One specialization per N: the accumulator's N / 2 registers (listed in the
 // instruction and as operands), then the other operands numbered after them.
 // The immediates after the predicate: scale-a, scale-b (1: no negation),
-// then transpose-a and transpose-b for shared operands (0: K-major), or
-// transpose-b alone beside a register A (1: B is MN-major).
+// then transpose-a and transpose-b for shared operands (0: K-major, as in
+// add_ab_shared; 1: MN-major, as in add_ab_shared_mn), or transpose-b alone
+// beside a register A (1: B is MN-major).
 #define ATTN_WG_TILE(j) "+f"(C.c[j][0]), "+f"(C.c[j][1]), "+f"(C.c[j][2]), "+f"(C.c[j][3])
 #define ATTN_WG_ACC32 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}"
 #define ATTN_WG_ACC40                                                                            \
@@ -101,16 +105,18 @@ __device__ __forceinline__ void add_ab_registers(Accumulator<N>& C, const std::u
   "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%" \
   "25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%" \
   "48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}"
-#define ATTN_WG_BF16_SHARED_A(N, d, a_desc, b_desc, accumulate, ...)                        \
-  template <>                                                                               \
-  __device__ __forceinline__ void add_ab_shared<N>(Accumulator<N> & C, std::uint64_t a,     \
-                                                   std::uint64_t b, bool accumulate_flag) { \
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " accumulate                             \
-                 ", 0;\n"                                                                   \
-                 "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32.bf16.bf16 " d ", " a_desc  \
-                 ", " b_desc ", p, 1, 1, 0, 0;\n}\n"                                        \
-                 : __VA_ARGS__                                                              \
-                 : "l"(a), "l"(b), "r"(int(accumulate_flag)));                              \
+#define ATTN_WG_BF16_SHARED_A(N, d, a_desc, b_desc, accumulate, ...) \
+  ATTN_WG_BF16_SHARED(add_ab_shared, "0, 0", N, d, a_desc, b_desc, accumulate, __VA_ARGS__)
+#define ATTN_WG_BF16_SHARED(name, transpose, N, d, a_desc, b_desc, accumulate, ...)             \
+  template <>                                                                                   \
+  __device__ __forceinline__ void name<N>(Accumulator<N> & C, std::uint64_t a, std::uint64_t b, \
+                                          bool accumulate_flag) {                               \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " accumulate                                 \
+                 ", 0;\n"                                                                       \
+                 "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32.bf16.bf16 " d ", " a_desc      \
+                 ", " b_desc ", p, 1, 1, " transpose ";\n}\n"                                   \
+                 : __VA_ARGS__                                                                  \
+                 : "l"(a), "l"(b), "r"(int(accumulate_flag)));                                  \
   }
 #define ATTN_WG_BF16_REGISTER_A(N, d, a_regs, b_desc, ...)                                    \
   template <>                                                                                 \
@@ -145,6 +151,10 @@ ATTN_WG_BF16_SHARED_A(192, ATTN_WG_ACC96, "%96", "%97", "%98", ATTN_WG_TILE(0), 
                       ATTN_WG_TILE(18), ATTN_WG_TILE(19), ATTN_WG_TILE(20), ATTN_WG_TILE(21),
                       ATTN_WG_TILE(22), ATTN_WG_TILE(23))
 
+ATTN_WG_BF16_SHARED(add_ab_shared_mn, "1, 1", 64, ATTN_WG_ACC64, "%32", "%33", "%34",
+                    ATTN_WG_TILE(0), ATTN_WG_TILE(1), ATTN_WG_TILE(2), ATTN_WG_TILE(3),
+                    ATTN_WG_TILE(4), ATTN_WG_TILE(5), ATTN_WG_TILE(6), ATTN_WG_TILE(7))
+
 ATTN_WG_BF16_REGISTER_A(64, ATTN_WG_ACC64, "{%32,%33,%34,%35}", "%36", ATTN_WG_TILE(0),
                         ATTN_WG_TILE(1), ATTN_WG_TILE(2), ATTN_WG_TILE(3), ATTN_WG_TILE(4),
                         ATTN_WG_TILE(5), ATTN_WG_TILE(6), ATTN_WG_TILE(7))
@@ -155,6 +165,7 @@ ATTN_WG_BF16_REGISTER_A(128, ATTN_WG_ACC128, "{%64,%65,%66,%67}", "%68", ATTN_WG
                         ATTN_WG_TILE(13), ATTN_WG_TILE(14), ATTN_WG_TILE(15))
 
 #undef ATTN_WG_BF16_SHARED_A
+#undef ATTN_WG_BF16_SHARED
 #undef ATTN_WG_BF16_REGISTER_A
 #undef ATTN_WG_ACC32
 #undef ATTN_WG_ACC40
@@ -202,6 +213,21 @@ __device__ __forceinline__ void add_ab_tiles(Accumulator<N>& C, const Fragments<
   for (int kk = 0; kk < Steps; ++kk) add_ab_registers<N>(C, a[kk], b + 128 * kk);
 }
 
+// C = A B over K rows of both tiles, both read along their rows (MN-major,
+// as V in add_ab_tiles; tiles of a_rows and b_rows rows): A's 64 rows are the
+// 64 columns of a_tile's first block from its first row, B's N columns
+// those of b_tile's first block (dQ = dS K from the tiles of dS^T and K).
+template <int N, int K>
+__device__ __forceinline__ void add_ab_mn_tiles(Accumulator<N>& C, const operand_t<bf16>* a_tile,
+                                                int a_rows, const operand_t<bf16>* b_tile,
+                                                int b_rows) {
+  static_assert(N <= 64, "B's columns from one 64-column block");
+  const std::uint64_t a = shared_matrix_descriptor(a_tile, a_rows * 128, 1024, true),
+                      b = shared_matrix_descriptor(b_tile, b_rows * 128, 1024, true);
+#pragma unroll
+  for (int kk = 0; kk < K / 16; ++kk) add_ab_shared_mn<N>(C, a + 128 * kk, b + 128 * kk, kk > 0);
+}
+
 // C rounded to bf16 A fragments: the accumulator layout of two 8-column
 // tiles is the A layout of one 16-column step (scores become weights).
 template <int N>
@@ -215,6 +241,23 @@ __device__ __forceinline__ void to_fragments(Fragments<N / 16>& a, const Accumul
     a[kk][2] = pack_bf16(hi[0], hi[1]);
     a[kk][3] = pack_bf16(hi[2], hi[3]);
   }
+}
+
+// A fragments written back as rows of a Swizzled128 tile, the warp's 16
+// rows from `row` (fragment kk, word e: row g + 8 (e % 2), columns
+// 16 kk + 8 (e / 2) + 2 t and the next, as to_fragments packed them), for a
+// product that reads them from shared memory.
+template <int Steps>
+__device__ __forceinline__ void store_fragments(operand_t<bf16>* tile, Swizzled128 layout, int row,
+                                                const Fragments<Steps>& a) {
+  const int g = lane_id() >> 2, t = lane_id() & 3;
+#pragma unroll
+  for (int kk = 0; kk < Steps; ++kk)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int r = row + g + 8 * (e & 1), c = 16 * kk + 8 * (e >> 1) + 2 * t;
+      *reinterpret_cast<std::uint32_t*>(tile + tile_offset(layout, r, c)) = a[kk][e];
+    }
 }
 #endif
 

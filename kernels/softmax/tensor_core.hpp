@@ -126,17 +126,16 @@ struct OnlineSoftmax {
     mma::add_row_sums(S, l);
   }
 
-  // o(b, h, row0 + r, first_col + c) = O(r, c) / l for the columns below dv;
-  // with `logsumexp`, each row's natural-log logsumexp too.
+  // o(b, h, row0 + r, first_col + c) = O(r, c) / l for the columns below dv
+  // (by one reciprocal a row, and a store a pair of columns); with
+  // `logsumexp`, each row's natural-log logsumexp too.
   template <class P, int DV>
   __device__ __forceinline__ void store(mma::Accumulator<DV>& O, const CudaTensor<P>& o,
                                         const CudaRows& logsumexp, int b, int h, int row0, int L,
                                         int first_col, int dv) const {
     const float sum[2] = {mma::quad_sum(l[0] + l_carry[0]), mma::quad_sum(l[1] + l_carry[1])};
-    mma::for_each_entry(O, [&](int r, int c, float& x) {
-      if (row0 + r < L && first_col + c < dv)
-        o(b, h, row0 + r, first_col + c) = storage_t<P>(x / sum[r >> 3]);
-    });
+    const float inverse[2] = {1.f / sum[0], 1.f / sum[1]};
+    mma::store_scaled_rows<P>(o, O, inverse, b, h, row0, L, first_col, dv);
     if (logsumexp.data() && mma::quad_leader())
       for (int half = 0; half < 2; ++half) {
         const int row = row0 + mma::entry_row(2 * half);

@@ -25,9 +25,10 @@ constexpr bool has_tensor_cores() {
 #if defined(KOKKOS_ENABLE_CUDA)
 // bf16 softmax on tensor cores, forward or backward: warpgroup products for
 // heads up to widest_warpgroup_head where the device has them and they are
-// on; else mma.sync for heads up to 128 columns, saying why; else no path
+// on (saying why where their tiles are copied by cp.async, not the TMA:
+// tma_declines); else mma.sync for heads up to 128 columns, saying why; else no path
 // (an empty name: the wide-head kernels' choice).
-inline KernelPath bf16_product_path(const Shape& s) {
+inline KernelPath bf16_product_path(const Shape& s, bool backward) {
   const int d = s.dk > s.dv ? s.dk : s.dv;
   if (d > widest_warpgroup_head) return {};
   std::string why;  // not on warpgroup products
@@ -36,7 +37,7 @@ inline KernelPath bf16_product_path(const Shape& s) {
   else if (!mma::device_has_warpgroup_products())
     why = "the device has no warpgroup products (sm_90a)";
   else
-    return {paths::warpgroup, ""};
+    return {paths::warpgroup, tma_declines(s, backward)};
   if (d <= widest_tensor_core_head) return {paths::tensor_core, why};
   return {};
 }
@@ -51,7 +52,7 @@ KernelPath softmax_forward_path(const Shape& s) {
   if (KernelPath none = without_tensor_cores<Exec, P>(); !none.name.empty()) return none;
 #if defined(KOKKOS_ENABLE_CUDA)
   if constexpr (std::is_same_v<P, bf16>)
-    if (KernelPath products = bf16_product_path(s); !products.name.empty()) return products;
+    if (KernelPath products = bf16_product_path(s, false); !products.name.empty()) return products;
 #endif
   if (std::string wide = head_too_wide(s); !wide.empty()) return {paths::wide_head, wide};
   return {paths::tensor_core, ""};

@@ -15,7 +15,10 @@
 // On CUDA, float, tf32 and bf16 with head sizes up to 512 run both passes on
 // tensor cores (softmax/tensor_core.hpp; above 128 in blocks of gradient
 // columns); wider heads, double, and the host run the portable backward
-// passes, which this file holds.
+// passes, which this file holds. bf16 on a device with warpgroup products
+// runs softmax/warpgroup_backward.hpp: up to 128 columns one pass over key
+// tiles that adds dQ atomically (6dk + 4dv per pair; dq's last bits then
+// depend on the order of the additions), two passes at 256.
 #pragma once
 #include "softmax/tiled.hpp"
 #include "softmax/warpgroup_backward.hpp"
@@ -249,7 +252,7 @@ KernelPath softmax_backward_path(const Shape& s) {
   const int d = s.dk > s.dv ? s.dk : s.dv;
 #if defined(KOKKOS_ENABLE_CUDA)
   if constexpr (std::is_same_v<P, bf16>)
-    if (KernelPath products = bf16_product_path(s); !products.name.empty()) return products;
+    if (KernelPath products = bf16_product_path(s, true); !products.name.empty()) return products;
 #endif
   if (d <= widest_tensor_core_head) return {paths::tensor_core, ""};
   if (d <= widest_softmax_backward_head) return {paths::wide_head, head_too_wide(s)};

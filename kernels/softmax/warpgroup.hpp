@@ -4,16 +4,21 @@
 // each of two consumer warpgroups owns 64 query rows, S = Q K^T reads Q and K
 // from shared memory, and O += P V takes P from the registers that held S
 // (the accumulator layout of two 8-key tiles is the A layout of one 16-key
-// step) and V from shared memory. A producer warp copies the key and value
-// tiles (by cp.async) into a ring of buffers and the two sides hand buffers
-// over through barriers in shared memory (common/warp_specialization.hpp), so the
-// consumer warpgroups do not wait for each other. Not yet here from
-// FlashAttention-3: TMA copies and the ping-pong scheduling of the two
-// warpgroups.
+// step) and V from shared memory. A producer warpgroup copies Q and the key
+// and value tiles into a ring of buffers, by the TMA from one thread where it
+// can read the tensors (common/tensor_maps.hpp) and by cp.async from all 128
+// otherwise, and the two sides hand buffers over through barriers in shared
+// memory (common/warp_specialization.hpp), so the consumer warpgroups do not
+// wait for each other. Not yet here from FlashAttention-3: the ping-pong
+// scheduling of the two warpgroups.
 #pragma once
+#include "common/tensor_maps.hpp"
 #include "common/warp_specialization.hpp"
 #include "common/warpgroup_tiles.hpp"
 #include "softmax/tensor_core.hpp"
+
+#include <stdexcept>
+#include <string>
 
 namespace attn {
 // The widest head the warpgroup kernels take, forward and backward (wider
@@ -82,17 +87,31 @@ struct WarpgroupFlashForward {
   static constexpr int teams_per_sm = 1;
   static constexpr int block = D < 128 ? D : 128, blocks = D / block;  // O's value blocks
   // Q, then the buffers, each a key and a value tile (225 KB at d = 128 and
-  // 256, 113 KB at d = 64), then the barriers of the key and
-  // value rings, from the first 1024-byte boundary of the team's memory.
+  // 256, 113 KB at d = 64), then the barriers of the key and value rings and
+  // Q's, from the first 1024-byte boundary of the team's memory.
   static constexpr int tile_operands = keys * D;
   static constexpr std::size_t tile_bytes = (rows * D + 2 * buffers * tile_operands) * sizeof(E);
-  static constexpr std::size_t shared_bytes = tile_bytes + 4 * buffers * 8 + 1024;
+  static constexpr std::size_t shared_bytes = tile_bytes + (4 * buffers + 1) * 8 + 1024;
 
   CudaTensor<P> q, k, v, o;
   CudaRows logsumexp;  // optional, as in FlashForward
   int L, H, tiles, dk, dv;
   float scale_log2;
   bool causal;
+  // Set by tensor_maps(): whether the TMA copies the tiles, and Q's, K's
+  // and V's maps (boxes of Q's tile rows and of the key tile's).
+  bool by_tma = false;
+  mma::TileMap query_map{}, key_map{}, value_map{};
+
+  // The maps, where the path allows the TMA (tma_declines, which the row
+  // reports): a map the driver then declines would make the row name the
+  // wrong copies, so it throws.
+  void tensor_maps(const char* label, bool allowed) {
+    by_tma = allowed && mma::encode_tile_map(query_map, q, rows) &&
+             mma::encode_tile_map(key_map, k, keys) && mma::encode_tile_map(value_map, v, keys);
+    if (allowed && !by_tma)
+      throw std::runtime_error(std::string(label) + ": the TMA's tensor maps were not encoded");
+  }
 
 #if defined(ATTN_WARPGROUP_MMA)
   // The tiles, swizzled: K-major for Q and K, read along its rows (MN-major)
@@ -105,7 +124,8 @@ struct WarpgroupFlashForward {
   static constexpr auto copies = mma::CopyAddressing::strided;
 
   // The shared tiles: Q, then K and V of each buffer; the rings after them
-  // (full: the producer's threads arrive; empty: the 8 consumer warps).
+  // (full: the producer's copying threads arrive, one by the TMA; empty: the
+  // 8 consumer warps), then Q's barrier (the TMA's copies only).
   struct Tiles {
     E* queries;
     __device__ E* keys(int buffer) const { return queries + rows * D + buffer * 2 * tile_operands; }
@@ -113,6 +133,7 @@ struct WarpgroupFlashForward {
   };
   struct Rings {
     mma::CopyRing<buffers> keys, values;
+    mma::CopyBarrier queries;
   };
 
   // The producer warpgroup: tile j's keys, then its values, each into its
@@ -134,6 +155,23 @@ struct WarpgroupFlashForward {
     // waits until the last tile is in.
     rings.keys.wait_full(n - 1);
     rings.values.wait_full(n - 1);
+  }
+
+  // The same by the TMA, issued by one thread: Q's tile first, on its own
+  // barrier, then the key and value tiles as above (rows past L, and
+  // columns past d_k or d_v, arrive as zeros).
+  __device__ void copy_tiles_by_tma(const Tiles& t, Rings& rings, const TeamTile& tile,
+                                    int n) const {
+    const int b = tile.b, h = tile.h;
+    mma::copy_swizzled_tile(t.queries, query_map, rows, D, tile.first, h, b, rings.queries);
+    for (int j = 0; j < n; ++j) {
+      rings.keys.wait_empty(j);
+      mma::copy_swizzled_tile(t.keys(j % buffers), key_map, keys, D, keys * j, h, b,
+                              rings.keys.landing(j));
+      rings.values.wait_empty(j);
+      mma::copy_swizzled_tile(t.values(j % buffers), value_map, keys, D, keys * j, h, b,
+                              rings.values.landing(j));
+    }
   }
 
   // Issues S = Q K^T over the warpgroup's 64 rows (its first at query_row
@@ -168,7 +206,8 @@ struct WarpgroupFlashForward {
     });
   }
 
-  // The consumer warpgroups: Q copied by themselves, then n key tiles.
+  // The consumer warpgroups: Q (copied by the TMA, or by themselves), then
+  // n key tiles.
   // Every product is issued under conditions uniform over the warpgroup
   // (the tile's index), none that depend on which warpgroup it is: ptxas
   // serializes warpgroup products issued on a path it cannot prove uniform.
@@ -178,11 +217,15 @@ struct WarpgroupFlashForward {
     const int b = tile.b, h = tile.h, tid = threadIdx.x;
     const int group_first = tile.first + 64 * (tid / 128);  // the warpgroup's first query
     const int row0 = tile.first + 16 * (tid / 32);          // the warp's first query
-    mma::start_tile_copy<P>(t.queries, query_layout, rows, D, q, b, h, tile.first, tile.count, dk,
-                            tid, consumers);
-    mma::wait_for_copies<0>();
-    mma::publish_to_warpgroup_products();
-    mma::sync_threads(1, consumers);
+    if (by_tma) {
+      rings.queries.wait(0);
+    } else {
+      mma::start_tile_copy<P>(t.queries, query_layout, rows, D, q, b, h, tile.first, tile.count, dk,
+                              tid, consumers);
+      mma::wait_for_copies<0>();
+      mma::publish_to_warpgroup_products();
+      mma::sync_threads(1, consumers);
+    }
 
     Output O;
 #pragma unroll
@@ -234,8 +277,10 @@ struct WarpgroupFlashForward {
     Rings& rings =
         *reinterpret_cast<Rings*>(reinterpret_cast<unsigned char*>(t.queries) + tile_bytes);
     if (team.team_rank() == 0) {
-      rings.keys.init(producers, consumers / 32);
-      rings.values.init(producers, consumers / 32);
+      const int copiers = by_tma ? 1 : producers;
+      rings.keys.init(copiers, consumers / 32);
+      rings.values.init(copiers, consumers / 32);
+      rings.queries.init(1);
     }
     team.team_barrier();
     // Causal: the last query tiles see the most keys; start them first.
@@ -248,7 +293,10 @@ struct WarpgroupFlashForward {
     // serialized.
     if (__shfl_sync(0xffffffffu, team.team_rank() / 128, 0) == warpgroups) {
       mma::keep_registers<producer_registers, false>();
-      copy_tiles(t, rings, n, tile.b, tile.h);
+      if (!by_tma)
+        copy_tiles(t, rings, n, tile.b, tile.h);
+      else if (team.team_rank() == consumers)
+        copy_tiles_by_tma(t, rings, tile, n);
     } else {
       mma::keep_registers<consumer_registers, true>();
       consume(t, rings, tile, n);
@@ -273,10 +321,10 @@ inline void warpgroup_forward(const Kokkos::Cuda& exec, const char* label,
     auto launch = [&](auto keys) {
       using F = WarpgroupFlashForward<D, decltype(keys)::value>;
       const int tiles = ceil_div(s.seq, F::rows);
-      launch_tiles<F::teams_per_sm>(
-          label, exec, s.batch * s.heads * tiles,
-          F{q, k, v, o, logsumexp, s.seq, s.heads, tiles, s.dk, s.dv, scale_log2, causal},
-          mma::Start::after_previous, F::shared_bytes);
+      F f{q, k, v, o, logsumexp, s.seq, s.heads, tiles, s.dk, s.dv, scale_log2, causal};
+      f.tensor_maps(label, tma_declines(s, false).empty());
+      launch_tiles<F::teams_per_sm>(label, exec, s.batch * s.heads * tiles, f,
+                                    mma::Start::after_previous, F::shared_bytes);
     };
     if (causal)
       launch(std::integral_constant<int, forward_key_tile(D, true)>{});

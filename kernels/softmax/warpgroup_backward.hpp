@@ -5,14 +5,21 @@
 // streams tiles of 64 rows of Y:
 //   dq pass:     X = (Q, dO), Y = (K, V):  dQ += dS K
 //   dk, dv pass: X = (K, V), Y = (Q, dO):  dV += P^T dO,  dK += dS^T Q
+// or, up to d = 128, one pass (AddsDq, FlashAttention-3's backward, Shah et
+// al. 2024, Sec. 3.3 and Appendix B): the dk, dv pass also adds dQ += dS K
+// for the streamed queries into fp32 sums in global memory, atomically
+// (dS through shared memory; five products per pair of tiles, not seven).
 // S = X1 Y1^T and dP = X2 Y2^T read both operands from shared memory (K-major);
 // P = exp2(log2e scale S - log2e lse) and dS = P (dP - D), D = rowsum(dO O),
 // are packed into A fragments, and the gradient products read Y's tile along
 // its rows (MN-major), the same swizzled tile that S read K-major. As in the
-// forward, a producer warpgroup copies Y's tiles into a ring of buffers
-// (common/warp_specialization.hpp) and the two consumer warpgroups compute.
+// forward, a producer warpgroup copies X's tiles and then Y's into a ring of
+// buffers (common/warp_specialization.hpp), by the TMA where it can read the
+// tensors, and the two consumer warpgroups compute.
 #pragma once
+#include "common/tensor_maps.hpp"
 #include "common/warpgroup_tiles.hpp"
+#include "common/workspace.hpp"
 #include "softmax/warpgroup.hpp"
 
 namespace attn::detail {
@@ -31,7 +38,14 @@ namespace attn::detail {
 // warpgroup turns the scores of tile j into P and dS, the gradient products
 // of tile j - 1 run (as the forward overlaps P V with the softmax), and the
 // producer copies the tiles after j into the buffers handed back.
-template <int D, bool OwnsKeys>
+// AddsDq (keys' team, d <= 128): for every streamed tile, dS^T goes to shared
+// memory, and after a barrier of the two warpgroups each adds a 64 x 64
+// block of dS K to dq_sums (at d = 128 its 64 columns over the team's 128
+// keys; at d = 64 every column over its own 64 keys). Its registers (dK,
+// dV, then dQ's block) leave no room for the next tile's S and dP, so a
+// tile's scores are not overlapped with the last tile's gradient products
+// there; the other warpgroup's work is.
+template <int D, bool OwnsKeys, bool AddsDq = false>
 struct WarpgroupBackwardPass {
   using P = bf16;
   using E = mma::operand_t<P>;
@@ -43,21 +57,43 @@ struct WarpgroupBackwardPass {
   // producer gives back of the 168 a thread of 384 starts with.
   static constexpr int producer_registers = 24, consumer_registers = 240;
   static constexpr int owned = column_blocks ? 64 : 128, streamed = column_blocks ? 32 : 64;
+  static_assert(!AddsDq || (OwnsKeys && !column_blocks), "one pass: the keys' team, d <= 128");
   static constexpr int owned_operands = owned * D, streamed_operands = streamed * D;
-  // X1, X2, then each buffer's Y1, Y2, then its queries' statistics (dk, dv
-  // pass), then the ring's barriers: 161.5 KB at d = 128 and 256, from a
-  // 1024-byte boundary.
-  static constexpr std::size_t ring_offset =
-      (2 * owned_operands + 2 * buffers * streamed_operands) * sizeof(E) +
-      buffers * 2 * streamed * sizeof(float);
-  static constexpr std::size_t shared_bytes = ring_offset + 2 * buffers * 8 + 1024;
+  // dS^T (owned x streamed) in two buffers, one pass only: a warpgroup
+  // writes tile j + 1's while the other may still read tile j's.
+  static constexpr int score_operands = AddsDq ? owned * streamed : 0;
+  // X1, X2, then each buffer's Y1, Y2, then dS^T's buffers, then each
+  // buffer's queries' statistics (dk, dv pass), then the ring's barriers and
+  // X's: 161.5 KB at d = 128 and 256 (193.5 in one pass), from a 1024-byte
+  // boundary.
+  static constexpr std::size_t stats_offset =
+      (2 * owned_operands + 2 * buffers * streamed_operands + 2 * score_operands) * sizeof(E);
+  static constexpr std::size_t ring_offset = stats_offset + buffers * 2 * streamed * sizeof(float);
+  static constexpr std::size_t shared_bytes = ring_offset + (2 * buffers + 1) * 8 + 1024;
 
   CudaTensor<P> x1, x2, y1, y2;  // dq pass: q, d_o, k, v; dk, dv pass: k, v, q, d_o
   CudaTensor<P> out1, out2;      // dq pass: dq; dk, dv pass: dk, dv
   CudaRows logsumexp, delta;
-  int L, H, tiles, d1, d2;  // d1: columns of x1, y1 (dk); d2: of x2, y2 (dv)
+  CudaTensor<float> dq_sums;  // one pass: dS K, [B][H][L][D], zero before
+  int L, H, tiles, d1, d2;    // d1: columns of x1, y1 (dk); d2: of x2, y2 (dv)
   float scale, scale_log2;
   bool causal;
+  // Set by tensor_maps(): whether the TMA copies the tiles (X's, Y's and, in
+  // the dk, dv pass, the streamed queries' statistics), and their maps.
+  bool by_tma = false;
+  mma::TileMap x1_map{}, x2_map{}, y1_map{}, y2_map{}, lse_map{}, delta_map{};
+
+  // As WarpgroupFlashForward::tensor_maps.
+  void tensor_maps(const char* label, bool allowed) {
+    by_tma = allowed && mma::encode_tile_map(x1_map, x1, owned) &&
+             mma::encode_tile_map(x2_map, x2, owned) &&
+             mma::encode_tile_map(y1_map, y1, streamed) &&
+             mma::encode_tile_map(y2_map, y2, streamed) &&
+             (!OwnsKeys || (mma::encode_row_map(lse_map, logsumexp, streamed) &&
+                            mma::encode_row_map(delta_map, delta, streamed)));
+    if (allowed && !by_tma)
+      throw std::runtime_error(std::string(label) + ": the TMA's tensor maps were not encoded");
+  }
 
 #if defined(ATTN_WARPGROUP_MMA)
   static constexpr mma::Swizzled128 owned_layout{owned}, streamed_layout{streamed};
@@ -66,21 +102,28 @@ struct WarpgroupBackwardPass {
   static constexpr auto copies = mma::CopyAddressing::strided;
 
   // The shared tiles; the ring of Y's buffers (full: the producer's
-  // threads arrive; empty: the 8 consumer warps) after them.
+  // copying threads arrive, one by the TMA; empty: the 8 consumer warps)
+  // after them, then X's barrier (the TMA's copies only).
   using Ring = mma::CopyRing<buffers>;
   struct Tiles {
     E* x1;
     __device__ Ring& ring() const {
       return *reinterpret_cast<Ring*>(reinterpret_cast<unsigned char*>(x1) + ring_offset);
     }
+    __device__ mma::CopyBarrier& owned_landed() const {
+      return *reinterpret_cast<mma::CopyBarrier*>(&ring() + 1);
+    }
     __device__ E* x2() const { return x1 + owned_operands; }
     __device__ E* y1(int buffer) const {
       return x1 + 2 * owned_operands + buffer * 2 * streamed_operands;
     }
     __device__ E* y2(int buffer) const { return y1(buffer) + streamed_operands; }
+    // dS^T of tile j in buffer j % 2 (one pass).
+    __device__ E* scores(int buffer) const { return y1(buffers) + buffer * score_operands; }
     // The lse of the streamed queries, then their D.
     __device__ float* query_stats(int buffer) const {
-      return reinterpret_cast<float*>(y1(buffers)) + buffer * 2 * streamed;
+      return reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(x1) + stats_offset) +
+             buffer * 2 * streamed;
     }
   };
 
@@ -109,6 +152,32 @@ struct WarpgroupBackwardPass {
       ring.filled(j, by_cp_async);
     }
     ring.wait_full(n - 1);  // no arrival pending at exit (see WarpgroupFlashForward)
+  }
+
+  // The same by the TMA, issued by one thread: X's tiles first, on their
+  // own barrier, then Y's tiles and statistics, each tile's on one arrival
+  // that expects all their bytes (rows past L arrive as zeros).
+  __device__ void copy_tiles_by_tma(const Tiles& t, const TeamTile& tile, int begin, int n) const {
+    const int b = tile.b, h = tile.h;
+    mma::CopyBarrier& owned_in = t.owned_landed();
+    owned_in.arrive_expecting(2 * owned_operands * sizeof(E));
+    mma::copy_swizzled_boxes(t.x1, x1_map, owned, D, tile.first, h, b, owned_in);
+    mma::copy_swizzled_boxes(t.x2(), x2_map, owned, D, tile.first, h, b, owned_in);
+    constexpr std::uint32_t bytes_per_tile =
+        2 * streamed_operands * sizeof(E) + (OwnsKeys ? 2 * streamed * sizeof(float) : 0);
+    Ring& ring = t.ring();
+    for (int j = 0; j < n; ++j) {
+      const int y0 = begin + streamed * j, buffer = j % buffers;
+      ring.wait_empty(j);
+      mma::CopyBarrier& landed = ring.landing(j);
+      landed.arrive_expecting(bytes_per_tile);
+      mma::copy_swizzled_boxes(t.y1(buffer), y1_map, streamed, D, y0, h, b, landed);
+      mma::copy_swizzled_boxes(t.y2(buffer), y2_map, streamed, D, y0, h, b, landed);
+      if (OwnsKeys) {
+        mma::copy_rows(t.query_stats(buffer), lse_map, y0, h, b, landed);
+        mma::copy_rows(t.query_stats(buffer) + streamed, delta_map, y0, h, b, landed);
+      }
+    }
   }
 
   // Issues S = X1 Y1^T and dP = X2 Y2^T over the warpgroup's 64 rows (its
@@ -154,15 +223,43 @@ struct WarpgroupBackwardPass {
   // scale acc1 (dQ or dK), out2 = acc2 (dV).
   __device__ void store(Gradient& acc1, Gradient& acc2, int b, int h, int row0,
                         int first_col) const {
-    mma::for_each_entry(acc1, [&](int r, int c, float& x) {
-      if (row0 + r < L && first_col + c < d1)
-        out1(b, h, row0 + r, first_col + c) = storage_t<P>(scale * x);
-    });
-    if (OwnsKeys)
-      mma::for_each_entry(acc2, [&](int r, int c, float& x) {
-        if (row0 + r < L && first_col + c < d2)
-          out2(b, h, row0 + r, first_col + c) = storage_t<P>(x);
-      });
+    const float scaled[2] = {scale, scale}, unscaled[2] = {1.f, 1.f};
+    mma::store_scaled_rows<P>(out1, acc1, scaled, b, h, row0, L, first_col, d1);
+    if (OwnsKeys) mma::store_scaled_rows<P>(out2, acc2, unscaled, b, h, row0, L, first_col, d2);
+  }
+
+  // The consumer warpgroups wait for X, copied by the TMA, or copy it
+  // themselves (the dq pass also reads its rows' statistics), before their
+  // products read it.
+  __device__ void load_owned(const Tiles& t, const TeamTile& tile, int row0, float (&row_lse)[2],
+                             float (&row_delta)[2]) const {
+    const int b = tile.b, h = tile.h, tid = threadIdx.x;
+    if (!by_tma) {
+      mma::start_tile_copy<P>(t.x1, owned_layout, owned, D, x1, b, h, tile.first, tile.count, d1,
+                              tid, consumers);
+      mma::start_tile_copy<P>(t.x2(), owned_layout, owned, D, x2, b, h, tile.first, tile.count, d2,
+                              tid, consumers);
+    }
+    if (!OwnsKeys)
+      for (int half = 0; half < 2; ++half)
+        if (const int row = row0 + mma::entry_row(2 * half); row < L) {
+          row_lse[half] = logsumexp(b, h, row) * log2_e;
+          row_delta[half] = delta(b, h, row);
+        }
+    if (by_tma) {
+      t.owned_landed().wait(0);
+    } else {
+      mma::wait_for_copies<0>();
+      mma::publish_to_warpgroup_products();
+      mma::sync_threads(1, consumers);
+    }
+  }
+
+  // Some pair of the warpgroup's rows (from group_first) and tile y0's is
+  // outside the problem.
+  __device__ bool is_masked(int y0, int group_first) const {
+    return y0 + streamed > L ||
+           (causal && (OwnsKeys ? y0 < group_first + 63 : y0 + streamed - 1 > group_first));
   }
 
   // The consumer warpgroups: X copied by themselves, then Y's n tiles from
@@ -174,21 +271,9 @@ struct WarpgroupBackwardPass {
     // The warpgroup's rows (from row x_row of X's tiles) and gradient columns.
     const int group = tid / 128, x_row = column_blocks ? 0 : 64 * group;
     const int first_col = column_blocks ? block * group : 0, group_first = tile.first + x_row;
-    const int row0 = group_first + 16 * (tid / 32 % 4);  // the warp's first owned row
-    mma::start_tile_copy<P>(t.x1, owned_layout, owned, D, x1, b, h, tile.first, tile.count, d1, tid,
-                            consumers);
-    mma::start_tile_copy<P>(t.x2(), owned_layout, owned, D, x2, b, h, tile.first, tile.count, d2,
-                            tid, consumers);
+    const int row0 = group_first + 16 * (tid / 32 % 4);        // the warp's first owned row
     float row_lse[2] = {0.f, 0.f}, row_delta[2] = {0.f, 0.f};  // dq pass: the thread's two rows
-    if (!OwnsKeys)
-      for (int half = 0; half < 2; ++half)
-        if (const int row = row0 + mma::entry_row(2 * half); row < L) {
-          row_lse[half] = logsumexp(b, h, row) * log2_e;
-          row_delta[half] = delta(b, h, row);
-        }
-    mma::wait_for_copies<0>();
-    mma::publish_to_warpgroup_products();
-    mma::sync_threads(1, consumers);
+    load_owned(t, tile, row0, row_lse, row_delta);
 
     Ring& ring = t.ring();
     Gradient acc1, acc2;  // dQ or dK; dV
@@ -198,10 +283,7 @@ struct WarpgroupBackwardPass {
     for (int j = 0; j < n; ++j) {
       ring.wait_for_products(j);
       const int y0 = begin + streamed * j;
-      // Some pair of the warpgroup's rows and the tile's is outside the problem.
-      const bool masked =
-          y0 + streamed > L ||
-          (causal && (OwnsKeys ? y0 < group_first + 63 : y0 + streamed - 1 > group_first));
+      const bool masked = is_masked(y0, group_first);
       mma::Accumulator<streamed> S, dP;
       mma::warpgroup::fence();
       issue_scores(S, dP, t, x_row, j % buffers);
@@ -231,12 +313,86 @@ struct WarpgroupBackwardPass {
     if (OwnsKeys) mma::warpgroup::hold(acc2);
     store(acc1, acc2, b, h, row0, first_col);
   }
+
+  // One pass: issues the warpgroup's 64 x 64 block of dQ = dS K for the
+  // streamed tile whose dS^T is in `scores` (at d = 128 its columns
+  // 64 group.. over the team's keys, at d = 64 every column over its own).
+  __device__ static void issue_query_gradients(mma::Accumulator<64>& dQ, const Tiles& t,
+                                               const E* scores, int group) {
+    constexpr int keys = D > 64 ? owned : 64;
+    const int first_key = D > 64 ? 0 : 64 * group, block_of_k = D > 64 ? group : 0;
+    mma::warpgroup::add_ab_mn_tiles<64, keys>(
+        dQ, scores + first_key * 64, owned, t.x1 + block_of_k * owned * 64 + first_key * 64, owned);
+    mma::warpgroup::commit();
+  }
+
+  // One pass: the warp's rows of dQ's block (streamed rows from y0, columns
+  // from first_col) added to dq_sums, two columns an atomic addition.
+  __device__ void add_query_gradients(mma::Accumulator<64>& dQ, int b, int h, int y0,
+                                      int first_col) const {
+    const int warp_row = y0 + 16 * (threadIdx.x / 32 % 4);
+    mma::for_each_pair(dQ, [&](int r, int c, float& x0, float& x1) {
+      const int row = warp_row + r, col = first_col + c;
+      if (row < L && col < d1)
+        atomicAdd(reinterpret_cast<float2*>(&dq_sums(b, h, row, col)), make_float2(x0, x1));
+    });
+  }
+
+  // The one pass's consumers: as consume, and for every streamed tile dS^T
+  // to shared memory, a barrier of the two warpgroups, and the warpgroup's
+  // block of dS K added to dq_sums.
+  __device__ void consume_adding_dq(const Tiles& t, const TeamTile& tile, int begin, int n) const {
+    const int b = tile.b, h = tile.h, tid = threadIdx.x;
+    const int group = tid / 128, x_row = 64 * group, group_first = tile.first + x_row;
+    const int warp_row = x_row + 16 * (tid / 32 % 4), row0 = tile.first + warp_row;
+    float unused_lse[2] = {0.f, 0.f}, unused_delta[2] = {0.f, 0.f};
+    load_owned(t, tile, row0, unused_lse, unused_delta);
+
+    Ring& ring = t.ring();
+    Gradient dk, dv;
+    mma::zero(dk);
+    mma::zero(dv);
+    for (int j = 0; j < n; ++j) {
+      ring.wait_for_products(j);
+      const int y0 = begin + streamed * j, buffer = j % buffers;
+      E* const scores = t.scores(j % 2);
+      mma::Accumulator<streamed> S, dP;
+      mma::warpgroup::fence();
+      issue_scores(S, dP, t, x_row, buffer);
+      mma::warpgroup::wait<0>(S);
+      mma::warpgroup::hold(dP);
+      weigh(S, dP, t.query_stats(buffer), unused_lse, unused_delta, y0, row0,
+            is_masked(y0, group_first));
+      Fragments p, ds;
+      mma::warpgroup::to_fragments(p, S);
+      mma::warpgroup::to_fragments(ds, dP);
+      mma::warpgroup::store_fragments(scores, owned_layout, warp_row, ds);
+      mma::publish_to_warpgroup_products();
+      mma::warpgroup::fence();
+      issue_gradients(dk, dv, p, ds, t, buffer, 0);
+      mma::sync_threads(1, consumers);  // both warpgroups' dS^T in shared memory
+      mma::Accumulator<64> dQ;
+      mma::warpgroup::fence();
+      issue_query_gradients(dQ, t, scores, group);
+      mma::warpgroup::wait<0>(dQ);
+      mma::warpgroup::hold(dk);
+      mma::warpgroup::hold(dv);
+      mma::warpgroup::hold(p);
+      mma::warpgroup::hold(ds);
+      ring.hand_back(j);
+      add_query_gradients(dQ, b, h, y0, D > 64 ? 64 * group : 0);
+    }
+    store(dk, dv, b, h, row0, 0);
+  }
 #endif
 
   KOKKOS_INLINE_FUNCTION void operator()(const CudaTeam& team) const {
 #if defined(ATTN_WARPGROUP_MMA)
     const Tiles t{reinterpret_cast<E*>(mma::dynamic_shared_aligned<1024>())};
-    if (team.team_rank() == 0) t.ring().init(producers, consumers / 32);
+    if (team.team_rank() == 0) {
+      t.ring().init(by_tma ? 1 : producers, consumers / 32);
+      t.owned_landed().init(1);
+    }
     team.team_barrier();
     // Causal, dq pass: the last query tiles see the most keys; start them first.
     const int rank =
@@ -251,10 +407,16 @@ struct WarpgroupBackwardPass {
     // sees it (see WarpgroupFlashForward).
     if (__shfl_sync(0xffffffffu, team.team_rank() / 128, 0) == consumers / 128) {
       mma::keep_registers<producer_registers, false>();
-      copy_tiles(t, begin, n, tile.b, tile.h);
+      if (!by_tma)
+        copy_tiles(t, begin, n, tile.b, tile.h);
+      else if (team.team_rank() == consumers)
+        copy_tiles_by_tma(t, tile, begin, n);
     } else {
       mma::keep_registers<consumer_registers, true>();
-      consume(t, tile, begin, n);
+      if constexpr (AddsDq)
+        consume_adding_dq(t, tile, begin, n);
+      else
+        consume(t, tile, begin, n);
     }
 #elif defined(ATTN_MMA_DEVICE_PASS)
     __trap();  // launched only where the device has warpgroup products
@@ -262,29 +424,61 @@ struct WarpgroupBackwardPass {
   }
 };
 
-// The warpgroup backward passes (delta = rowsum(dO O) already computed) for
-// heads up to widest_warpgroup_head columns (with_warpgroup_head).
+// dq = scale dq_sums in bf16: the one pass's sums of dS K rounded once.
+inline void store_query_gradients(const Kokkos::Cuda& exec, const Shape& s,
+                                  const CudaTensor<float>& dq_sums, const CudaTensor<bf16>& dq,
+                                  float scale) {
+  const int L = s.seq, H = s.heads, dk = s.dk;
+  Kokkos::parallel_for(
+      "softmax_bwd_dq_store",
+      Kokkos::RangePolicy<Kokkos::Cuda>(exec, 0, std::size_t(s.batch) * H * L * dk),
+      KOKKOS_LAMBDA(std::size_t i) {
+        const int c = int(i % dk), r = int(i / dk % L), h = int(i / dk / L % H);
+        const int b = int(i / dk / L / H);
+        dq(b, h, r, c) = storage_t<bf16>(scale * dq_sums(b, h, r, c));
+      });
+}
+
+// The warpgroup backward (delta = rowsum(dO O) already computed) for heads up
+// to widest_warpgroup_head columns (with_warpgroup_head): up to 128 columns
+// one pass, its dQ summed in fp32 workspace; at 256 the two passes.
 inline void warpgroup_backward(const Kokkos::Cuda& exec, const Shape& s, const CudaTensor<bf16>& q,
                                const CudaTensor<bf16>& k, const CudaTensor<bf16>& v,
                                const CudaTensor<bf16>& d_o, const CudaRows& logsumexp,
                                const CudaRows& delta, const CudaTensor<bf16>& dq,
                                const CudaTensor<bf16>& dk, const CudaTensor<bf16>& dv,
                                bool causal) {
-  const float scale = float(1 / std::sqrt(double(s.dk)));
+  const float scale = float(1 / std::sqrt(double(s.dk))), scale_log2 = scale * float(log2_e);
+  const CudaTensor<float> no_sums;
+  // A pass, copying by the TMA where its tensors allow.
+  auto launch = [&](const char* label, int league, auto pass) {
+    pass.tensor_maps(label, tma_declines(s, true).empty());
+    launch_tiles<1>(label, exec, league, pass, mma::Start::after_previous,
+                    decltype(pass)::shared_bytes);
+  };
   auto run = [&](auto head) {
     constexpr int Dh = decltype(head)::value;
-    using Dq = WarpgroupBackwardPass<Dh, false>;
-    using DkDv = WarpgroupBackwardPass<Dh, true>;
-    const int tiles = ceil_div(s.seq, Dq::owned), league = s.batch * s.heads * tiles;
-    launch_tiles<1>(causal ? "softmax_causal_bwd_dq_wg" : "softmax_full_bwd_dq_wg", exec, league,
-                    Dq{q, d_o, k, v, dq, CudaTensor<bf16>(), logsumexp, delta, s.seq, s.heads,
-                       tiles, s.dk, s.dv, scale, scale * float(log2_e), causal},
-                    mma::Start::after_previous, Dq::shared_bytes);
-    launch_tiles<1>(causal ? "softmax_causal_bwd_dk_dv_wg" : "softmax_full_bwd_dk_dv_wg", exec,
-                    league,
-                    DkDv{k, v, q, d_o, dk, dv, logsumexp, delta, s.seq, s.heads, tiles, s.dk, s.dv,
-                         scale, scale * float(log2_e), causal},
-                    mma::Start::after_previous, DkDv::shared_bytes);
+    if constexpr (Dh <= 128) {
+      using OnePass = WarpgroupBackwardPass<Dh, true, true>;
+      const int tiles = ceil_div(s.seq, OnePass::owned), league = s.batch * s.heads * tiles;
+      const auto dq_sums =
+          workspace_view<CudaTensor<float>>("softmax_bwd_dq_sums", s.batch, s.heads, s.seq, Dh);
+      Kokkos::deep_copy(exec, dq_sums, 0.f);
+      launch(causal ? "softmax_causal_bwd_wg" : "softmax_full_bwd_wg", league,
+             OnePass{k, v, q, d_o, dk, dv, logsumexp, delta, dq_sums, s.seq, s.heads, tiles, s.dk,
+                     s.dv, scale, scale_log2, causal});
+      store_query_gradients(exec, s, dq_sums, dq, scale);
+    } else {
+      using Dq = WarpgroupBackwardPass<Dh, false>;
+      using DkDv = WarpgroupBackwardPass<Dh, true>;
+      const int tiles = ceil_div(s.seq, Dq::owned), league = s.batch * s.heads * tiles;
+      launch(causal ? "softmax_causal_bwd_dq_wg" : "softmax_full_bwd_dq_wg", league,
+             Dq{q, d_o, k, v, dq, CudaTensor<bf16>(), logsumexp, delta, no_sums, s.seq, s.heads,
+                tiles, s.dk, s.dv, scale, scale_log2, causal});
+      launch(causal ? "softmax_causal_bwd_dk_dv_wg" : "softmax_full_bwd_dk_dv_wg", league,
+             DkDv{k, v, q, d_o, dk, dv, logsumexp, delta, no_sums, s.seq, s.heads, tiles, s.dk,
+                  s.dv, scale, scale_log2, causal});
+    }
   };
   const bool ran = with_warpgroup_head(s.dk, s.dv, run);
   ran_as_chosen(ran, "softmax backward");

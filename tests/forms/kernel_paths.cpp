@@ -59,6 +59,8 @@ const Expected on_cuda[] = {
     {"gsa/chunk", 64, 100, "portable", "chunk 100 is not a multiple of 16"},
     {"gsa/chunk_fwd_bwd", 256, 64, "tensor-core", ""},  // its kernels read blocks of 128
     {"softmax/full", 128, 0, "tensor-core", "", "tensor-core/warpgroup"},
+    {"softmax/full", 36, 0, "tensor-core", "", "tensor-core/warpgroup",
+     "rows of 36 bf16 columns are not whole 16-byte pieces"},
     {"softmax/causal_fwd_bwd", 64, 0, "tensor-core", "", "tensor-core/warpgroup"},
     {"softmax/full", 256, 0, "tensor-core/wide-head", "a head of 256 columns is above 128",
      "tensor-core/warpgroup", ""},
@@ -133,6 +135,14 @@ TEMPLATE_LIST_TEST_CASE(
       CHECK(warp.reason == "--warpgroup-products off");
       CHECK(both.name == paths::tensor_core);
       CHECK(both.reason == "--warpgroup-products off");
+      // L not a multiple of 4: the backward's tiles by cp.async, saying so.
+      const Form& fwd_bwd = *find_form("softmax/full_fwd_bwd");
+      const KernelPath odd =
+          fwd_bwd.kernel_path<Exec, P>({1, 1, 250, 64, 64}, params_for(fwd_bwd, 0, 4));
+      CHECK(odd.name == paths::warpgroup);
+      CHECK(odd.reason ==
+            "backward: L = 250 is not a multiple of 4: the backward's tiles copied "
+            "by cp.async, not the TMA");
     }
   }
 }
