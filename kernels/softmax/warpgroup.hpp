@@ -9,8 +9,8 @@
 // can read the tensors (common/tensor_maps.hpp) and by cp.async from all 128
 // otherwise, and the two sides hand buffers over through barriers in shared
 // memory (common/warp_specialization.hpp), so the consumer warpgroups do not
-// wait for each other. Not yet here from FlashAttention-3: the ping-pong
-// scheduling of the two warpgroups.
+// wait for each other. FlashAttention-3's ping-pong of the two warpgroups
+// is not here: taking turns took longer (kernels/softmax/README.md).
 #pragma once
 #include "common/tensor_maps.hpp"
 #include "common/warp_specialization.hpp"
