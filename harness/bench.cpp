@@ -741,9 +741,7 @@ int export_command(const std::vector<std::string>& args) {
   const std::string out = vm["out"].as<std::string>();
   if (same_file(out, files[0]))
     throw std::invalid_argument("export: --out '" + out + "' is the result file it reads");
-  if (is_hdf5_file(out))
-    throw std::invalid_argument("export: --out '" + out +
-                                "' is an HDF5 file; not replaced by text");
+  refuse_text_over_hdf5(out, "export: --out");
   std::ofstream file(out, std::ios::binary);
   file << text;
   file.close();

@@ -214,6 +214,11 @@ bool is_hdf5_file(const std::string& path) {
   return std::filesystem::is_regular_file(path) && H5Fis_hdf5(path.c_str()) > 0;
 }
 
+void refuse_text_over_hdf5(const std::string& path, const std::string& option) {
+  if (is_hdf5_file(path))
+    throw std::invalid_argument(option + " '" + path + "' is an HDF5 file; not replaced by text");
+}
+
 namespace {
 
 // A file a sweep was creating when it was killed before HDF5 wrote more than

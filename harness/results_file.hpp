@@ -95,6 +95,9 @@ struct IncompatibleResultFile : std::runtime_error {
 
 // Whether PATH exists and is an HDF5 file (of any kind: a result or a problem file).
 bool is_hdf5_file(const std::string& path);
+// Refuses to write text (a report, an export) over PATH where it is an HDF5
+// file, someone's results: "OPTION 'PATH' is an HDF5 file; not replaced by text".
+void refuse_text_over_hdf5(const std::string& path, const std::string& option);
 
 class ResultFile {
  public:

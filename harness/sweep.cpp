@@ -216,9 +216,11 @@ class JsonReport {
     reporter_.SetErrorStream(&out_);
     reporter_.ReportContext(benchmark::BenchmarkReporter::Context());
   }
-  // Refuses a PATH that cannot be written, leaving what is there untouched: the
-  // report is opened (and truncated) only once the sweep has been accepted.
+  // Refuses a PATH that cannot be written, or that holds results (an HDF5
+  // file, another sweep's --out), leaving what is there untouched: the report
+  // is opened (and truncated) only once the sweep has been accepted.
   static void refuse_unwritable(const std::string& path) {
+    refuse_text_over_hdf5(path, "--json");
     const bool existed = std::filesystem::exists(path);
     if (!std::ofstream(path, std::ios::app))
       throw std::invalid_argument("--json: cannot write '" + path + "'");

@@ -263,7 +263,14 @@ expect_error "cannot resume: 'tiny.h5'" "${tiny_sweep[@]}" --reps 5 --out tiny.h
 if [ "$(cat kept.json)" != '{"kept": true}' ]; then fail "a refused sweep replaced its --json file: $(head -c 80 kept.json)"
 else pass "a refused sweep leaves its --json file as it was"
 fi
-rm -f full.h5
+# ... nor another sweep's result file named by mistake.
+cp tiny.h5 tiny_before.h5
+expect_error "--json 'tiny.h5' is an HDF5 file; not replaced by text" "${tiny_sweep[@]}" --reps 1 \
+  --out x.h5 --fresh --json tiny.h5
+if cmp -s tiny.h5 tiny_before.h5; then pass "--json leaves an HDF5 file it names as it was"
+else fail "--json replaced the HDF5 file tiny.h5"
+fi
+rm -f full.h5 tiny_before.h5
 err=$("$bench" "${tiny_sweep[@]}" --reps 1 --out full.h5 --json /dev/full 2>&1 >/dev/null); rc=$?
 if [ "$rc" != 1 ] || ! grep -q "^bench: error: --json: writing '/dev/full' failed" <<<"$err"; then
   fail "--json /dev/full -> exit $rc: $err"
