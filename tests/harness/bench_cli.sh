@@ -521,5 +521,14 @@ if ! grep -Eq '^fp32 FMA [0-9]*[1-9][0-9]*\.[0-9] GFLOP/s, copy [0-9]*[1-9][0-9]
   echo "FAIL: bench ceiling printed '$ceiling'"; failures=$((failures + 1))
 fi
 expect_error "ceiling takes no arguments" ceiling --bogus
+# Every experiment file in experiments/ is a sweep bench accepts: its options
+# are known ones with valid values (a dry run plans it and writes nothing).
+for cfg in "$source_dir"/experiments/*.cfg; do
+  if out=$("$bench" run "$cfg" --dry-run --out planned.h5 2>&1) && [ ! -e planned.h5 ]; then
+    pass "experiments/$(basename "$cfg") plans: $(grep -m1 -o '^[0-9]* points' <<<"$out")"
+  else
+    fail "experiments/$(basename "$cfg") is not a sweep bench accepts: $(tail -1 <<<"$out")"
+  fi
+done
 echo "$failures failed"
 [ "$failures" = 0 ]
