@@ -153,15 +153,19 @@ TEMPLATE_LIST_TEST_CASE("softmax: the backward stays finite and exact for very l
 // multiple of any tile. bf16 on CUDA runs on both products (warpgroup and
 // mma.sync): the warpgroup forward and backward up to d = 256, their
 // query and key tiles partly filled (L = 300, d_k = 30 and d_v = 50, and
-// d_k = 190, copied element by element into the swizzled tiles).
+// d_k = 190, copied element by element into the swizzled tiles), and
+// copied by the TMA at each head they are compiled for (whole 16-byte rows
+// and, backward, L a multiple of 4: d = 64 at L = 132, 128 at 200, 256 at
+// 44 and, with d_k = 96 and d_v = 160, at 72).
 TEMPLATE_LIST_TEST_CASE("softmax: the tensor-core and the portable paths both match the reference",
                         "[softmax][forms]", Configs) {
   using Exec = typename TestType::Exec;
   using P = typename TestType::Precision;
   const std::uint64_t seed = test_seed();
   const Shape shapes[] = {{1, 2, 1, 16, 16},     {2, 3, 70, 16, 8},   {1, 2, 130, 40, 64},
-                          {1, 1, 200, 128, 128}, {1, 1, 45, 256, 32}, {1, 2, 150, 190, 200},
-                          {1, 1, 77, 320, 512},  {1, 2, 300, 30, 50}};
+                          {1, 1, 200, 128, 128}, {1, 1, 44, 256, 32}, {1, 2, 150, 190, 200},
+                          {1, 1, 77, 320, 512},  {1, 2, 300, 30, 50}, {1, 2, 132, 64, 40},
+                          {1, 2, 72, 96, 160}};
   int ran = 0;
   for_each_tile_path<Exec>([&](bool tensor_cores) {
     for_each_product_path<Exec>(tensor_cores, [&](bool warpgroup) {
