@@ -58,6 +58,8 @@ constexpr const char* overview = R"(usage:
   bench compare A.h5 B.h5 [options]
                                   per point B's time and peak memory over A's, each difference
                                   judged by a significance test on the samples
+  bench compare FILE.h5 --peer NAME
+                                  the same for our rows against a peer's in one file
   bench export FILE.h5 --format csv|json|markdown [--out FILE]
                                   the rows of a result file, every column with a header
   bench problem --form F [options] --out P.h5
@@ -262,11 +264,17 @@ po::options_description compare_options() {
                              "exit 1 when a point is a REGRESSION (threshold 1.1 unless given)")(
       "across-kernels", po::bool_switch(),
       "compare points whose rows ran different kernel paths (refused otherwise: a change of "
-      "path is not a faster kernel); each such point is marked A-path -> B-path");
+      "path is not a faster kernel); each such point is marked A-path -> B-path")(
+      "peer", po::value<std::string>(),
+      "one file: a peer's rows (variant peer=NAME, e.g. torch.sdpa) as A against ours as B, "
+      "B/A our time over the peer's");
   return o;
 }
 
 constexpr const char* compare_notes = R"(
+bench compare FILE.h5 --peer NAME: the same within one file, a peer's rows
+(experiments/peers) as A and ours as B, each variant of ours beside the
+peer's row of its point; every line names our kernel path.
 Points are matched by form, variant, backend, precision and the axis columns
 (batch, heads, seq, ...) both files have; points whose rows name different
 kernel paths (the `kernel` column; "unknown" before format v8 matches any)
@@ -552,11 +560,18 @@ OptionsAndFiles parse_options_and_files(const std::vector<std::string>& args,
 int compare_command(const std::vector<std::string>& args) {
   const auto [vm, files] = parse_options_and_files(args, compare_options());
   if (vm.count("help")) {
-    fmt::print("{}\n",
-               command_help("bench compare A.h5 B.h5 [options]", compare_options(), compare_notes));
+    fmt::print(
+        "{}\n",
+        command_help(
+            "bench compare A.h5 B.h5 [options]\n       bench compare FILE.h5 --peer NAME [options]",
+            compare_options(), compare_notes));
     return 0;
   }
-  if (files.size() != 2)
+  const bool peer = vm.count("peer") > 0;
+  if (peer && files.size() != 1)
+    throw std::invalid_argument(
+        "compare --peer takes one result file: bench compare FILE.h5 --peer NAME");
+  if (!peer && files.size() != 2)
     throw std::invalid_argument("compare needs two result files: bench compare A.h5 B.h5");
   CompareOptions compare;
   compare.fail_on_regression = vm["fail-on-regression"].as<bool>();
@@ -565,7 +580,8 @@ int compare_command(const std::vector<std::string>& args) {
     compare.threshold = number_option(vm, "threshold", 1, false, " (1.1: more than 10% slower)");
   else if (compare.fail_on_regression)
     compare.threshold = 1.1;
-  return compare_result_files(files[0], files[1], compare);
+  return peer ? compare_with_peer(files[0], vm["peer"].as<std::string>(), compare)
+              : compare_result_files(files[0], files[1], compare);
 }
 
 constexpr const char* list_notes = R"(

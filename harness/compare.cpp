@@ -1,10 +1,12 @@
 #include "compare.hpp"
 
 #include <fmt/core.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 #include <stdexcept>
 #include <vector>
 
@@ -21,6 +23,13 @@ struct IndexedRows {
   std::vector<ResultRow> rows;
   std::vector<PointKey> order;
   std::map<PointKey, std::size_t> index;
+};
+
+// One side of a comparison: its rows, the name its lists use (a file's path)
+// and the header line that says what it is.
+struct Side {
+  std::string name, header;
+  std::vector<ResultRow> rows;
 };
 
 // The file, and what measured it (its device and the revision of the build),
@@ -134,11 +143,21 @@ std::string time_text(const ResultRow& r) {
   return r.status == "ok" ? fmt::format("{:.3f}", r.time_median_s * 1e3) : r.status;
 }
 
+// Whether a row names its kernel path ("unknown": a file before v8; "": not
+// run, or a peer's row).
+bool names_kernel(const ResultRow& r) { return !r.kernel.empty() && r.kernel != "unknown"; }
+
 // Whether two rows name different kernel paths; a row that does not say
-// ("unknown": a file before v8; "": not run) differs from none.
+// differs from none.
 bool kernels_differ(const ResultRow& a, const ResultRow& b) {
-  const auto known = [](const ResultRow& r) { return !r.kernel.empty() && r.kernel != "unknown"; };
-  return known(a) && known(b) && a.kernel != b.kernel;
+  return names_kernel(a) && names_kernel(b) && a.kernel != b.kernel;
+}
+
+// A point's note on its kernels: "A-path -> B-path" where they differ; B's
+// path where only B names one (against a peer, whose rows do not).
+std::string kernel_note(const ResultRow& a, const ResultRow& b) {
+  if (kernels_differ(a, b)) return "  kernel " + a.kernel + " -> " + b.kernel;
+  return !names_kernel(a) && names_kernel(b) ? "  kernel " + b.kernel : "";
 }
 
 // Refuses a comparison of points whose kernel paths differ, naming how many
@@ -160,22 +179,20 @@ void check_kernels(const IndexedRows& a, const IndexedRows& b, const CompareOpti
                     differ, differ == 1 ? "" : "s", first));
 }
 
-void print_only_in(const std::string& path, const IndexedRows& rows, const IndexedRows& other) {
+void print_only_in(const std::string& name, const IndexedRows& rows, const IndexedRows& other) {
   std::vector<const PointKey*> only;
   for (const auto& key : rows.order)
     if (!other.index.count(key)) only.push_back(&key);
   if (only.empty()) return;
-  fmt::print("\nonly in {} ({} point{}):\n", path, only.size(), only.size() == 1 ? "" : "s");
+  fmt::print("\nonly in {} ({} point{}):\n", name, only.size(), only.size() == 1 ? "" : "s");
   for (const PointKey* key : only) fmt::print("  {}\n", key->describe());
 }
 
-}  // namespace
-
-int compare_result_files(const std::string& a_path, const std::string& b_path,
-                         const CompareOptions& options) {
-  std::vector<ResultRow> a_rows = read_rows(a_path), b_rows = read_rows(b_path);
-  const std::vector<std::string> axes = shared_axes(a_rows, b_rows);
-  const IndexedRows a = index_on(std::move(a_rows), axes), b = index_on(std::move(b_rows), axes);
+// Prints the comparison of side B with side A; returns the exit status.
+int compare_sides(Side a_side, Side b_side, const CompareOptions& options) {
+  const std::vector<std::string> axes = shared_axes(a_side.rows, b_side.rows);
+  const IndexedRows a = index_on(std::move(a_side.rows), axes),
+                    b = index_on(std::move(b_side.rows), axes);
   check_kernels(a, b, options);
   const bool marking = options.threshold > 0;
   // An axis's column: as wide as its name, or its largest values (L = 128k).
@@ -186,14 +203,14 @@ int compare_result_files(const std::string& a_path, const std::string& b_path,
     return cells;
   };
 
-  fmt::print("A = {}\nB = {}\n", measured_by(a_path), measured_by(b_path));
-  for (const auto& [path, rows] : {std::pair{&a_path, &a}, std::pair{&b_path, &b}})
+  fmt::print("A = {}\nB = {}\n", a_side.header, b_side.header);
+  for (const auto& [name, rows] : {std::pair{&a_side.name, &a}, std::pair{&b_side.name, &b}})
     if (!has_samples(*rows))
       fmt::print(
           "note: {} holds no samples (a file before format v5): differences are judged by "
           "--threshold "
           "alone, not by a significance test\n",
-          printable(*path));
+          printable(*name));
   fmt::print("\n{:<26} {:>6}{} {:>11} {:>11} {:>8} {:>9} {:>6}  \n", "form", "prec",
              axis_cells([&](std::size_t i) { return axes[i]; }), "A ms", "B ms", "B/A time",
              "B/A peak", "p");
@@ -237,8 +254,7 @@ int compare_result_files(const std::string& a_path, const std::string& b_path,
                axis_cells([&](std::size_t i) { return axis_text(key.axes[i].second); }),
                time_text(ra), time_text(rb), ratio_text(time_ratio), ratio_text(peak_ratio),
                std::isfinite(verdict.p) ? fmt::format("{:.3f}", verdict.p) : "-", verdict.mark,
-               key.variant.empty() ? "" : "  [" + key.variant + "]",
-               kernels_differ(ra, rb) ? "  kernel " + ra.kernel + " -> " + rb.kernel : "");
+               key.variant.empty() ? "" : "  [" + key.variant + "]", kernel_note(ra, rb));
   }
   if (matched == 0) fmt::print("(no point is in both files)\n");
 
@@ -251,8 +267,8 @@ int compare_result_files(const std::string& a_path, const std::string& b_path,
   }
   fmt::print("(B/A of the median time and the peak memory, over the points ok in both)\n");
 
-  print_only_in(a_path, a, b);
-  print_only_in(b_path, b, a);
+  print_only_in(a_side.name, a, b);
+  print_only_in(b_side.name, b, a);
 
   fmt::print("\n{} points matched", matched);
   if (marking)
@@ -266,6 +282,54 @@ int compare_result_files(const std::string& a_path, const std::string& b_path,
       "samples in a file)\n",
       slower, faster, unchanged, alpha, untested);
   return options.fail_on_regression && regressions > 0 ? 1 : 0;
+}
+
+// A file's rows of one peer (variant "peer=NAME"), each standing beside
+// every variant of ours at its point, and ours (the rows of no peer).
+std::pair<std::vector<ResultRow>, std::vector<ResultRow>> peer_and_ours(std::vector<ResultRow> rows,
+                                                                        const std::string& path,
+                                                                        const std::string& peer) {
+  const std::string prefix = "peer=", wanted = prefix + peer;
+  std::vector<ResultRow> theirs, ours;
+  std::set<std::string> our_variants, peers;
+  for (ResultRow& r : rows)
+    if (r.variant == wanted)
+      theirs.push_back(std::move(r));
+    else if (r.variant.rfind(prefix, 0) == 0)
+      peers.insert(r.variant.substr(prefix.size()));
+    else
+      our_variants.insert(r.variant), ours.push_back(std::move(r));
+  if (theirs.empty())
+    throw std::invalid_argument(fmt::format(
+        "compare: {} has no rows of peer '{}' ({})", printable(path), printable(peer),
+        peers.empty() ? std::string("it has no peer rows")
+                      : "its peers: " + printable(fmt::format("{}", fmt::join(peers, ", ")))));
+  std::vector<ResultRow> beside_ours;
+  for (const std::string& variant : our_variants)
+    for (ResultRow r : theirs) {
+      r.variant = variant;
+      beside_ours.push_back(std::move(r));
+    }
+  return {std::move(beside_ours), std::move(ours)};
+}
+
+}  // namespace
+
+int compare_result_files(const std::string& a_path, const std::string& b_path,
+                         const CompareOptions& options) {
+  // The rows first: read_rows says which file is missing or not a result file.
+  std::vector<ResultRow> a_rows = read_rows(a_path), b_rows = read_rows(b_path);
+  return compare_sides({a_path, measured_by(a_path), std::move(a_rows)},
+                       {b_path, measured_by(b_path), std::move(b_rows)}, options);
+}
+
+int compare_with_peer(const std::string& path, const std::string& peer,
+                      const CompareOptions& options) {
+  auto [theirs, ours] = peer_and_ours(read_rows(path), path, peer);
+  const std::string file = measured_by(path);
+  return compare_sides({"peer " + printable(peer), "peer " + printable(peer) + "'s rows of " + file,
+                        std::move(theirs)},
+                       {"ours", "our rows of " + file, std::move(ours)}, options);
 }
 
 }  // namespace attn

@@ -1,6 +1,7 @@
 // bench compare A.h5 B.h5: the points of two result files matched by their
 // PointKey on the axis columns both files have, with B's time and peak memory relative to A's
-// (B/A), per point and as a geometric mean per form.
+// (B/A), per point and as a geometric mean per form; bench compare FILE.h5 --peer NAME: ours
+// against a peer's rows of the same file.
 #pragma once
 #include <string>
 
@@ -18,5 +19,13 @@ struct CompareOptions {
 // under fail_on_regression). Throws std::invalid_argument naming the file when
 // one is missing or not a result file.
 int compare_result_files(const std::string& a, const std::string& b, const CompareOptions& options);
+
+// The same within one result file: the rows of a peer (variant "peer=NAME",
+// experiments/peers) as A, ours as B (B/A: our time over the peer's), each of
+// our variants of a point beside the peer's row of it. Throws
+// std::invalid_argument when the file has no row of that peer, naming those
+// it has.
+int compare_with_peer(const std::string& path, const std::string& peer,
+                      const CompareOptions& options);
 
 }  // namespace attn

@@ -2,8 +2,8 @@
 # A peers runner's commands (README.md, "Peers as rows"): bench problem writes
 # one point's inputs and fp64 reference; bench import brings rows measured
 # elsewhere into a result file, appending and replacing, and refuses a bad
-# line with the file unchanged; --list-points prints the planned points as
-# JSON lines.
+# line with the file unchanged; bench compare --peer sets ours against the
+# imported peer's row; --list-points prints the planned points as JSON lines.
 #   bench_peers.sh path/to/bench
 set -u
 bench=$1
@@ -160,6 +160,18 @@ assert peer["err_heads"] == 2 and peer["reps"] == 3 and peer["peak_bytes"] == 65
 assert 0 < peer["rel_l2_err"] < 1e-6 and 0 < ours["rel_l2_err"] < 1e-5, (peer["rel_l2_err"], ours["rel_l2_err"])
 print("flops", peer["flops"], "gflops", round(peer["gflops"], 3), "rel_l2_err", peer["rel_l2_err"])'
 out=$("$python" -c "$rows_check" 0.002 2>&1) && pass "imported row: $out" || fail "imported row: $out"
+# bench compare --peer: ours against the peer's row of the same point, our
+# time over the peer's, our kernel named; a peer the file lacks is refused.
+out=$("$bench" compare peers_results.h5 --peer numpy 2>&1); rc=$?
+if [ "$rc" = 0 ] && grep -q "^A = peer numpy's rows of peers_results.h5" <<<"$out" &&
+   grep -Eq '^softmax/full +float( +[0-9-]+)+ +2\.000 +[0-9.]+ +[0-9.]+ .*kernel portable$' <<<"$out" &&
+   grep -q '^1 points matched' <<<"$out"; then
+  pass "compare --peer: $(grep '^softmax/full' <<<"$out" | tr -s ' ')"
+else fail "compare --peer -> exit $rc: $out"
+fi
+expect_error "compare: peers_results.h5 has no rows of peer 'nope' (its peers: numpy)" \
+  compare peers_results.h5 --peer nope
+expect_error "compare --peer takes one result file" compare peers_results.h5 peers_results.h5 --peer numpy
 sed 's/"time_median_s": 0.002/"time_median_s": 0.0025/' peers_rows.jsonl >peers_again.jsonl
 out=$("$bench" import peers_results.h5 peers_again.jsonl 2>&1)
 [ "$out" = "import: 0 rows appended, 1 replaced in peers_results.h5" ] && pass "import again: $out" || fail "import again: $out"
