@@ -4,7 +4,8 @@
 # GPU, MPI and Python tools' lines are left to their own tests) is run in a
 # scratch folder holding what the commands read (results/quick.h5,
 # results/before.h5, results/after.h5, results/x.h5, experiments/, an empty
-# peers.jsonl). A sweep or
+# peers.jsonl, and results/lightning_fig4.h5 as committed, whose peer rows
+# `bench compare --peer` reads). A sweep or
 # run gets `--dry-run`, which checks every option and prints the plan without
 # measuring (the README's grids take minutes to hours); every other command
 # runs exactly as written. Each must exit 0.
@@ -17,6 +18,7 @@ use_scratch_dir
 mkdir -p "$work/build" "$work/results"
 ln -s "$bench" "$work/build/bench"
 cp -r "$source_dir/experiments" "$work/experiments"
+cp "$source_dir/results/lightning_fig4.h5" "$work/results/"
 cd "$work" || exit 1
 
 # The files the README's commands read, from one small sweep each.
