@@ -272,9 +272,6 @@ po::options_description compare_options() {
 }
 
 constexpr const char* compare_notes = R"(
-bench compare FILE.h5 --peer NAME: the same within one file, a peer's rows
-(experiments/peers) as A and ours as B, each variant of ours beside the
-peer's row of its point; every line names our kernel path.
 Points are matched by form, variant, backend, precision and the axis columns
 (batch, heads, seq, ...) both files have; points whose rows name different
 kernel paths (the `kernel` column; "unknown" before format v8 matches any)
@@ -284,6 +281,9 @@ Mann-Whitney U test on their samples (as Google Benchmark's compare.py does):
 p < 0.05 is a significant change (slower or faster), otherwise "no significant
 change". Files without samples (before format v5) are judged by --threshold
 alone, with a note.
+With --peer NAME, one file: a peer's rows (experiments/peers) as A and ours
+as B, each variant of ours beside the peer's row of its point; every line
+names our kernel path.
 )";
 
 // One command's help: its usage line, what it does, and its options only.
