@@ -205,7 +205,7 @@ int compare_sides(Side a_side, Side b_side, const CompareOptions& options) {
 
   fmt::print("A = {}\nB = {}\n", a_side.header, b_side.header);
   for (const auto& [name, rows] : {std::pair{&a_side.name, &a}, std::pair{&b_side.name, &b}})
-    if (!has_samples(*rows))
+    if (!rows->rows.empty() && !has_samples(*rows))
       fmt::print(
           "note: {} holds no samples (a file before format v5): differences are judged by "
           "--threshold "
@@ -304,6 +304,9 @@ std::pair<std::vector<ResultRow>, std::vector<ResultRow>> peer_and_ours(std::vec
         "compare: {} has no rows of peer '{}' ({})", printable(path), printable(peer),
         peers.empty() ? std::string("it has no peer rows")
                       : "its peers: " + printable(fmt::format("{}", fmt::join(peers, ", ")))));
+  if (ours.empty())
+    throw std::invalid_argument(
+        fmt::format("compare: {} has no rows of ours, only peers' rows", printable(path)));
   std::vector<ResultRow> beside_ours;
   for (const std::string& variant : our_variants)
     for (ResultRow r : theirs) {

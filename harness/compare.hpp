@@ -23,8 +23,8 @@ int compare_result_files(const std::string& a, const std::string& b, const Compa
 // The same within one result file: the rows of a peer (variant "peer=NAME",
 // experiments/peers) as A, ours as B (B/A: our time over the peer's), each of
 // our variants of a point beside the peer's row of it. Throws
-// std::invalid_argument when the file has no row of that peer, naming those
-// it has.
+// std::invalid_argument when the file has no row of that peer (naming those
+// it has) or none of ours.
 int compare_with_peer(const std::string& path, const std::string& peer,
                       const CompareOptions& options);
 

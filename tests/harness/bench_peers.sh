@@ -172,6 +172,10 @@ fi
 expect_error "compare: peers_results.h5 has no rows of peer 'nope' (its peers: numpy)" \
   compare peers_results.h5 --peer nope
 expect_error "compare --peer takes one result file" compare peers_results.h5 peers_results.h5 --peer numpy
+rm -f peers_only.h5
+"$bench" import peers_only.h5 peers_rows.jsonl >/dev/null 2>&1 || fail "import into peers_only.h5"
+expect_error "compare: peers_only.h5 has no rows of ours, only peers' rows" compare peers_only.h5 --peer numpy
+rm -f peers_only.h5
 sed 's/"time_median_s": 0.002/"time_median_s": 0.0025/' peers_rows.jsonl >peers_again.jsonl
 out=$("$bench" import peers_results.h5 peers_again.jsonl 2>&1)
 [ "$out" = "import: 0 rows appended, 1 replaced in peers_results.h5" ] && pass "import again: $out" || fail "import again: $out"
