@@ -282,8 +282,8 @@ p < 0.05 is a significant change (slower or faster), otherwise "no significant
 change". Files without samples (before format v5) are judged by --threshold
 alone, with a note.
 With --peer NAME, one file: a peer's rows (experiments/peers) as A and ours
-as B, each variant of ours beside the peer's row of its point; every line
-names our kernel path.
+as B, each variant of ours beside the peer's row of its point, with both
+sides' GFLOP/s; every line names our kernel path.
 )";
 
 // One command's help: its usage line, what it does, and its options only.

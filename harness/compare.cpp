@@ -93,6 +93,18 @@ struct FormTotals {
 
 std::string ratio_text(double r) { return std::isfinite(r) ? fmt::format("{:.2f}", r) : "-"; }
 
+// The achieved rates' cells (CompareOptions::rates): each side's GFLOP/s at
+// its median time, by the form's cost model; the header's when no rows.
+std::string rate_cells(const CompareOptions& options, const ResultRow* a = nullptr,
+                       const ResultRow* b = nullptr) {
+  if (!options.rates) return "";
+  if (!a) return fmt::format(" {:>10} {:>10}", "A GFLOP/s", "B GFLOP/s");
+  auto rate = [](const ResultRow& r) {
+    return r.status == "ok" ? fmt::format("{:.1f}", r.gflops) : std::string("-");
+  };
+  return fmt::format(" {:>10} {:>10}", rate(*a), rate(*b));
+}
+
 // The significance level of the U test, compare.py's.
 constexpr double alpha = 0.05;
 
@@ -211,9 +223,9 @@ int compare_sides(Side a_side, Side b_side, const CompareOptions& options) {
           "--threshold "
           "alone, not by a significance test\n",
           printable(*name));
-  fmt::print("\n{:<26} {:>6}{} {:>11} {:>11} {:>8} {:>9} {:>6}  \n", "form", "prec",
-             axis_cells([&](std::size_t i) { return axes[i]; }), "A ms", "B ms", "B/A time",
-             "B/A peak", "p");
+  fmt::print("\n{:<26} {:>6}{} {:>11} {:>11}{} {:>8} {:>9} {:>6}  \n", "form", "prec",
+             axis_cells([&](std::size_t i) { return axes[i]; }), "A ms", "B ms",
+             rate_cells(options), "B/A time", "B/A peak", "p");
   std::vector<std::pair<std::string, std::string>> form_order;  // (form, precision) as first seen
   std::map<std::pair<std::string, std::string>, FormTotals> totals;
   int matched = 0, regressions = 0, slower = 0, faster = 0, unchanged = 0, untested = 0;
@@ -250,11 +262,12 @@ int compare_sides(Side a_side, Side b_side, const CompareOptions& options) {
     ++matched;
     regressions += verdict.regression;
 
-    fmt::print("{:<26} {:>6}{} {:>11} {:>11} {:>8} {:>9} {:>6}  {}{}{}\n", key.form, key.precision,
-               axis_cells([&](std::size_t i) { return axis_text(key.axes[i].second); }),
-               time_text(ra), time_text(rb), ratio_text(time_ratio), ratio_text(peak_ratio),
-               std::isfinite(verdict.p) ? fmt::format("{:.3f}", verdict.p) : "-", verdict.mark,
-               key.variant.empty() ? "" : "  [" + key.variant + "]", kernel_note(ra, rb));
+    fmt::print(
+        "{:<26} {:>6}{} {:>11} {:>11}{} {:>8} {:>9} {:>6}  {}{}{}\n", key.form, key.precision,
+        axis_cells([&](std::size_t i) { return axis_text(key.axes[i].second); }), time_text(ra),
+        time_text(rb), rate_cells(options, &ra, &rb), ratio_text(time_ratio),
+        ratio_text(peak_ratio), std::isfinite(verdict.p) ? fmt::format("{:.3f}", verdict.p) : "-",
+        verdict.mark, key.variant.empty() ? "" : "  [" + key.variant + "]", kernel_note(ra, rb));
   }
   if (matched == 0) fmt::print("(no point is in both files)\n");
 
@@ -330,9 +343,11 @@ int compare_with_peer(const std::string& path, const std::string& peer,
                       const CompareOptions& options) {
   auto [theirs, ours] = peer_and_ours(read_rows(path), path, peer);
   const std::string file = measured_by(path);
+  CompareOptions with_rates = options;
+  with_rates.rates = true;
   return compare_sides({"peer " + printable(peer), "peer " + printable(peer) + "'s rows of " + file,
                         std::move(theirs)},
-                       {"ours", "our rows of " + file, std::move(ours)}, options);
+                       {"ours", "our rows of " + file, std::move(ours)}, with_rates);
 }
 
 }  // namespace attn

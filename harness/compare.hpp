@@ -13,6 +13,9 @@ struct CompareOptions {
   bool fail_on_regression = false;  // exit status 1 when a point is marked REGRESSION
   // Compare points whose rows ran different kernel paths (refused otherwise).
   bool across_kernels = false;
+  // Also each side's achieved GFLOP/s (compare_with_peer sets it: the rates
+  // a speed claim states beside its ratio).
+  bool rates = false;
 };
 
 // Prints the comparison; returns the exit status (0, or 1 for a regression

@@ -161,9 +161,11 @@ assert 0 < peer["rel_l2_err"] < 1e-6 and 0 < ours["rel_l2_err"] < 1e-5, (peer["r
 print("flops", peer["flops"], "gflops", round(peer["gflops"], 3), "rel_l2_err", peer["rel_l2_err"])'
 out=$("$python" -c "$rows_check" 0.002 2>&1) && pass "imported row: $out" || fail "imported row: $out"
 # bench compare --peer: ours against the peer's row of the same point, our
-# time over the peer's, our kernel named; a peer the file lacks is refused.
+# time over the peer's, both sides' GFLOP/s, our kernel named; a peer the
+# file lacks is refused, and so is a file of peers' rows only.
 out=$("$bench" compare peers_results.h5 --peer numpy 2>&1); rc=$?
 if [ "$rc" = 0 ] && grep -q "^A = peer numpy's rows of peers_results.h5" <<<"$out" &&
+   grep -Eq '^form .* A ms +B ms +A GFLOP/s +B GFLOP/s +B/A time' <<<"$out" &&
    grep -Eq '^softmax/full +float( +[0-9-]+)+ +2\.000 +[0-9.]+ +[0-9.]+ .*kernel portable$' <<<"$out" &&
    grep -q '^1 points matched' <<<"$out"; then
   pass "compare --peer: $(grep '^softmax/full' <<<"$out" | tr -s ' ')"
