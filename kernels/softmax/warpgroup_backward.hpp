@@ -28,13 +28,15 @@ namespace attn::detail {
 
 // One team (2 consumer warpgroups and a producer warpgroup) per (batch,
 // head, tile of X), head sizes up to D
-// (64, 128 or 256; padding columns are zero). Up to 128 columns the
-// warpgroups own 64 rows each (128 a team) and stream tiles of 64 rows of Y.
-// At 256 their accumulators would not fit a thread's registers: both own
-// the same 64 rows, each accumulating one 128-column block of the gradients
-// (both compute S and dP, the price of registers; FlashBackwardPass's wide
-// heads recompute them likewise), and Y is streamed 32 rows a tile so that
-// three buffers fit. Y's tiles pass through three buffers: while the
+// (64, 128 or 256; padding columns are zero). The warpgroups own 64 rows
+// each (128 a team) and stream tiles of 64 rows of Y, or of 32 at d = 256
+// (S and dP then take as many registers as at 128, and three buffers fit).
+// At 256 the dq pass holds dQ in two 128-column blocks, as many registers
+// as dK and dV take at 128; the dk, dv pass's two such accumulators would
+// not fit a thread's registers, so there both warpgroups own the same 64
+// rows, each accumulating one 128-column block of dK and dV (both compute
+// S and dP, the price of registers; FlashBackwardPass's wide heads
+// recompute them likewise). Y's tiles pass through three buffers: while the
 // warpgroup turns the scores of tile j into P and dS, the gradient products
 // of tile j - 1 run (as the forward overlaps P V with the softmax), and the
 // producer copies the tiles after j into the buffers handed back.
@@ -49,14 +51,15 @@ template <int D, bool OwnsKeys, bool AddsDq = false>
 struct WarpgroupBackwardPass {
   using P = bf16;
   using E = mma::operand_t<P>;
-  static constexpr bool column_blocks = D > 128;
-  static constexpr int block = column_blocks ? 128 : D;  // gradient columns a warpgroup adds
+  static constexpr bool column_blocks = D > 128 && OwnsKeys;  // see above
+  static constexpr bool wide_dq = D > 128 && !OwnsKeys;       // dQ in two blocks
+  static constexpr int block = D > 128 ? 128 : D;  // gradient columns an accumulator adds
   static constexpr int consumers = 256, producers = 128, warps = (consumers + producers) / 32;
   static constexpr int buffers = 3;
   // The registers per thread of each side: the consumers take what the
   // producer gives back of the 168 a thread of 384 starts with.
   static constexpr int producer_registers = 24, consumer_registers = 240;
-  static constexpr int owned = column_blocks ? 64 : 128, streamed = column_blocks ? 32 : 64;
+  static constexpr int owned = column_blocks ? 64 : 128, streamed = D > 128 ? 32 : 64;
   static_assert(!AddsDq || (OwnsKeys && !column_blocks), "one pass: the keys' team, d <= 128");
   static constexpr int owned_operands = owned * D, streamed_operands = streamed * D;
   // dS^T (owned x streamed) in two buffers, one pass only: a warpgroup
@@ -64,12 +67,13 @@ struct WarpgroupBackwardPass {
   static constexpr int score_operands = AddsDq ? owned * streamed : 0;
   // X1, X2, then each buffer's Y1, Y2, then dS^T's buffers, then each
   // buffer's queries' statistics (dk, dv pass), then the ring's barriers and
-  // X's: 161.5 KB at d = 128 and 256 (193.5 in one pass), from a 1024-byte
-  // boundary.
+  // X's: 161.5 KB at d = 128 and in the dk, dv pass at 256 (193.5 in one
+  // pass, 224.75 in the dq pass at 256), from a 1024-byte boundary.
   static constexpr std::size_t stats_offset =
       (2 * owned_operands + 2 * buffers * streamed_operands + 2 * score_operands) * sizeof(E);
   static constexpr std::size_t ring_offset = stats_offset + buffers * 2 * streamed * sizeof(float);
   static constexpr std::size_t shared_bytes = ring_offset + (2 * buffers + 1) * 8 + 1024;
+  static_assert(shared_bytes <= 227 * 1024, "a team's shared memory on sm_90");
 
   CudaTensor<P> x1, x2, y1, y2;  // dq pass: q, d_o, k, v; dk, dv pass: k, v, q, d_o
   CudaTensor<P> out1, out2;      // dq pass: dq; dk, dv pass: dk, dv
@@ -193,13 +197,17 @@ struct WarpgroupBackwardPass {
 
   // Issues dK += dS^T Q and dV += P^T dO, or dQ += dS K, as one batch: the
   // warpgroup's block of columns of Y from first_col (64-column blocks of
-  // the swizzled tiles, streamed rows apart).
+  // the swizzled tiles, streamed rows apart); wide_dq: dQ's two blocks,
+  // columns from 0 in acc1 and from 128 in acc2.
   __device__ static void issue_gradients(Gradient& acc1, Gradient& acc2, const Fragments& p,
                                          const Fragments& ds, const Tiles& t, int buffer,
                                          int first_col) {
     const int from = first_col * streamed;
     if (OwnsKeys) mma::warpgroup::add_ab_tiles<block>(acc2, p, t.y2(buffer) + from, streamed);
     mma::warpgroup::add_ab_tiles<block>(acc1, ds, t.y1(buffer) + from, streamed);
+    if (wide_dq)
+      mma::warpgroup::add_ab_tiles<block>(acc2, ds, t.y1(buffer) + from + block * streamed,
+                                          streamed);
     mma::warpgroup::commit();
   }
 
@@ -220,12 +228,15 @@ struct WarpgroupBackwardPass {
   }
 
   // The gradients of the warp's rows, columns from first_col: out1 =
-  // scale acc1 (dQ or dK), out2 = acc2 (dV).
+  // scale acc1 (dQ or dK), out2 = acc2 (dV); wide_dq: out1's columns from
+  // 128 = scale acc2.
   __device__ void store(Gradient& acc1, Gradient& acc2, int b, int h, int row0,
                         int first_col) const {
     const float scaled[2] = {scale, scale}, unscaled[2] = {1.f, 1.f};
     mma::store_scaled_rows<P>(out1, acc1, scaled, b, h, row0, L, first_col, d1);
     if (OwnsKeys) mma::store_scaled_rows<P>(out2, acc2, unscaled, b, h, row0, L, first_col, d2);
+    if (wide_dq)
+      mma::store_scaled_rows<P>(out1, acc2, scaled, b, h, row0, L, first_col + block, d1);
   }
 
   // The consumer warpgroups wait for X, copied by the TMA, or copy it
@@ -276,9 +287,10 @@ struct WarpgroupBackwardPass {
     load_owned(t, tile, row0, row_lse, row_delta);
 
     Ring& ring = t.ring();
-    Gradient acc1, acc2;  // dQ or dK; dV
+    constexpr bool two_accumulators = OwnsKeys || wide_dq;
+    Gradient acc1, acc2;  // dQ or dK; dV, or dQ's second block
     mma::zero(acc1);
-    if (OwnsKeys) mma::zero(acc2);
+    if (two_accumulators) mma::zero(acc2);
     Fragments p, ds;  // the last tile's P and dS, not yet multiplied
     for (int j = 0; j < n; ++j) {
       ring.wait_for_products(j);
@@ -300,8 +312,8 @@ struct WarpgroupBackwardPass {
       mma::warpgroup::wait<0>(acc1);
       if (j > 0) ring.hand_back(j - 1);
       mma::warpgroup::hold(ds);
+      if (two_accumulators) mma::warpgroup::hold(acc2);
       if (OwnsKeys) {
-        mma::warpgroup::hold(acc2);
         mma::warpgroup::hold(p);
         mma::warpgroup::to_fragments(p, S);
       }
@@ -310,7 +322,7 @@ struct WarpgroupBackwardPass {
     mma::warpgroup::fence();
     issue_gradients(acc1, acc2, p, ds, t, (n - 1) % buffers, first_col);
     mma::warpgroup::wait<0>(acc1);
-    if (OwnsKeys) mma::warpgroup::hold(acc2);
+    if (two_accumulators) mma::warpgroup::hold(acc2);
     store(acc1, acc2, b, h, row0, first_col);
   }
 
@@ -471,13 +483,16 @@ inline void warpgroup_backward(const Kokkos::Cuda& exec, const Shape& s, const C
     } else {
       using Dq = WarpgroupBackwardPass<Dh, false>;
       using DkDv = WarpgroupBackwardPass<Dh, true>;
-      const int tiles = ceil_div(s.seq, Dq::owned), league = s.batch * s.heads * tiles;
-      launch(causal ? "softmax_causal_bwd_dq_wg" : "softmax_full_bwd_dq_wg", league,
+      // The passes own tiles of different heights (Dq::owned, DkDv::owned).
+      const int dq_tiles = ceil_div(s.seq, Dq::owned), dk_dv_tiles = ceil_div(s.seq, DkDv::owned);
+      launch(causal ? "softmax_causal_bwd_dq_wg" : "softmax_full_bwd_dq_wg",
+             s.batch * s.heads * dq_tiles,
              Dq{q, d_o, k, v, dq, CudaTensor<bf16>(), logsumexp, delta, no_sums, s.seq, s.heads,
-                tiles, s.dk, s.dv, scale, scale_log2, causal});
-      launch(causal ? "softmax_causal_bwd_dk_dv_wg" : "softmax_full_bwd_dk_dv_wg", league,
-             DkDv{k, v, q, d_o, dk, dv, logsumexp, delta, no_sums, s.seq, s.heads, tiles, s.dk,
-                  s.dv, scale, scale_log2, causal});
+                dq_tiles, s.dk, s.dv, scale, scale_log2, causal});
+      launch(causal ? "softmax_causal_bwd_dk_dv_wg" : "softmax_full_bwd_dk_dv_wg",
+             s.batch * s.heads * dk_dv_tiles,
+             DkDv{k, v, q, d_o, dk, dv, logsumexp, delta, no_sums, s.seq, s.heads, dk_dv_tiles,
+                  s.dk, s.dv, scale, scale_log2, causal});
     }
   };
   const bool ran = with_warpgroup_head(s.dk, s.dv, run);
