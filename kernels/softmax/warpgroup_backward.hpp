@@ -41,9 +41,10 @@ namespace attn::detail {
 // of tile j - 1 run (as the forward overlaps P V with the softmax), and the
 // producer copies the tiles after j into the buffers handed back.
 // AddsDq (keys' team, d <= 128): for every streamed tile, dS^T goes to shared
-// memory, and after a barrier of the two warpgroups each adds a 64 x 64
-// block of dS K to dq_sums (at d = 128 its 64 columns over the team's 128
-// keys; at d = 64 every column over its own 64 keys). Its registers (dK,
+// memory, and each warpgroup adds a 64 x 64 block of dS K to dq_sums: at
+// d = 128 its 64 columns over the team's 128 keys, after a barrier of the
+// two warpgroups; at d = 64 every column over its own 64 keys, after a
+// barrier of its own. Its registers (dK,
 // dV, then dQ's block) leave no room for the next tile's S and dP, so a
 // tile's scores are not overlapped with the last tile's gradient products
 // there; the other warpgroup's work is.
@@ -351,8 +352,8 @@ struct WarpgroupBackwardPass {
   }
 
   // The one pass's consumers: as consume, and for every streamed tile dS^T
-  // to shared memory, a barrier of the two warpgroups, and the warpgroup's
-  // block of dS K added to dq_sums.
+  // to shared memory, a barrier (AddsDq above), and the warpgroup's block
+  // of dS K added to dq_sums.
   __device__ void consume_adding_dq(const Tiles& t, const TeamTile& tile, int begin, int n) const {
     const int b = tile.b, h = tile.h, tid = threadIdx.x;
     const int group = tid / 128, x_row = 64 * group, group_first = tile.first + x_row;
@@ -382,7 +383,13 @@ struct WarpgroupBackwardPass {
       mma::publish_to_warpgroup_products();
       mma::warpgroup::fence();
       issue_gradients(dk, dv, p, ds, t, buffer, 0);
-      mma::sync_threads(1, consumers);  // both warpgroups' dS^T in shared memory
+      // dS^T in shared memory: both warpgroups' at d = 128, where dQ's block
+      // sums over the team's keys; at 64 the warpgroup's own (its own keys),
+      // so the warpgroups do not wait for each other.
+      if constexpr (D > 64)
+        mma::sync_threads(1, consumers);
+      else
+        mma::sync_threads(2 + group, 128);
       mma::Accumulator<64> dQ;
       mma::warpgroup::fence();
       issue_query_gradients(dQ, t, scores, group);
