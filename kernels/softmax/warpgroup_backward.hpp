@@ -18,6 +18,7 @@
 // tensors, and the two consumer warpgroups compute.
 #pragma once
 #include "common/tensor_maps.hpp"
+#include "common/tuning.hpp"
 #include "common/warpgroup_tiles.hpp"
 #include "common/workspace.hpp"
 #include "softmax/warpgroup.hpp"
@@ -460,7 +461,8 @@ inline void store_query_gradients(const Kokkos::Cuda& exec, const Shape& s,
 
 // The warpgroup backward (delta = rowsum(dO O) already computed) for heads up
 // to widest_warpgroup_head columns (with_warpgroup_head): up to 128 columns
-// one pass, its dQ summed in fp32 workspace; at 256 the two passes.
+// one pass, its dQ summed in fp32 workspace; at 256, or where
+// Tuning::softmax_backward_passes asks for them, the two passes.
 inline void warpgroup_backward(const Kokkos::Cuda& exec, const Shape& s, const CudaTensor<bf16>& q,
                                const CudaTensor<bf16>& k, const CudaTensor<bf16>& v,
                                const CudaTensor<bf16>& d_o, const CudaRows& logsumexp,
@@ -475,32 +477,37 @@ inline void warpgroup_backward(const Kokkos::Cuda& exec, const Shape& s, const C
     launch_tiles<1>(label, exec, league, pass, mma::Start::after_previous,
                     decltype(pass)::shared_bytes);
   };
-  auto run = [&](auto head) {
+  auto one_pass = [&](auto head) {
     constexpr int Dh = decltype(head)::value;
-    if constexpr (Dh <= 128) {
-      using OnePass = WarpgroupBackwardPass<Dh, true, true>;
-      const int tiles = ceil_div(s.seq, OnePass::owned), league = s.batch * s.heads * tiles;
-      const auto dq_sums =
-          workspace_view<CudaTensor<float>>("softmax_bwd_dq_sums", s.batch, s.heads, s.seq, Dh);
-      Kokkos::deep_copy(exec, dq_sums, 0.f);
-      launch(causal ? "softmax_causal_bwd_wg" : "softmax_full_bwd_wg", league,
-             OnePass{k, v, q, d_o, dk, dv, logsumexp, delta, dq_sums, s.seq, s.heads, tiles, s.dk,
-                     s.dv, scale, scale_log2, causal});
-      store_query_gradients(exec, s, dq_sums, dq, scale);
-    } else {
-      using Dq = WarpgroupBackwardPass<Dh, false>;
-      using DkDv = WarpgroupBackwardPass<Dh, true>;
-      // The passes own tiles of different heights (Dq::owned, DkDv::owned).
-      const int dq_tiles = ceil_div(s.seq, Dq::owned), dk_dv_tiles = ceil_div(s.seq, DkDv::owned);
-      launch(causal ? "softmax_causal_bwd_dq_wg" : "softmax_full_bwd_dq_wg",
-             s.batch * s.heads * dq_tiles,
-             Dq{q, d_o, k, v, dq, CudaTensor<bf16>(), logsumexp, delta, no_sums, s.seq, s.heads,
-                dq_tiles, s.dk, s.dv, scale, scale_log2, causal});
-      launch(causal ? "softmax_causal_bwd_dk_dv_wg" : "softmax_full_bwd_dk_dv_wg",
-             s.batch * s.heads * dk_dv_tiles,
-             DkDv{k, v, q, d_o, dk, dv, logsumexp, delta, no_sums, s.seq, s.heads, dk_dv_tiles,
-                  s.dk, s.dv, scale, scale_log2, causal});
-    }
+    using OnePass = WarpgroupBackwardPass<Dh, true, true>;
+    const int tiles = ceil_div(s.seq, OnePass::owned), league = s.batch * s.heads * tiles;
+    const auto dq_sums =
+        workspace_view<CudaTensor<float>>("softmax_bwd_dq_sums", s.batch, s.heads, s.seq, Dh);
+    Kokkos::deep_copy(exec, dq_sums, 0.f);
+    launch(causal ? "softmax_causal_bwd_wg" : "softmax_full_bwd_wg", league,
+           OnePass{k, v, q, d_o, dk, dv, logsumexp, delta, dq_sums, s.seq, s.heads, tiles, s.dk,
+                   s.dv, scale, scale_log2, causal});
+    store_query_gradients(exec, s, dq_sums, dq, scale);
+  };
+  auto two_passes = [&](auto head) {
+    constexpr int Dh = decltype(head)::value;
+    using Dq = WarpgroupBackwardPass<Dh, false>;
+    using DkDv = WarpgroupBackwardPass<Dh, true>;
+    // The passes own tiles of different heights at d = 256 (Dq::owned, DkDv::owned).
+    const int dq_tiles = ceil_div(s.seq, Dq::owned), dk_dv_tiles = ceil_div(s.seq, DkDv::owned);
+    launch(causal ? "softmax_causal_bwd_dq_wg" : "softmax_full_bwd_dq_wg",
+           s.batch * s.heads * dq_tiles,
+           Dq{q, d_o, k, v, dq, CudaTensor<bf16>(), logsumexp, delta, no_sums, s.seq, s.heads,
+              dq_tiles, s.dk, s.dv, scale, scale_log2, causal});
+    launch(causal ? "softmax_causal_bwd_dk_dv_wg" : "softmax_full_bwd_dk_dv_wg",
+           s.batch * s.heads * dk_dv_tiles,
+           DkDv{k, v, q, d_o, dk, dv, logsumexp, delta, no_sums, s.seq, s.heads, dk_dv_tiles, s.dk,
+                s.dv, scale, scale_log2, causal});
+  };
+  auto run = [&](auto head) {
+    if constexpr (decltype(head)::value <= 128)
+      if (tuning().softmax_backward_passes != 2) return one_pass(head);
+    two_passes(head);
   };
   const bool ran = with_warpgroup_head(s.dk, s.dv, run);
   ran_as_chosen(ran, "softmax backward");

@@ -155,6 +155,15 @@ void for_each_product_path(bool tensor_cores, F f) {
   for_each_setting<Exec>(tuning().warpgroup_products, tensor_cores, {true, false}, true, f);
 }
 
+// f(passes) for each way the bf16 warpgroup softmax backward runs
+// (Tuning::softmax_backward_passes: one pass where the head allows it, two
+// passes) on a GPU where `warpgroup_bf16` (the bf16 warpgroup path); else
+// once, as chosen.
+template <class Exec, class F>
+void for_each_backward_pass_count(bool warpgroup_bf16, F f) {
+  for_each_setting<Exec>(tuning().softmax_backward_passes, warpgroup_bf16, {1, 2}, 0, f);
+}
+
 // Runs form in precision P (a tag); the form must have a kernel in it.
 template <class Exec, class P>
 ref::Outputs run_form(const Form& form, const HostProblem& p, const FormParams& params) {
