@@ -30,8 +30,10 @@ namespace attn::detail {
 // One team (2 consumer warpgroups and a producer warpgroup) per (batch,
 // head, tile of X), head sizes up to D
 // (64, 128 or 256; padding columns are zero). The warpgroups own 64 rows
-// each (128 a team) and stream tiles of 64 rows of Y, or of 32 at d = 256
-// (S and dP then take as many registers as at 128, and three buffers fit).
+// each (128 a team) and stream tiles of 64 rows of Y, or of 32 where a
+// warpgroup holds two accumulators of 128 columns (at d = 256, and in the
+// dk, dv pass at 128): with 64, S, dP and the last tile's P and dS beside
+// them left the products too few registers (ptxas serialized them).
 // At 256 the dq pass holds dQ in two 128-column blocks, as many registers
 // as dK and dV take at 128; the dk, dv pass's two such accumulators would
 // not fit a thread's registers, so there both warpgroups own the same 64
@@ -61,7 +63,10 @@ struct WarpgroupBackwardPass {
   // The registers per thread of each side: the consumers take what the
   // producer gives back of the 168 a thread of 384 starts with.
   static constexpr int producer_registers = 24, consumer_registers = 240;
-  static constexpr int owned = column_blocks ? 64 : 128, streamed = D > 128 ? 32 : 64;
+  // Y's rows a tile (see above): 32 where two 128-column accumulators would
+  // leave too few registers for the products with 64.
+  static constexpr bool two_wide_accumulators = D > 128 || (D == 128 && OwnsKeys && !AddsDq);
+  static constexpr int owned = column_blocks ? 64 : 128, streamed = two_wide_accumulators ? 32 : 64;
   static_assert(!AddsDq || (OwnsKeys && !column_blocks), "one pass: the keys' team, d <= 128");
   static constexpr int owned_operands = owned * D, streamed_operands = streamed * D;
   // dS^T (owned x streamed) in two buffers, one pass only: a warpgroup
