@@ -37,9 +37,10 @@ namespace attn::detail {
 // At 256 the dq pass holds dQ in two 128-column blocks, as many registers
 // as dK and dV take at 128; the dk, dv pass's two such accumulators would
 // not fit a thread's registers, so there both warpgroups own the same 64
-// rows, each accumulating one 128-column block of dK and dV (both compute
-// S and dP, the price of registers; FlashBackwardPass's wide heads
-// recompute them likewise). Y's tiles pass through three buffers: while the
+// rows, each accumulating one 128-column block of dK and dV; each computes
+// S and dP over its half of the head's columns, and the two add each
+// other's halves through shared memory (split_scores). Y's tiles pass
+// through three buffers: while the
 // warpgroup turns the scores of tile j into P and dS, the gradient products
 // of tile j - 1 run (as the forward overlaps P V with the softmax), and the
 // producer copies the tiles after j into the buffers handed back.
@@ -72,12 +73,19 @@ struct WarpgroupBackwardPass {
   // dS^T (owned x streamed) in two buffers, one pass only: a warpgroup
   // writes tile j + 1's while the other may still read tile j's.
   static constexpr int score_operands = AddsDq ? owned * streamed : 0;
-  // X1, X2, then each buffer's Y1, Y2, then dS^T's buffers, then each
-  // buffer's queries' statistics (dk, dv pass), then the ring's barriers and
-  // X's: 161.5 KB at d = 128 and in the dk, dv pass at 256 (193.5 in one
-  // pass, 224.75 in the dq pass at 256), from a 1024-byte boundary.
-  static constexpr std::size_t stats_offset =
+  // column_blocks: each warpgroup's partial S and dP (fp32, 64 x streamed
+  // each) in two buffers, as dS^T's: a warpgroup writes tile j + 1's while
+  // the other may still read tile j's.
+  static constexpr bool split_scores = column_blocks;
+  static constexpr int partial_floats = split_scores ? 2 * 64 * streamed : 0;  // S, dP
+  // X1, X2, then each buffer's Y1, Y2, then dS^T's buffers, then the partial
+  // scores' buffers, then each buffer's queries' statistics (dk, dv pass),
+  // then the ring's barriers and X's: 161.5 KB at d = 128 (193.5 in one
+  // pass), 224.75 in either pass at 256, from a 1024-byte boundary.
+  static constexpr std::size_t partials_offset =
       (2 * owned_operands + 2 * buffers * streamed_operands + 2 * score_operands) * sizeof(E);
+  static constexpr std::size_t stats_offset =
+      partials_offset + 2 * 2 * partial_floats * sizeof(float);
   static constexpr std::size_t ring_offset = stats_offset + buffers * 2 * streamed * sizeof(float);
   static constexpr std::size_t shared_bytes = ring_offset + (2 * buffers + 1) * 8 + 1024;
   static_assert(shared_bytes <= 227 * 1024, "a team's shared memory on sm_90");
@@ -131,6 +139,12 @@ struct WarpgroupBackwardPass {
     __device__ E* y2(int buffer) const { return y1(buffer) + streamed_operands; }
     // dS^T of tile j in buffer j % 2 (one pass).
     __device__ E* scores(int buffer) const { return y1(buffers) + buffer * score_operands; }
+    // split_scores: warpgroup `group`'s partial S and dP of tile j in
+    // buffer j % 2, each entry's 128 threads side by side.
+    __device__ float* partial_scores(int buffer, int group) const {
+      return reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(x1) + partials_offset) +
+             (2 * buffer + group) * partial_floats;
+    }
     // The lse of the streamed queries, then their D.
     __device__ float* query_stats(int buffer) const {
       return reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(x1) + stats_offset) +
@@ -192,14 +206,46 @@ struct WarpgroupBackwardPass {
   }
 
   // Issues S = X1 Y1^T and dP = X2 Y2^T over the warpgroup's 64 rows (its
-  // first at row x_row of X's tiles), as one batch.
+  // first at row x_row of X's tiles), as one batch; split_scores: over the
+  // warpgroup's half of the columns only (blocks of 64 columns are `rows`
+  // rows apart in a tile, so a half starts `rows` x 128 operands in).
   __device__ static void issue_scores(mma::Accumulator<streamed>& S, mma::Accumulator<streamed>& dP,
-                                      const Tiles& t, int x_row, int buffer) {
-    mma::warpgroup::add_abt_tiles<streamed, D>(S, t.x1, owned, x_row, t.y1(buffer), streamed,
-                                               false);
-    mma::warpgroup::add_abt_tiles<streamed, D>(dP, t.x2(), owned, x_row, t.y2(buffer), streamed,
-                                               false);
+                                      const Tiles& t, int x_row, int buffer, int group) {
+    constexpr int K = split_scores ? D / 2 : D;
+    const int half = split_scores ? group * K : 0;  // the first column summed
+    mma::warpgroup::add_abt_tiles<streamed, K>(S, t.x1 + half * owned, owned, x_row,
+                                               t.y1(buffer) + half * streamed, streamed, false);
+    mma::warpgroup::add_abt_tiles<streamed, K>(dP, t.x2() + half * owned, owned, x_row,
+                                               t.y2(buffer) + half * streamed, streamed, false);
     mma::warpgroup::commit();
+  }
+
+  // split_scores: S and dP become sums over every column, each warpgroup
+  // writing its halves and adding the other's (entry e of thread r at
+  // e x 128 + r: the 128 threads' stores and loads side by side), after a
+  // barrier of the two warpgroups.
+  __device__ static void add_other_half(mma::Accumulator<streamed>& S,
+                                        mma::Accumulator<streamed>& dP, const Tiles& t, int buffer,
+                                        int group) {
+    constexpr int tiles8 = streamed / 8;
+    const int r = threadIdx.x % 128;
+    float* const mine = t.partial_scores(buffer, group);
+    const float* const other = t.partial_scores(buffer, 1 - group);
+#pragma unroll
+    for (int i = 0; i < tiles8; ++i)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        mine[(4 * i + e) * 128 + r] = S.c[i][e];
+        mine[(4 * (tiles8 + i) + e) * 128 + r] = dP.c[i][e];
+      }
+    mma::sync_threads(2, consumers);
+#pragma unroll
+    for (int i = 0; i < tiles8; ++i)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        S.c[i][e] += other[(4 * i + e) * 128 + r];
+        dP.c[i][e] += other[(4 * (tiles8 + i) + e) * 128 + r];
+      }
   }
 
   // Issues dK += dS^T Q and dV += P^T dO, or dQ += dS K, as one batch: the
@@ -305,7 +351,7 @@ struct WarpgroupBackwardPass {
       const bool masked = is_masked(y0, group_first);
       mma::Accumulator<streamed> S, dP;
       mma::warpgroup::fence();
-      issue_scores(S, dP, t, x_row, j % buffers);
+      issue_scores(S, dP, t, x_row, j % buffers, group);
       if (j > 0) {
         issue_gradients(acc1, acc2, p, ds, t, (j - 1) % buffers, first_col);
         mma::warpgroup::wait<1>(S);  // the scores; the gradient products still run
@@ -313,6 +359,7 @@ struct WarpgroupBackwardPass {
         mma::warpgroup::wait<0>(S);
       }
       mma::warpgroup::hold(dP);
+      if constexpr (split_scores) add_other_half(S, dP, t, j % 2, group);
       weigh(S, dP, t.query_stats(j % buffers), row_lse, row_delta, y0, row0, masked);
       mma::warpgroup::hold(S);  // weighed while the gradient products run
       mma::warpgroup::hold(dP);
@@ -377,7 +424,7 @@ struct WarpgroupBackwardPass {
       E* const scores = t.scores(j % 2);
       mma::Accumulator<streamed> S, dP;
       mma::warpgroup::fence();
-      issue_scores(S, dP, t, x_row, buffer);
+      issue_scores(S, dP, t, x_row, buffer, group);
       mma::warpgroup::wait<0>(S);
       mma::warpgroup::hold(dP);
       weigh(S, dP, t.query_stats(buffer), unused_lse, unused_delta, y0, row0,
