@@ -17,8 +17,8 @@
 //   wait(parity)                 until the phase of that parity completes
 //   CopyRing<Buffers>            the full and empty barriers of a ring of
 //                                buffers: wait_empty, filled or landing
-//                                (the copier); wait_for_products, hand_back
-//                                (consumers)
+//                                (the copier); wait_for_products, hand_back,
+//                                hand_back_after_loads (consumers)
 //   copy_word_async(to, from, inside)
 //                                4 bytes by cp.async (zeros outside)
 //   sync_threads(id, threads)    a barrier for some of the team's warps
@@ -133,8 +133,17 @@ struct CopyRing {
     publish_to_warpgroup_products();
   }
   // A consumer warp hands tile j's buffer back once the products that read
-  // it have been waited for (every lane is past the wait).
+  // it have been waited for (every lane is past the wait: a warpgroup
+  // product's wait is an instruction of the whole warp).
   __device__ void hand_back(int j) { empty[buffer(j)].arrive_if(threadIdx.x % 32 == 0); }
+  // The same where the warp's lanes also read the buffer by plain loads (a
+  // tile's statistics): one lane arrives for the warp, so the warp's barrier
+  // first orders every lane's loads before that arrival, and so before the
+  // copier's next write there.
+  __device__ void hand_back_after_loads(int j) {
+    __syncwarp();
+    hand_back(j);
+  }
 };
 
 // 4 bytes from global memory to shared memory by cp.async (a float of a

@@ -364,7 +364,7 @@ struct WarpgroupBackwardPass {
       mma::warpgroup::hold(S);  // weighed while the gradient products run
       mma::warpgroup::hold(dP);
       mma::warpgroup::wait<0>(acc1);
-      if (j > 0) ring.hand_back(j - 1);
+      if (j > 0) ring.hand_back_after_loads(j - 1);
       mma::warpgroup::hold(ds);
       if (two_accumulators) mma::warpgroup::hold(acc2);
       if (OwnsKeys) {
@@ -451,7 +451,7 @@ struct WarpgroupBackwardPass {
       mma::warpgroup::hold(dv);
       mma::warpgroup::hold(p);
       mma::warpgroup::hold(ds);
-      ring.hand_back(j);
+      ring.hand_back_after_loads(j);
       add_query_gradients(dQ, b, h, y0, D > 64 ? 64 * group : 0);
     }
     store(dk, dv, b, h, row0, 0);
