@@ -52,15 +52,17 @@ struct CopyBarrier {
   // The thread's one arrival for a tile it copied. By cp.async: an arrival
   // that the hardware makes once the thread's copies so far have landed
   // (.noinc: it counts as one of `count`). Otherwise (plain stores, a ragged
-  // tile's) the thread waits for any copies of its own still in flight and
+  // tile's) the thread waits for every copy of its own still in flight and
   // arrives, the arrival's release ordering its stores before the
-  // consumers' acquiring wait.
+  // consumers' acquiring wait. Every copy: cp.async.wait_all, not
+  // wait_group, which would pass over copies not yet closed into a group
+  // (a tile's statistics, issued after its pieces' groups).
   __device__ void arrive_when_copied(bool by_cp_async) {
     if (by_cp_async) {
       asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(address())
                    : "memory");
     } else {
-      wait_for_copies<0>();
+      asm volatile("cp.async.wait_all;\n" ::: "memory");
       arrive();
     }
   }
