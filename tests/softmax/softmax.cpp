@@ -176,6 +176,7 @@ TEMPLATE_LIST_TEST_CASE("softmax: the tensor-core and the portable paths both ma
           for (const char* name : {"softmax/full", "softmax/causal", "softmax/full_fwd_bwd",
                                    "softmax/causal_fwd_bwd"}) {
             const Form& form = form_named(name);
+            if (passes == 2 && !form.backward()) continue;  // the forwards ran with passes 1
             INFO(name << " on " << backend_name<Exec>() << " in " << precision_name<P>()
                       << (tensor_cores ? "" : ", portable") << (warpgroup ? "" : ", mma.sync")
                       << (passes ? (passes == 1 ? ", one pass" : ", two passes") : "")
