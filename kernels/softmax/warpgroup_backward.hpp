@@ -51,7 +51,8 @@ namespace attn::detail {
 // barrier of its own. Its registers (dK,
 // dV, then dQ's block) leave no room for the next tile's S and dP, so a
 // tile's scores are not overlapped with the last tile's gradient products
-// there; the other warpgroup's work is.
+// there; instead, within a tile, P is computed while dP is multiplied and
+// dS while dV += P^T dO is (FlashAttention-3's order, Appendix B).
 template <int D, bool OwnsKeys, bool AddsDq = false>
 struct WarpgroupBackwardPass {
   using P = bf16;
@@ -206,7 +207,8 @@ struct WarpgroupBackwardPass {
   }
 
   // Issues S = X1 Y1^T and dP = X2 Y2^T over the warpgroup's 64 rows (its
-  // first at row x_row of X's tiles), as one batch; split_scores: over the
+  // first at row x_row of X's tiles), as two batches, S's first (P can be
+  // computed while dP is multiplied); split_scores: over the
   // warpgroup's half of the columns only (blocks of 64 columns are `rows`
   // rows apart in a tile, so a half starts `rows` x 128 operands in).
   __device__ static void issue_scores(mma::Accumulator<streamed>& S, mma::Accumulator<streamed>& dP,
@@ -215,6 +217,7 @@ struct WarpgroupBackwardPass {
     const int half = split_scores ? group * K : 0;  // the first column summed
     mma::warpgroup::add_abt_tiles<streamed, K>(S, t.x1 + half * owned, owned, x_row,
                                                t.y1(buffer) + half * streamed, streamed, false);
+    mma::warpgroup::commit();
     mma::warpgroup::add_abt_tiles<streamed, K>(dP, t.x2() + half * owned, owned, x_row,
                                                t.y2(buffer) + half * streamed, streamed, false);
     mma::warpgroup::commit();
@@ -264,19 +267,25 @@ struct WarpgroupBackwardPass {
     mma::warpgroup::commit();
   }
 
-  // S becomes P and dP becomes dS, for the pairs (owned row row0 + r,
-  // streamed row y0 + c). `masked`: the tile holds pairs outside the problem
-  // (Y's rows past L, or causal, keys after the query), which weigh 0.
-  __device__ void weigh(mma::Accumulator<streamed>& S, mma::Accumulator<streamed>& dP,
-                        const float* stats, const float (&row_lse)[2], const float (&row_delta)[2],
-                        int y0, int row0, bool masked) const {
-    mma::for_each_entry(S, dP, [&](int r, int c, float& s, float& dp) {
+  // S becomes P = exp2(log2e scale S - log2e lse), for the pairs (owned row
+  // row0 + r, streamed row y0 + c). `masked`: the tile holds pairs outside
+  // the problem (Y's rows past L, or causal, keys after the query), which
+  // weigh 0.
+  __device__ void to_probabilities(mma::Accumulator<streamed>& S, const float* stats,
+                                   const float (&row_lse)[2], int y0, int row0, bool masked) const {
+    mma::for_each_entry(S, [&](int r, int c, float& s) {
       const int query = OwnsKeys ? y0 + c : row0 + r, key = OwnsKeys ? row0 + r : y0 + c;
       const bool visible = !masked || ((OwnsKeys ? query : key) < L && (!causal || key <= query));
       const float lse2 = OwnsKeys ? stats[c] * log2_e : row_lse[r >> 3];
-      const float d = OwnsKeys ? stats[streamed + c] : row_delta[r >> 3];
       s = mma::exp2_ftz(visible ? s * scale_log2 - lse2 : -INFINITY);
-      dp = s * (dp - d);
+    });
+  }
+
+  // dP becomes dS = P (dP - D), P from to_probabilities.
+  __device__ void to_score_gradients(mma::Accumulator<streamed>& dP, mma::Accumulator<streamed>& P,
+                                     const float* stats, const float (&row_delta)[2]) const {
+    mma::for_each_entry(P, dP, [&](int r, int c, float& p, float& dp) {
+      dp = p * (dp - (OwnsKeys ? stats[streamed + c] : row_delta[r >> 3]));
     });
   }
 
@@ -360,7 +369,8 @@ struct WarpgroupBackwardPass {
       }
       mma::warpgroup::hold(dP);
       if constexpr (split_scores) add_other_half(S, dP, t, j % 2, group);
-      weigh(S, dP, t.query_stats(j % buffers), row_lse, row_delta, y0, row0, masked);
+      to_probabilities(S, t.query_stats(j % buffers), row_lse, y0, row0, masked);
+      to_score_gradients(dP, S, t.query_stats(j % buffers), row_delta);
       mma::warpgroup::hold(S);  // weighed while the gradient products run
       mma::warpgroup::hold(dP);
       mma::warpgroup::wait<0>(acc1);
@@ -404,15 +414,16 @@ struct WarpgroupBackwardPass {
     });
   }
 
-  // The one pass's consumers: as consume, and for every streamed tile dS^T
-  // to shared memory, a barrier (AddsDq above), and the warpgroup's block
+  // The one pass's consumers: for every streamed tile S, then P while dP is
+  // multiplied, dV's product, then dS while it runs, dS^T to shared memory
+  // and dK's product, a barrier (AddsDq above), and the warpgroup's block
   // of dS K added to dq_sums.
   __device__ void consume_adding_dq(const Tiles& t, const TeamTile& tile, int begin, int n) const {
     const int b = tile.b, h = tile.h, tid = threadIdx.x;
     const int group = tid / 128, x_row = 64 * group, group_first = tile.first + x_row;
     const int warp_row = x_row + 16 * (tid / 32 % 4), row0 = tile.first + warp_row;
-    float unused_lse[2] = {0.f, 0.f}, unused_delta[2] = {0.f, 0.f};
-    load_owned(t, tile, row0, unused_lse, unused_delta);
+    float no_row_stats[2] = {0.f, 0.f};  // the streamed queries' are in shared memory
+    load_owned(t, tile, row0, no_row_stats, no_row_stats);
 
     Ring& ring = t.ring();
     Gradient dk, dv;
@@ -425,17 +436,22 @@ struct WarpgroupBackwardPass {
       mma::Accumulator<streamed> S, dP;
       mma::warpgroup::fence();
       issue_scores(S, dP, t, x_row, buffer, group);
-      mma::warpgroup::wait<0>(S);
-      mma::warpgroup::hold(dP);
-      weigh(S, dP, t.query_stats(buffer), unused_lse, unused_delta, y0, row0,
-            is_masked(y0, group_first));
+      mma::warpgroup::wait<1>(S);  // dP is still multiplied
+      to_probabilities(S, t.query_stats(buffer), no_row_stats, y0, row0,
+                       is_masked(y0, group_first));
       Fragments p, ds;
       mma::warpgroup::to_fragments(p, S);
+      mma::warpgroup::fence();
+      mma::warpgroup::add_ab_tiles<block>(dv, p, t.y2(buffer), streamed);
+      mma::warpgroup::commit();
+      mma::warpgroup::wait<1>(dP);  // dV += P^T dO is still multiplied
+      to_score_gradients(dP, S, t.query_stats(buffer), no_row_stats);
       mma::warpgroup::to_fragments(ds, dP);
       mma::warpgroup::store_fragments(scores, owned_layout, warp_row, ds);
       mma::publish_to_warpgroup_products();
       mma::warpgroup::fence();
-      issue_gradients(dk, dv, p, ds, t, buffer, 0);
+      mma::warpgroup::add_ab_tiles<block>(dk, ds, t.y1(buffer), streamed);
+      mma::warpgroup::commit();
       // dS^T in shared memory: both warpgroups' at d = 128, where dQ's block
       // sums over the team's keys; at 64 the warpgroup's own (its own keys),
       // so the warpgroups do not wait for each other.
