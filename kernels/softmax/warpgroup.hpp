@@ -49,45 +49,50 @@ bool with_warpgroup_head(int dk, int dv, F f) {
 
 // The forward's key tile, as FlashAttention-3 chooses it (tile_size_fwd_sm90)
 // where that measured faster here: 128 keys halve the hand-offs per product
-// against 64, with the registers and shared memory of one team per SM;
-// without a mask at d = 64, 192 keys in two buffers (the causal mask keeps
-// 128, whose tiles end where the query tiles do); at d = 256, 80 keys in two
-// buffers beside Q. FlashAttention-3's 176 at d = 128 without a mask was
-// slower here up to 4k (results/logs/forward_key_tiles_h200.log).
-constexpr int forward_key_tile(int D, bool causal) {
-  return D > 128 ? 80 : causal || D == 128 ? 128 : 192;
-}
+// against 64, with the registers and shared memory of one team per SM; at
+// d = 256, 80 keys in two buffers beside Q. FlashAttention-3's 176 at
+// d = 128 without a mask was slower here up to 4k
+// (results/logs/forward_key_tiles_h200.log).
+constexpr int forward_key_tile(int D) { return D > 128 ? 80 : 128; }
 
-// One team (2 consumer warpgroups, 128 query rows, and a producer warpgroup) per
-// (batch, head, query tile), head sizes up to D (64, 128 or 256: whole
-// 128-byte rows of the swizzled tiles; padding columns are zero). O is held
+// The forward's consumer warpgroups, 64 query rows each: at d = 64, three
+// (FlashAttention-3's 192 x 128 tile), where a key tile's products are too
+// short to hide two warpgroups' softmax; two above, where the registers of
+// O and S leave no room for a third.
+constexpr int forward_query_warpgroups(int D) { return D > 64 ? 2 : 3; }
+
+// One team (consumer warpgroups of 64 query rows each, and a producer
+// warpgroup) per (batch, head, query tile), head sizes up to D (64, 128 or
+// 256: whole 128-byte rows of the swizzled tiles; padding columns are zero). O is held
 // in blocks of 128 columns (a product's widest N). Key and value tiles pass
 // through a ring of buffers (three, or two: see `buffers`): while a warpgroup
 // weighs the scores of tile j, the tensor cores add the weights of tile
 // j - 1 times its values (FlashAttention-3's overlap of the two products
 // with the softmax, Sec. 3.2), and the producer copies the tiles after j
-// into the buffers the consumers have handed back. Keys: the key tile's rows
-// (forward_key_tile).
-template <int D, int Keys>
+// into the buffers the consumers have handed back. The key tile's rows:
+// forward_key_tile; the consumers: forward_query_warpgroups.
+template <int D>
 struct WarpgroupFlashForward {
   using P = bf16;
   using E = mma::operand_t<P>;
-  static constexpr int warpgroups = 2, consumers = 128 * warpgroups, rows = 64 * warpgroups;
+  static constexpr int warpgroups = forward_query_warpgroups(D), consumers = 128 * warpgroups,
+                       rows = 64 * warpgroups;
   static constexpr int producers = 128, warps = (consumers + producers) / 32;  // producer last
   // The registers per thread of each side: the consumers take what the
-  // producer gives back of the 168 a thread of 384 starts with (setmaxnreg
-  // raises from the team's own pool; 128 x 40 + 256 x 232 = 384 x 168).
-  static constexpr int producer_registers = 40, consumer_registers = 232;
-  // Two buffers at d = 256, where three do not fit beside Q, and with
-  // 192-key tiles, as they were measured (three would fit there, 160 KB;
-  // not tried). Two suffice: keys j + 2 go where keys j were, which a
-  // warpgroup hands back as soon as their scores are in, a tile before it
-  // needs the next ones.
-  static constexpr int keys = Keys, buffers = D > 128 || Keys > 128 ? 2 : 3;
+  // producer gives back of the team's pool (setmaxnreg raises from it):
+  // 128 x 40 + 256 x 232 = 384 x 168, or 128 x 24 + 384 x 160 <= 512 x 128.
+  static constexpr int producer_registers = warpgroups == 2 ? 40 : 24;
+  static constexpr int consumer_registers = warpgroups == 2 ? 232 : 160;
+  static_assert(producers * producer_registers + consumers * consumer_registers <= 65536,
+                "the team's registers");
+  // Two buffers at d = 256, where three do not fit beside Q. Two suffice:
+  // keys j + 2 go where keys j were, which a warpgroup hands back as soon as
+  // their scores are in, a tile before it needs the next ones.
+  static constexpr int keys = forward_key_tile(D), buffers = D > 128 ? 2 : 3;
   static constexpr int teams_per_sm = 1;
   static constexpr int block = D < 128 ? D : 128, blocks = D / block;  // O's value blocks
   // Q, then the buffers, each a key and a value tile (225 KB at d = 128 and
-  // 256, 113 KB at d = 64), then the barriers of the key and value rings and
+  // 256, 120 KB at d = 64), then the barriers of the key and value rings and
   // Q's, from the first 1024-byte boundary of the team's memory.
   static constexpr int tile_operands = keys * D;
   static constexpr std::size_t tile_bytes = (rows * D + 2 * buffers * tile_operands) * sizeof(E);
@@ -125,7 +130,7 @@ struct WarpgroupFlashForward {
 
   // The shared tiles: Q, then K and V of each buffer; the rings after them
   // (full: the producer's copying threads arrive, one by the TMA; empty: the
-  // 8 consumer warps), then Q's barrier (the TMA's copies only).
+  // consumer warps), then Q's barrier (the TMA's copies only).
   struct Tiles {
     E* queries;
     __device__ E* keys(int buffer) const { return queries + rows * D + buffer * 2 * tile_operands; }
@@ -318,18 +323,12 @@ inline void warpgroup_forward(const Kokkos::Cuda& exec, const char* label,
   const float scale_log2 = float(log2_e / std::sqrt(double(s.dk)));
   auto run = [&](auto head) {
     constexpr int D = decltype(head)::value;
-    auto launch = [&](auto keys) {
-      using F = WarpgroupFlashForward<D, decltype(keys)::value>;
-      const int tiles = ceil_div(s.seq, F::rows);
-      F f{q, k, v, o, logsumexp, s.seq, s.heads, tiles, s.dk, s.dv, scale_log2, causal};
-      f.tensor_maps(label, tma_declines(s, false).empty());
-      launch_tiles<F::teams_per_sm>(label, exec, s.batch * s.heads * tiles, f,
-                                    mma::Start::after_previous, F::shared_bytes);
-    };
-    if (causal)
-      launch(std::integral_constant<int, forward_key_tile(D, true)>{});
-    else
-      launch(std::integral_constant<int, forward_key_tile(D, false)>{});
+    using F = WarpgroupFlashForward<D>;
+    const int tiles = ceil_div(s.seq, F::rows);
+    F f{q, k, v, o, logsumexp, s.seq, s.heads, tiles, s.dk, s.dv, scale_log2, causal};
+    f.tensor_maps(label, tma_declines(s, false).empty());
+    launch_tiles<F::teams_per_sm>(label, exec, s.batch * s.heads * tiles, f,
+                                  mma::Start::after_previous, F::shared_bytes);
   };
   const bool ran = with_warpgroup_head(s.dk, s.dv, run);
   ran_as_chosen(ran, label);
