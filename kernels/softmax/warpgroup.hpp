@@ -56,9 +56,9 @@ bool with_warpgroup_head(int dk, int dv, F f) {
 constexpr int forward_key_tile(int D) { return D > 128 ? 80 : 128; }
 
 // The forward's consumer warpgroups, 64 query rows each: at d = 64, three
-// (FlashAttention-3's 192 x 128 tile), where a key tile's products are too
-// short to hide two warpgroups' softmax; two above, where the registers of
-// O and S leave no room for a third.
+// (FlashAttention-3's 192 x 128 tile), so that each key and value tile,
+// whose products are short at 64 columns, serves 192 queries; two above,
+// where the registers of O and S leave no room for a third.
 constexpr int forward_query_warpgroups(int D) { return D > 64 ? 2 : 3; }
 
 // One team (consumer warpgroups of 64 query rows each, and a producer
