@@ -1,10 +1,10 @@
 // Softmax attention forward in bf16 on Hopper's warpgroup products (wgmma,
 // sm_90a): the online softmax of FlashAttention-2 (Dao 2023, Alg. 1) with the
 // products and warp roles of FlashAttention-3 (Shah et al. 2024, Sec. 3):
-// each of two consumer warpgroups owns 64 query rows, S = Q K^T reads Q and K
-// from shared memory, and O += P V takes P from the registers that held S
-// (the accumulator layout of two 8-key tiles is the A layout of one 16-key
-// step) and V from shared memory. A producer warpgroup copies Q and the key
+// each of two consumer warpgroups (three at d = 64) owns 64 query rows,
+// S = Q K^T reads Q and K from shared memory, and O += P V takes P from the
+// registers that held S (the accumulator layout of two 8-key tiles is the A
+// layout of one 16-key step) and V from shared memory. A producer warpgroup copies Q and the key
 // and value tiles into a ring of buffers, by the TMA from one thread where it
 // can read the tensors (common/tensor_maps.hpp) and by cp.async from all 128
 // otherwise, and the two sides hand buffers over through barriers in shared
