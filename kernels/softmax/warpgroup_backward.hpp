@@ -415,9 +415,9 @@ struct WarpgroupBackwardPass {
   }
 
   // The one pass's consumers: for every streamed tile S, then P while dP is
-  // multiplied, dV's product, then dS while it runs, dS^T to shared memory
-  // and dK's product, a barrier (AddsDq above), and the warpgroup's block
-  // of dS K added to dq_sums.
+  // multiplied, dV's product, then dS while it runs, dS^T to shared memory,
+  // a barrier (AddsDq above), and the products of the warpgroup's block of
+  // dS K and of dK; dQ's block is added to dq_sums while dK's product runs.
   __device__ void consume_adding_dq(const Tiles& t, const TeamTile& tile, int begin, int n) const {
     const int b = tile.b, h = tile.h, tid = threadIdx.x;
     const int group = tid / 128, x_row = 64 * group, group_first = tile.first + x_row;
@@ -449,9 +449,6 @@ struct WarpgroupBackwardPass {
       mma::warpgroup::to_fragments(ds, dP);
       mma::warpgroup::store_fragments(scores, owned_layout, warp_row, ds);
       mma::publish_to_warpgroup_products();
-      mma::warpgroup::fence();
-      mma::warpgroup::add_ab_tiles<block>(dk, ds, t.y1(buffer), streamed);
-      mma::warpgroup::commit();
       // dS^T in shared memory: both warpgroups' at d = 128, where dQ's block
       // sums over the team's keys; at 64 the warpgroup's own (its own keys),
       // so the warpgroups do not wait for each other.
@@ -462,13 +459,15 @@ struct WarpgroupBackwardPass {
       mma::Accumulator<64> dQ;
       mma::warpgroup::fence();
       issue_query_gradients(dQ, t, scores, group);
-      mma::warpgroup::wait<0>(dQ);
-      mma::warpgroup::hold(dk);
+      mma::warpgroup::add_ab_tiles<block>(dk, ds, t.y1(buffer), streamed);
+      mma::warpgroup::commit();
+      mma::warpgroup::wait<1>(dQ);  // and dV; dK runs on under dQ's additions
       mma::warpgroup::hold(dv);
       mma::warpgroup::hold(p);
+      add_query_gradients(dQ, b, h, y0, D > 64 ? 64 * group : 0);
+      mma::warpgroup::wait<0>(dk);
       mma::warpgroup::hold(ds);
       ring.hand_back_after_loads(j);
-      add_query_gradients(dQ, b, h, y0, D > 64 ? 64 * group : 0);
     }
     store(dk, dv, b, h, row0, 0);
   }
