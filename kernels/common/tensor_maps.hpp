@@ -30,6 +30,16 @@
 //   copy_rows(to, map, row, h, b, landed)
 //                                one box of encode_row_map's rows into the
 //                                128-byte aligned `to`
+// and bulk additions the other way ("cp.reduce.async.bulk"), no map needed:
+//   add_floats_to_global(to, from, bytes)
+//                                fp32 values in shared memory added to those
+//                                at `to` in global memory (both 16-byte
+//                                aligned, bytes a multiple of 16), by one
+//                                thread, after the writers' fence
+//                                (publish_to_warpgroup_products) and barrier
+//   wait_for_bulk_reads()        until the thread's additions have read their
+//                                shared memory (it may be written again)
+//   wait_for_bulk_additions()    until they have landed in global memory
 #pragma once
 #include "common/warp_specialization.hpp"
 
@@ -139,6 +149,21 @@ __device__ __forceinline__ void copy_swizzled_tile(E* to, const TileMap& m, int 
                                                    int row, int h, int b, CopyBarrier& landed) {
   landed.arrive_expecting(static_cast<std::uint32_t>(rows * width * sizeof(E)));
   copy_swizzled_boxes(to, m, rows, width, row, h, b, landed);
+}
+
+__device__ __forceinline__ void add_floats_to_global(float* to, const float* from,
+                                                     std::uint32_t bytes) {
+  asm volatile(
+      "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n"
+      "cp.async.bulk.commit_group;\n" ::"l"(reinterpret_cast<std::uint64_t>(to)),
+      "r"(static_cast<std::uint32_t>(__cvta_generic_to_shared(from))), "r"(bytes)
+      : "memory");
+}
+__device__ __forceinline__ void wait_for_bulk_reads() {
+  asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+}
+__device__ __forceinline__ void wait_for_bulk_additions() {
+  asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
 }
 
 // The box of rows row .. of head (b, h) of an encode_row_map map (its

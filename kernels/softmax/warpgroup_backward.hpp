@@ -48,7 +48,11 @@ namespace attn::detail {
 // memory, and each warpgroup adds a 64 x 64 block of dS K to dq_sums: at
 // d = 128 its 64 columns over the team's 128 keys, after a barrier of the
 // two warpgroups; at d = 64 every column over its own 64 keys, after a
-// barrier of its own. Its registers (dK,
+// barrier of its own. The block goes to shared memory as the accumulator
+// holds it, and one thread adds it to dq_sums, where each query tile's
+// column block is laid out the same way, by one bulk addition
+// (FlashAttention-3's dQ accumulation, Sec. 3.3: no atomics from the
+// consumers' threads). Its registers (dK,
 // dV, then dQ's block) leave no room for the next tile's S and dP, so a
 // tile's scores are not overlapped with the last tile's gradient products
 // there; instead, within a tile, P is computed while dP is multiplied and
@@ -79,23 +83,31 @@ struct WarpgroupBackwardPass {
   // the other may still read tile j's.
   static constexpr bool split_scores = column_blocks;
   static constexpr int partial_floats = split_scores ? 2 * 64 * streamed : 0;  // S, dP
+  // One pass: each warpgroup's block of dQ (64 x 64, fp32) on its way to
+  // dq_sums (see AddsDq).
+  static constexpr int staged_floats = AddsDq ? 64 * 64 : 0;
   // X1, X2, then each buffer's Y1, Y2, then dS^T's buffers, then the partial
   // scores' buffers, then each buffer's queries' statistics (dk, dv pass),
-  // then the ring's barriers and X's: 161.5 KB at d = 128 (193.5 in one
-  // pass), 224.75 in either pass at 256, from a 1024-byte boundary.
+  // then the staged dQ blocks (one pass), then the ring's barriers and X's:
+  // 161.5 KB at d = 128 (225.5 in one pass), 224.75 in either pass at 256,
+  // from a 1024-byte boundary.
   static constexpr std::size_t partials_offset =
       (2 * owned_operands + 2 * buffers * streamed_operands + 2 * score_operands) * sizeof(E);
   static constexpr std::size_t stats_offset =
       partials_offset + 2 * 2 * partial_floats * sizeof(float);
-  static constexpr std::size_t ring_offset = stats_offset + buffers * 2 * streamed * sizeof(float);
+  static constexpr std::size_t staged_offset =
+      stats_offset + buffers * 2 * streamed * sizeof(float);
+  static constexpr std::size_t ring_offset = staged_offset + 2 * staged_floats * sizeof(float);
   static constexpr std::size_t shared_bytes = ring_offset + (2 * buffers + 1) * 8 + 1024;
   static_assert(shared_bytes <= 227 * 1024, "a team's shared memory on sm_90");
 
   CudaTensor<P> x1, x2, y1, y2;  // dq pass: q, d_o, k, v; dk, dv pass: k, v, q, d_o
   CudaTensor<P> out1, out2;      // dq pass: dq; dk, dv pass: dk, dv
   CudaRows logsumexp, delta;
-  CudaTensor<float> dq_sums;  // one pass: dS K, [B][H][L][D], zero before
-  int L, H, tiles, d1, d2;    // d1: columns of x1, y1 (dk); d2: of x2, y2 (dv)
+  // One pass: dS K, zero before, [B][H][query tile x column block][64 x 64
+  // in the order of staged_dq_entry].
+  CudaTensor<float> dq_sums;
+  int L, H, tiles, d1, d2;  // d1: columns of x1, y1 (dk); d2: of x2, y2 (dv)
   float scale, scale_log2;
   bool causal;
   // Set by tensor_maps(): whether the TMA copies the tiles (X's, Y's and, in
@@ -145,6 +157,11 @@ struct WarpgroupBackwardPass {
     __device__ float* partial_scores(int buffer, int group) const {
       return reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(x1) + partials_offset) +
              (2 * buffer + group) * partial_floats;
+    }
+    // One pass: warpgroup `group`'s block of dQ.
+    __device__ float* staged_dq(int group) const {
+      return reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(x1) + staged_offset) +
+             group * staged_floats;
     }
     // The lse of the streamed queries, then their D.
     __device__ float* query_stats(int buffer) const {
@@ -402,16 +419,27 @@ struct WarpgroupBackwardPass {
     mma::warpgroup::commit();
   }
 
-  // One pass: the warp's rows of dQ's block (streamed rows from y0, columns
-  // from first_col) added to dq_sums, two columns an atomic addition.
-  __device__ void add_query_gradients(mma::Accumulator<64>& dQ, int b, int h, int y0,
-                                      int first_col) const {
-    const int warp_row = y0 + 16 * (threadIdx.x / 32 % 4);
-    mma::for_each_pair(dQ, [&](int r, int c, float& x0, float& x1) {
-      const int row = warp_row + r, col = first_col + c;
-      if (row < L && col < d1)
-        atomicAdd(reinterpret_cast<float2*>(&dq_sums(b, h, row, col)), make_float2(x0, x1));
-    });
+  // One pass: warpgroup `group`'s block of dQ (streamed rows from y0, its
+  // column block) added to dq_sums: written to shared memory, entry e of
+  // thread r at e x 128 + r (side by side, no bank conflicts), then added
+  // by thread 0 in one bulk addition. The block's last addition has read
+  // the buffer: thread 0 waited for it before the barrier that precedes
+  // this.
+  __device__ void add_query_gradients(const mma::Accumulator<64>& dQ, const Tiles& t, int b, int h,
+                                      int y0, int group) const {
+    const int r = threadIdx.x % 128;
+    float* const staged = t.staged_dq(group);
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) staged[(4 * j + e) * 128 + r] = dQ.c[j][e];
+    mma::publish_to_warpgroup_products();  // to the bulk addition's proxy
+    mma::sync_threads(4 + group, 128);
+    if (r == 0) {
+      constexpr int column_blocks_of_d = D / 64;
+      const int block = (y0 / 64) * column_blocks_of_d + (D > 64 ? group : 0);
+      mma::add_floats_to_global(&dq_sums(b, h, block, 0), staged, staged_floats * sizeof(float));
+    }
   }
 
   // The one pass's consumers: for every streamed tile S, then P while dP is
@@ -452,6 +480,7 @@ struct WarpgroupBackwardPass {
       // dS^T in shared memory: both warpgroups' at d = 128, where dQ's block
       // sums over the team's keys; at 64 the warpgroup's own (its own keys),
       // so the warpgroups do not wait for each other.
+      if (tid % 128 == 0) mma::wait_for_bulk_reads();  // the staged dQ block is free
       if constexpr (D > 64)
         mma::sync_threads(1, consumers);
       else
@@ -464,11 +493,12 @@ struct WarpgroupBackwardPass {
       mma::warpgroup::wait<1>(dQ);  // and dV; dK runs on under dQ's additions
       mma::warpgroup::hold(dv);
       mma::warpgroup::hold(p);
-      add_query_gradients(dQ, b, h, y0, D > 64 ? 64 * group : 0);
+      add_query_gradients(dQ, t, b, h, y0, group);
       mma::warpgroup::wait<0>(dk);
       mma::warpgroup::hold(ds);
       ring.hand_back_after_loads(j);
     }
+    if (tid % 128 == 0) mma::wait_for_bulk_additions();
     store(dk, dv, b, h, row0, 0);
   }
 #endif
@@ -511,18 +541,31 @@ struct WarpgroupBackwardPass {
   }
 };
 
+// Where entry (row, col) of a 64 x 64 block of dQ is in dq_sums' block: the
+// accumulator's entry e of thread r (mma::entry_row, mma::entry_col: warp
+// w holds rows 16 w .., lane l rows l / 4 and l / 4 + 8, columns 2 (l % 4)
+// and the next of every 8) at e x 128 + r.
+KOKKOS_INLINE_FUNCTION int staged_dq_entry(int row, int col) {
+  const int thread = 32 * (row / 16) + 4 * (row % 8) + col % 8 / 2;
+  const int entry = 4 * (col / 8) + 2 * (row % 16 / 8) + col % 2;
+  return entry * 128 + thread;
+}
+
 // dq = scale dq_sums in bf16: the one pass's sums of dS K rounded once.
 inline void store_query_gradients(const Kokkos::Cuda& exec, const Shape& s,
                                   const CudaTensor<float>& dq_sums, const CudaTensor<bf16>& dq,
                                   float scale) {
   const int L = s.seq, H = s.heads, dk = s.dk;
+  const int column_blocks = int(dq_sums.extent(2)) / ceil_div(L, 64);
   Kokkos::parallel_for(
       "softmax_bwd_dq_store",
       Kokkos::RangePolicy<Kokkos::Cuda>(exec, 0, std::size_t(s.batch) * H * L * dk),
       KOKKOS_LAMBDA(std::size_t i) {
         const int c = int(i % dk), r = int(i / dk % L), h = int(i / dk / L % H);
         const int b = int(i / dk / L / H);
-        dq(b, h, r, c) = storage_t<bf16>(scale * dq_sums(b, h, r, c));
+        const int block = r / 64 * column_blocks + c / 64;
+        dq(b, h, r, c) =
+            storage_t<bf16>(scale * dq_sums(b, h, block, staged_dq_entry(r % 64, c % 64)));
       });
 }
 
@@ -548,8 +591,8 @@ inline void warpgroup_backward(const Kokkos::Cuda& exec, const Shape& s, const C
     constexpr int Dh = decltype(head)::value;
     using OnePass = WarpgroupBackwardPass<Dh, true, true>;
     const int tiles = ceil_div(s.seq, OnePass::owned), league = s.batch * s.heads * tiles;
-    const auto dq_sums =
-        workspace_view<CudaTensor<float>>("softmax_bwd_dq_sums", s.batch, s.heads, s.seq, Dh);
+    const auto dq_sums = workspace_view<CudaTensor<float>>(
+        "softmax_bwd_dq_sums", s.batch, s.heads, ceil_div(s.seq, 64) * (Dh / 64), 64 * 64);
     Kokkos::deep_copy(exec, dq_sums, 0.f);
     launch(causal ? "softmax_causal_bwd_wg" : "softmax_full_bwd_wg", league,
            OnePass{k, v, q, d_o, dk, dv, logsumexp, delta, dq_sums, s.seq, s.heads, tiles, s.dk,
