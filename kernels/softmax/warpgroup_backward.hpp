@@ -569,10 +569,20 @@ inline void store_query_gradients(const Kokkos::Cuda& exec, const Shape& s,
       });
 }
 
+// Whether a backward whose head allows one pass (d <= 128) takes it: as
+// Tuning::softmax_backward_passes asks, else (0) from L = 3k full and 4k
+// causal (about as many pairs) on: about where the one pass's time falls
+// below the two passes' at d = 64 and 128
+// (results/logs/softmax_backward_passes_h100.log).
+inline bool backward_in_one_pass(const Shape& s, bool causal) {
+  const int asked = tuning().softmax_backward_passes;
+  return asked == 1 || (asked == 0 && s.seq >= (causal ? 4096 : 3072));
+}
+
 // The warpgroup backward (delta = rowsum(dO O) already computed) for heads up
 // to widest_warpgroup_head columns (with_warpgroup_head): up to 128 columns
-// one pass, its dQ summed in fp32 workspace; at 256, or where
-// Tuning::softmax_backward_passes asks for them, the two passes.
+// one pass, its dQ summed in fp32 workspace, where backward_in_one_pass; else
+// the two passes.
 inline void warpgroup_backward(const Kokkos::Cuda& exec, const Shape& s, const CudaTensor<bf16>& q,
                                const CudaTensor<bf16>& k, const CudaTensor<bf16>& v,
                                const CudaTensor<bf16>& d_o, const CudaRows& logsumexp,
@@ -616,7 +626,7 @@ inline void warpgroup_backward(const Kokkos::Cuda& exec, const Shape& s, const C
   };
   auto run = [&](auto head) {
     if constexpr (decltype(head)::value <= 128)
-      if (tuning().softmax_backward_passes != 2) return one_pass(head);
+      if (backward_in_one_pass(s, causal)) return one_pass(head);
     two_passes(head);
   };
   const bool ran = with_warpgroup_head(s.dk, s.dv, run);
