@@ -156,6 +156,10 @@ std::string verify_runner_path() {
 }
 
 std::vector<VectorGroup> read_test_vectors(const std::string& path) {
+  std::error_code error;
+  if (std::filesystem::is_directory(path, error))
+    throw std::invalid_argument("the test vectors '" + path +
+                                "' are a directory: name the file (tests/data/vectors.h5)");
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
   const Hdf5Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
   if (!file.valid())

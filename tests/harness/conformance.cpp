@@ -5,6 +5,7 @@
 // (tests/forms/test_vectors.cpp) come from harness/conformance.hpp, and
 // conformance_cases gives each form one case for each of them.
 #include <algorithm>
+#include <filesystem>
 #include <set>
 
 #include "conformance.hpp"
@@ -31,6 +32,14 @@ std::set<std::string> suite_vector_groups(const Form& form,
 }
 
 }  // namespace
+
+TEST_CASE("test vectors that are not a readable file are refused by name",
+          "[harness][conformance]") {
+  const std::string folder = std::filesystem::path(default_vectors_path()).parent_path().string();
+  CHECK_THROWS_WITH(read_test_vectors(folder), Catch::Contains("are a directory: name the file"));
+  CHECK_THROWS_WITH(read_test_vectors(folder + "/no-such-vectors.h5"),
+                    Catch::Contains("cannot read the test vectors"));
+}
 
 TEST_CASE("the conformance set holds every case of the equivalence suite",
           "[harness][conformance]") {
