@@ -52,8 +52,10 @@ namespace attn::detail {
 // holds it, and one thread adds it to dq_sums, where each query tile's
 // column block is laid out the same way, by one bulk addition
 // (FlashAttention-3's dQ accumulation, Sec. 3.3: no atomics from the
-// consumers' threads). Its registers (dK,
-// dV, then dQ's block) leave no room for the next tile's S and dP, so a
+// consumers' threads). At d = 128 its registers (dK, dV, then dQ's block)
+// leave no room for the next tile's S and dP, and at 64 issuing them under
+// this tile's dQ took longer
+// (results/logs/softmax_backward_scores_ahead_not_kept_h100.log), so a
 // tile's scores are not overlapped with the last tile's gradient products
 // there; instead, within a tile, P is computed while dP is multiplied and
 // dS while dV += P^T dO is (FlashAttention-3's order, Appendix B).
