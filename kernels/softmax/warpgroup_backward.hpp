@@ -242,9 +242,20 @@ struct WarpgroupBackwardPass {
     mma::warpgroup::commit();
   }
 
+  // A warpgroup's accumulator in shared memory side by side: entry e of
+  // thread r at e x 128 + r, so that the 128 threads' stores and loads are
+  // consecutive words, free of bank conflicts (staged_dq_entry inverts it).
+  template <int N>
+  __device__ static void store_side_by_side(float* to, const mma::Accumulator<N>& C) {
+    const int r = threadIdx.x % 128;
+#pragma unroll
+    for (int i = 0; i < N / 8; ++i)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) to[(4 * i + e) * 128 + r] = C.c[i][e];
+  }
+
   // split_scores: S and dP become sums over every column, each warpgroup
-  // writing its halves and adding the other's (entry e of thread r at
-  // e x 128 + r: the 128 threads' stores and loads side by side), after a
+  // writing its halves side by side and adding the other's, after a
   // barrier of the two warpgroups.
   __device__ static void add_other_half(mma::Accumulator<streamed>& S,
                                         mma::Accumulator<streamed>& dP, const Tiles& t, int buffer,
@@ -253,13 +264,8 @@ struct WarpgroupBackwardPass {
     const int r = threadIdx.x % 128;
     float* const mine = t.partial_scores(buffer, group);
     const float* const other = t.partial_scores(buffer, 1 - group);
-#pragma unroll
-    for (int i = 0; i < tiles8; ++i)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        mine[(4 * i + e) * 128 + r] = S.c[i][e];
-        mine[(4 * (tiles8 + i) + e) * 128 + r] = dP.c[i][e];
-      }
+    store_side_by_side(mine, S);
+    store_side_by_side(mine + 4 * tiles8 * 128, dP);
     mma::sync_threads(2, consumers);
 #pragma unroll
     for (int i = 0; i < tiles8; ++i)
@@ -422,19 +428,15 @@ struct WarpgroupBackwardPass {
   }
 
   // One pass: warpgroup `group`'s block of dQ (streamed rows from y0, its
-  // column block) added to dq_sums: written to shared memory, entry e of
-  // thread r at e x 128 + r (side by side, no bank conflicts), then added
-  // by thread 0 in one bulk addition. The block's last addition has read
-  // the buffer: thread 0 waited for it before the barrier that precedes
-  // this.
+  // column block) added to dq_sums: written to shared memory side by side,
+  // then added by thread 0 in one bulk addition. The block's last addition
+  // has read the buffer: thread 0 waited for it before the barrier that
+  // precedes this.
   __device__ void add_query_gradients(const mma::Accumulator<64>& dQ, const Tiles& t, int b, int h,
                                       int y0, int group) const {
     const int r = threadIdx.x % 128;
     float* const staged = t.staged_dq(group);
-#pragma unroll
-    for (int j = 0; j < 8; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) staged[(4 * j + e) * 128 + r] = dQ.c[j][e];
+    store_side_by_side(staged, dQ);
     mma::publish_to_warpgroup_products();  // to the bulk addition's proxy
     mma::sync_threads(4 + group, 128);
     if (r == 0) {
@@ -546,7 +548,7 @@ struct WarpgroupBackwardPass {
 // Where entry (row, col) of a 64 x 64 block of dQ is in dq_sums' block: the
 // accumulator's entry e of thread r (mma::entry_row, mma::entry_col: warp
 // w holds rows 16 w .., lane l rows l / 4 and l / 4 + 8, columns 2 (l % 4)
-// and the next of every 8) at e x 128 + r.
+// and the next of every 8) at e x 128 + r (store_side_by_side).
 KOKKOS_INLINE_FUNCTION int staged_dq_entry(int row, int col) {
   const int thread = 32 * (row / 16) + 4 * (row % 8) + col % 8 / 2;
   const int entry = 4 * (col / 8) + 2 * (row % 16 / 8) + col % 2;
