@@ -18,7 +18,7 @@ struct LightningForward {
   }
   template <class Exec, class P>
   static KernelPath path(const Shape& s, const FormParams& p) {
-    return detail::chunked_causal_path<P, Exec>(s, p.axis("chunk"));
+    return detail::chunked_causal_path<P, Exec>(s, p.axis("chunk"), false);
   }
 };
 struct LightningForwardBackward {
@@ -31,7 +31,7 @@ struct LightningForwardBackward {
   }
   template <class Exec, class P>
   static KernelPath path(const Shape& s, const FormParams& p) {
-    return detail::chunked_causal_path<P, Exec>(s, p.axis("chunk"));
+    return detail::chunked_causal_path<P, Exec>(s, p.axis("chunk"), false);
   }
 };
 struct VanillaForward {

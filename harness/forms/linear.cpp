@@ -33,7 +33,7 @@ struct LinearChunk {
   }
   template <class Exec, class P>
   static KernelPath path(const Shape& s, const FormParams& p) {
-    return detail::chunked_causal_path<P, Exec>(s, p.axis("chunk"));
+    return detail::chunked_causal_path<P, Exec>(s, p.axis("chunk"), true);
   }
 };
 

@@ -40,23 +40,66 @@ struct ChunkedCausalOptions {
   bool reverse;    // time runs from L-1 down to 0
 };
 
+#if defined(KOKKOS_ENABLE_CUDA)
+// Why the bf16 warpgroup walk (common/warpgroup_chunk_walk.hpp) does not take
+// a sweep that the tensor cores take; empty where it does: on a device with
+// warpgroup products, unnormalised (Lightning's sweeps, and the blocks of a
+// wide head's sums), chunks of 64 (or one chunk of at most 64 tokens), heads
+// the TMA reads (tma_declines), and as --state-passing asks: `walked` always,
+// `chosen` where the (batch, head, 64 value columns) walks are at least half
+// as many as the SMs. Each walk's chunks follow one another, where the stored
+// states' kernels cut a sequence into segments walked in parallel: on an H100
+// (132 SMs) lightning/fwd and fwd_bwd took 0.63-0.68x the stored states' time
+// with 128 walks (B = 8, H = 16, d = 64, L = 2k-32k) and 1.6-2.3x with 32
+// (B = 1, H = 16, d = 128, L = 1k-128k); half the SMs lies between
+// (results/logs/warpgroup_chunk_walk_h100.log).
+inline std::string warpgroup_walk_declines(const Shape& s, int chunk, bool normalise) {
+  const int tile = warpgroup_walk_chunk;
+  if (!tuning().warpgroup_products) return "--warpgroup-products off";
+  if (!mma::device_has_warpgroup_products()) return "the device has no warpgroup products (sm_90a)";
+  if (normalise) return "normalised: the warpgroup walk keeps no normaliser";
+  if (std::min(chunk, s.seq) != std::min(tile, s.seq))
+    return "chunk " + std::to_string(chunk) + " is not the warpgroup walk's " +
+           std::to_string(tile);
+  if (std::string tma = tma_declines(s, false); !tma.empty()) return tma;
+  if (tuning().state_passing == StatePassing::stored) return "--state-passing stored";
+  if (tuning().state_passing == StatePassing::walked) return "";
+  const int walks = s.batch * s.heads * ceil_div(std::max(s.dk, s.dv), 64),
+            sms = mma::device_attribute(cudaDevAttrMultiProcessorCount);
+  if (2 * walks < sms)
+    return "fewer walks of 64 value columns (" + std::to_string(walks) + ") than half the SMs (" +
+           std::to_string(sms) + "): states stored";
+  return "";
+}
+#endif
+
 // The kernel a chunked causal sweep of `chunk` runs: heads wider than the
 // head blocks' width (common/head_blocks.hpp) as blocks, each taking the path
-// of its own width; the tensor-core chunk form where each warp's 16 rows lie
-// in one chunk (common/chunked_causal_tensor_core.hpp); the portable tiles below.
+// of its own width (the blocks are unnormalised sweeps); in bf16 the
+// warpgroup walk where warpgroup_walk_declines is empty; the tensor-core chunk
+// form where each warp's 16 rows lie in one chunk
+// (common/chunked_causal_tensor_core.hpp); the portable tiles below.
 template <class P, class Exec>
-KernelPath chunked_causal_path(const Shape& s, int chunk) {
+KernelPath chunked_causal_path(const Shape& s, int chunk, bool normalise) {
   if (const int width = head_block_width<P, Exec>(); width > 0 && (s.dk > width || s.dv > width)) {
     Shape block = s;
     block.dk = std::min(s.dk, width);
     block.dv = std::min(s.dv, width);
-    const KernelPath each = chunked_causal_path<P, Exec>(block, chunk);
+    const KernelPath each = chunked_causal_path<P, Exec>(block, chunk, false);
     return {std::string(paths::head_blocks) + "/" + each.name, each.reason};
   }
   if (KernelPath none = without_tensor_cores<Exec, P>(); !none.name.empty()) return none;
   if (const std::string straddle = chunks_straddle_tiles(s.seq, chunk, mma_rows); !straddle.empty())
     return {paths::portable, straddle};
-  return tensor_core_unless(head_too_wide(s));
+  const KernelPath tensor_cores = tensor_core_unless(head_too_wide(s));
+#if defined(KOKKOS_ENABLE_CUDA)
+  if constexpr (std::is_same_v<P, bf16>)
+    if (tensor_cores.name == paths::tensor_core) {
+      const std::string walk = warpgroup_walk_declines(s, chunk, normalise);
+      return walk.empty() ? KernelPath{paths::warpgroup, ""} : KernelPath{paths::tensor_core, walk};
+    }
+#endif
+  return tensor_cores;
 }
 
 // `decay_rate` [H] (s = -ln lambda >= 0) or an empty view for no decay.
@@ -307,11 +350,16 @@ void chunked_causal_attention(const Exec& exec, const char* label,
     throw std::invalid_argument(std::string(label) +
                                 ": the decay rates must have one entry per head");
   if (s.seq == 0 || s.batch == 0 || s.heads == 0) return;
-  const std::string path = chunked_causal_path<P, Exec>(s, options.chunk).name;
+  const std::string path = chunked_causal_path<P, Exec>(s, options.chunk, options.normalise).name;
   if (path.rfind(paths::head_blocks, 0) == 0)
     return chunked_causal_head_blocks<P>(exec, label, q, k, v, decay_rate, o, options,
                                          head_block_width<P, Exec>());
 #if defined(KOKKOS_ENABLE_CUDA)
+  if constexpr (std::is_same_v<Exec, Kokkos::Cuda> && std::is_same_v<P, bf16>)
+    if (path == paths::warpgroup) {
+      warpgroup_chunk_walk(exec, label, s, q, k, v, decay_rate, o, options.reverse);
+      return;
+    }
   if constexpr (std::is_same_v<Exec, Kokkos::Cuda> && !std::is_same_v<P, double>)
     if (path == paths::tensor_core) {
       ran_as_chosen(tensor_core_chunked<P>(exec, label, s, q, k, v, decay_rate, o, options.chunk,

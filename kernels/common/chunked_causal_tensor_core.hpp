@@ -44,6 +44,7 @@
 #include "common/team_tiles.hpp"
 #include "common/tile_launch.hpp"
 #include "common/views.hpp"
+#include "common/warpgroup_chunk_walk.hpp"
 #include "common/workspace.hpp"
 
 #include <algorithm>
@@ -69,23 +70,6 @@ using mma::launch_tiles;
 // results/logs/warpgroup_state_products_h100.log).
 template <class P>
 inline constexpr bool states_transposed = std::is_same_v<P, float>;
-
-// A head's decay lambda = exp(-s) as the base-2 rate s log2(e) (0 without a
-// decay), and lambda^n for n >= 0 from it: one ex2 each (2 ulp; on the
-// tensor-core path mma::exp2_ftz, one instruction where exp2f takes about
-// four), where expf adds a range reduction of about eight instructions to
-// every weight of the intra-chunk mask.
-template <class Rates>
-KOKKOS_INLINE_FUNCTION float base2_rate(const Rates& decay_rate, int h) {
-  return decay_rate.extent(0) ? float(decay_rate(h)) * 1.4426950408889634f : 0.f;
-}
-KOKKOS_INLINE_FUNCTION float decay_power(float rate2, int n) {
-#if defined(ATTN_MMA_DEVICE_PASS)
-  return rate2 == 0.f ? 1.f : mma::exp2_ftz(-rate2 * float(n));
-#else
-  return rate2 == 0.f ? 1.f : exp2f(-rate2 * float(n));
-#endif
-}
 
 // The flags of the stored states (Tuning::state_wait): [B H][chunk - 1][block
 // of the state], set to the call's number once the walk has stored that

@@ -112,10 +112,14 @@ void normalised_sum_over_head_blocks(const Exec& exec, const std::string& name,
   const int B = int(q.extent(0)), H = int(q.extent(1)), L = int(q.extent(2)), Y = int(v.extent(3));
   const auto numerator = sum_over_head_blocks<P, Exec>(exec, name, q, k, v, width, sweep);
   Tensor4<Exec, T> denominator;
+  // v = 1 as 8 columns, whole 16-byte rows in bf16, so that the normaliser's
+  // sweep can take the kernel the blocks take where that kernel copies rows
+  // by the TMA (common/warpgroup_chunk_walk.hpp); only column 0 is read.
+  constexpr int ones_width = 8;
   if (normalise) {
-    const auto ones = workspace_view<Tensor4<Exec, S>>(name + ": ones", B, H, L, 1);
+    const auto ones = workspace_view<Tensor4<Exec, S>>(name + ": ones", B, H, L, ones_width);
     for_each_element(
-        exec, name + ": ones", B, H, L, 1,
+        exec, name + ": ones", B, H, L, ones_width,
         KOKKOS_LAMBDA(int b, int h, int l, int c) { ones(b, h, l, c) = S(T(1)); });
     denominator =
         sum_over_head_blocks<P, Exec>(exec, name + " normaliser", q, k, ones, width, sweep);

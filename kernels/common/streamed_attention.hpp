@@ -146,11 +146,12 @@ __device__ __forceinline__ void store_scaled_rows(const View& o, Accumulator<DV>
                                                   int L, int first_col, int dv, int mirror = -1) {
   const bool pairs = dv % 2 == 0;  // rows of even length: neighbouring entries stored together
   // The thread's two rows (halves 0 and 1) from column first_col, or none
-  // past L: the view's index arithmetic once a row, not per pair.
+  // outside 0 .. L - 1 (a reverse sweep's tile may start before row 0): the
+  // view's index arithmetic once a row, not per pair.
   storage_t<P>* row_at[2];
   for (int half = 0; half < 2; ++half) {
     const int row = row0 + entry_row(2 * half);
-    row_at[half] = row < L ? &o(b, h, stored_row(row, mirror), first_col) : nullptr;
+    row_at[half] = row >= 0 && row < L ? &o(b, h, stored_row(row, mirror), first_col) : nullptr;
   }
   if (row_at[0] && row_at[1] && pairs && first_col + DV <= dv) {
     // Both rows inside, every column: one store a pair, no checks (the

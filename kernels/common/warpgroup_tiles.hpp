@@ -15,12 +15,16 @@
 //   add_ab_registers<N>(C, a, b) C += A B, A a bf16 fragment in registers
 //                                (softmax weights, packed as mma.sync's A),
 //                                B MN-major in shared memory (values [key][n])
+//   add_ab_shared_k_mn<N>(C, a, b, accumulate)
+//                                C (+)= A B, A K-major and B MN-major in
+//                                shared memory (Q S: a state [d_k][n])
 //   commit(); wait<Pending>()    close the batch; wait until at most Pending
 //                                batches are in flight, then hold(C) so that
 //                                no read of C is moved above the wait
 // and over whole tiles (below): add_abt_tiles (scores, both operands in
-// shared memory), add_ab_tiles (A in registers), to_fragments (an
-// accumulator rounded to A fragments).
+// shared memory), add_ab_tiles (A in registers), add_ab_mn_tiles and
+// add_ab_kmn_tiles (both in shared memory, read along B's rows),
+// to_fragments (an accumulator rounded to A fragments).
 // Only on sm_90a (ATTN_WARPGROUP_MMA); a kernel built on them runs where
 // mma::device_has_warpgroup_products() and traps elsewhere.
 #pragma once
@@ -78,6 +82,9 @@ template <int N>
 __device__ __forceinline__ void add_ab_shared_mn(Accumulator<N>& C, std::uint64_t a,
                                                  std::uint64_t b, bool accumulate);
 template <int N>
+__device__ __forceinline__ void add_ab_shared_k_mn(Accumulator<N>& C, std::uint64_t a,
+                                                   std::uint64_t b, bool accumulate);
+template <int N>
 __device__ __forceinline__ void add_ab_registers(Accumulator<N>& C, const std::uint32_t (&a)[4],
                                                  std::uint64_t b);
 
@@ -85,7 +92,8 @@ __device__ __forceinline__ void add_ab_registers(Accumulator<N>& C, const std::u
 // instruction and as operands), then the other operands numbered after them.
 // The immediates after the predicate: scale-a, scale-b (1: no negation),
 // then transpose-a and transpose-b for shared operands (0: K-major, as in
-// add_ab_shared; 1: MN-major, as in add_ab_shared_mn), or transpose-b alone
+// add_ab_shared; 1: MN-major, as in add_ab_shared_mn; A 0 and B 1 in
+// add_ab_shared_k_mn), or transpose-b alone
 // beside a register A (1: B is MN-major).
 #define ATTN_WG_TILE(j) "+f"(C.c[j][0]), "+f"(C.c[j][1]), "+f"(C.c[j][2]), "+f"(C.c[j][3])
 #define ATTN_WG_ACC32 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}"
@@ -154,6 +162,9 @@ ATTN_WG_BF16_SHARED_A(192, ATTN_WG_ACC96, "%96", "%97", "%98", ATTN_WG_TILE(0), 
 ATTN_WG_BF16_SHARED(add_ab_shared_mn, "1, 1", 64, ATTN_WG_ACC64, "%32", "%33", "%34",
                     ATTN_WG_TILE(0), ATTN_WG_TILE(1), ATTN_WG_TILE(2), ATTN_WG_TILE(3),
                     ATTN_WG_TILE(4), ATTN_WG_TILE(5), ATTN_WG_TILE(6), ATTN_WG_TILE(7))
+ATTN_WG_BF16_SHARED(add_ab_shared_k_mn, "0, 1", 64, ATTN_WG_ACC64, "%32", "%33", "%34",
+                    ATTN_WG_TILE(0), ATTN_WG_TILE(1), ATTN_WG_TILE(2), ATTN_WG_TILE(3),
+                    ATTN_WG_TILE(4), ATTN_WG_TILE(5), ATTN_WG_TILE(6), ATTN_WG_TILE(7))
 
 ATTN_WG_BF16_REGISTER_A(64, ATTN_WG_ACC64, "{%32,%33,%34,%35}", "%36", ATTN_WG_TILE(0),
                         ATTN_WG_TILE(1), ATTN_WG_TILE(2), ATTN_WG_TILE(3), ATTN_WG_TILE(4),
@@ -213,19 +224,37 @@ __device__ __forceinline__ void add_ab_tiles(Accumulator<N>& C, const Fragments<
   for (int kk = 0; kk < Steps; ++kk) add_ab_registers<N>(C, a[kk], b + 128 * kk);
 }
 
-// C = A B over K rows of both tiles, both read along their rows (MN-major,
-// as V in add_ab_tiles; tiles of a_rows and b_rows rows): A's 64 rows are the
-// 64 columns of a_tile's first block from its first row, B's N columns
-// those of b_tile's first block (dQ = dS K from the tiles of dS^T and K).
+// C (+)= A B over K rows of both tiles, both read along their rows
+// (MN-major, as V in add_ab_tiles; tiles of a_rows and b_rows rows): A's 64
+// rows are the 64 columns of a_tile's first block from its first row, B's N
+// columns those of b_tile's first block (dQ = dS K from the tiles of dS^T
+// and K; a state's update K^T V). accumulate = false overwrites C.
 template <int N, int K>
 __device__ __forceinline__ void add_ab_mn_tiles(Accumulator<N>& C, const operand_t<bf16>* a_tile,
                                                 int a_rows, const operand_t<bf16>* b_tile,
-                                                int b_rows) {
+                                                int b_rows, bool accumulate = false) {
   static_assert(N <= 64, "B's columns from one 64-column block");
   const std::uint64_t a = shared_matrix_descriptor(a_tile, a_rows * 128, 1024, true),
                       b = shared_matrix_descriptor(b_tile, b_rows * 128, 1024, true);
 #pragma unroll
-  for (int kk = 0; kk < K / 16; ++kk) add_ab_shared_mn<N>(C, a + 128 * kk, b + 128 * kk, kk > 0);
+  for (int kk = 0; kk < K / 16; ++kk)
+    add_ab_shared_mn<N>(C, a + 128 * kk, b + 128 * kk, accumulate || kk > 0);
+}
+
+// C = A B over K columns of A: A K-major, the warpgroup's 64 rows from the
+// first row of a tile of a_rows rows (as in add_abt_tiles), B read along its
+// rows (MN-major) from the first 64-column block of a tile of b_rows >= K
+// rows (Q S_n: a chunk's queries against a state [d_k][value columns]).
+template <int N, int K>
+__device__ __forceinline__ void add_ab_kmn_tiles(Accumulator<N>& C, const operand_t<bf16>* a_tile,
+                                                 int a_rows, const operand_t<bf16>* b_tile,
+                                                 int b_rows) {
+  static_assert(N <= 64, "B's columns from one 64-column block");
+  const std::uint64_t a = shared_matrix_descriptor(a_tile, 16, 1024, true),
+                      b = shared_matrix_descriptor(b_tile, b_rows * 128, 1024, true);
+#pragma unroll
+  for (int kk = 0; kk < K / 16; ++kk)
+    add_ab_shared_k_mn<N>(C, a + (kk / 4) * a_rows * 8 + (kk % 4) * 2, b + 128 * kk, kk > 0);
 }
 
 // C rounded to bf16 A fragments: the accumulator layout of two 8-column

@@ -20,7 +20,7 @@ namespace attn {
 template <class P, class Exec>
 KernelPath linear_parallel_path(const Shape& s) {
   if (KernelPath none = without_tensor_cores<Exec, P>(); !none.name.empty()) return none;
-  const KernelPath chunked = detail::chunked_causal_path<P, Exec>(s, s.seq);
+  const KernelPath chunked = detail::chunked_causal_path<P, Exec>(s, s.seq, true);
   return path_is(chunked.name, paths::tensor_core) ? chunked
                                                    : KernelPath{paths::portable, chunked.reason};
 }

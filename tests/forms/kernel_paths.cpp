@@ -43,14 +43,19 @@ struct Expected {
   const char* bf16_reason = nullptr;
 };
 const Expected on_cuda[] = {
-    {"linear/chunk", 64, 64, "tensor-core", ""},
-    {"linear/chunk", 64, 96, "tensor-core", ""},
+    {"linear/chunk", 64, 64, "tensor-core", "", "tensor-core", "normalised"},
+    {"linear/chunk", 64, 96, "tensor-core", "", "tensor-core", "normalised"},
     {"linear/chunk", 64, 100, "portable", "chunk 100 is not a multiple of 16"},
-    {"linear/chunk", 256, 64, "head-blocks/tensor-core", ""},
+    {"linear/chunk", 256, 64, "head-blocks/tensor-core", "", "head-blocks/tensor-core",
+     "fewer walks of 64 value columns (2) than half the SMs"},
     {"linear/chunk", 256, 100, "head-blocks/portable", "chunk 100 is not a multiple of 16"},
-    {"lightning/fwd_bwd", 64, 48, "tensor-core", ""},
+    {"lightning/fwd_bwd", 64, 48, "tensor-core", "", "tensor-core",
+     "chunk 48 is not the warpgroup walk's 64"},
+    {"lightning/fwd", 64, 64, "tensor-core", "", "tensor-core",
+     "fewer walks of 64 value columns (1) than half the SMs"},
     {"lightning/fwd_bwd", 64, 100, "portable", "chunk 100 is not a multiple of 16"},
-    {"lightning/fwd", 64, 256, "tensor-core", ""},  // one chunk: nothing straddles
+    {"lightning/fwd", 64, 256, "tensor-core", "", "tensor-core",
+     "chunk 256 is not the warpgroup walk's 64"},  // one chunk: nothing straddles
     {"lion-s/chunk", 64, 96, "tensor-core", ""},
     {"lion-lit/chunk", 64, 100, "portable", "chunk 100 is not a multiple of 16"},
     {"lion-d/attention", 256, 64, "head-blocks/tensor-core", ""},
@@ -69,7 +74,8 @@ const Expected on_cuda[] = {
     {"softmax/full_fwd_bwd", 512, 0, "tensor-core/wide-head", "a head of 512 columns is above 128"},
     {"softmax/full_fwd_bwd", 640, 0, "tensor-core/wide-head+portable",
      "backward: a head of 640 columns is above 512"},
-    {"linear/parallel", 256, 0, "head-blocks/tensor-core", ""},
+    {"linear/parallel", 256, 0, "head-blocks/tensor-core", "", "head-blocks/tensor-core",
+     "chunk 256 is not the warpgroup walk's 64"},
     {"linear/recurrent", 64, 0, "portable", ""},
     {"lion-lit/rnn", 64, 0, "portable", ""},
 };
@@ -135,6 +141,18 @@ TEMPLATE_LIST_TEST_CASE(
       CHECK(warp.reason == "--warpgroup-products off");
       CHECK(both.name == paths::tensor_core);
       CHECK(both.reason == "--warpgroup-products off");
+      // The chunk forms' warpgroup walk, forced where its walks are fewer
+      // than the SMs; --state-passing stored declines it, saying so.
+      const Form& lightning = *find_form("lightning/fwd_bwd");
+      tuning().state_passing = StatePassing::walked;
+      const KernelPath walked = path_at<Exec, P>(lightning, 64, 64);
+      tuning().state_passing = StatePassing::stored;
+      const KernelPath stored = path_at<Exec, P>(lightning, 64, 64);
+      tuning().state_passing = StatePassing::chosen;
+      CHECK(walked.name == paths::warpgroup);
+      CHECK(walked.reason.empty());
+      CHECK(stored.name == paths::tensor_core);
+      CHECK(stored.reason == "--state-passing stored");
       // L not a multiple of 4: the backward's tiles by cp.async, saying so.
       const Form& fwd_bwd = *find_form("softmax/full_fwd_bwd");
       const KernelPath odd =
