@@ -29,11 +29,17 @@ struct KernelPath {
 namespace paths {
 inline const char* const tensor_core = "tensor-core";
 inline const char* const wide_head = "tensor-core/wide-head";  // softmax above 128 columns
-inline const char* const warpgroup = "tensor-core/warpgroup";  // wgmma (sm_90a) kernels
+inline const char* const warpgroup = "tensor-core/warpgroup";  // wgmma (sm_90a) forward
+// The bf16 softmax backward on wgmma is one of two kernels, so its path says
+// which: one pass that adds dQ to fp32 sums (heads up to 128), or two (a dQ
+// pass, then a dK, dV pass).
+inline const char* const warpgroup_one_pass = "tensor-core/warpgroup/one-pass";
+inline const char* const warpgroup_two_pass = "tensor-core/warpgroup/two-pass";
 inline const char* const head_blocks = "head-blocks";  // a prefix: the blocks' own path follows
 inline const char* const portable = "portable";
 // The parts a path name is made of, each a word --require-path takes.
-inline const char* const parts[] = {tensor_core, "wide-head", "warpgroup", head_blocks, portable};
+inline const char* const parts[] = {tensor_core, "wide-head", "warpgroup", "one-pass",
+                                    "two-pass",  head_blocks, portable};
 }  // namespace paths
 
 // The widest head (d_k and d_v) the tensor-core tiles are compiled for.
@@ -120,8 +126,13 @@ inline std::string tma_declines(const Shape& s, bool backward) {
 // Whether `path` is a run of `wanted` (--require-path): every part of a
 // forward+backward path has `wanted` as one of its '/' components
 // (tensor-core matches head-blocks/tensor-core, not tensor-core+portable).
+// A backward's pass count, which no forward has, is asked of the backward's
+// part alone, the last: one-pass matches
+// tensor-core/warpgroup+tensor-core/warpgroup/one-pass.
 inline bool path_is(const std::string& path, const std::string& wanted) {
   std::size_t start = 0;
+  if (wanted == "one-pass" || wanted == "two-pass")
+    if (const std::size_t plus = path.rfind('+'); plus != std::string::npos) start = plus + 1;
   while (start <= path.size()) {
     const std::size_t end = std::min(path.find('+', start), path.size());
     const std::string part = "/" + path.substr(start, end - start) + "/";

@@ -16,10 +16,12 @@
 // tensor cores (softmax/tensor_core.hpp; above 128 in blocks of gradient
 // columns); wider heads, double, and the host run the portable backward
 // passes, which this file holds. bf16 on a device with warpgroup products
-// runs softmax/warpgroup_backward.hpp: up to 128 columns one pass over key
-// tiles that adds dQ atomically (6dk + 4dv per pair; dq's last bits then
-// depend on the order of the additions), two passes at 256.
+// runs softmax/warpgroup_backward.hpp: up to 128 columns and from L = 3k
+// (full) and 4k (causal) one pass over key tiles that adds dQ to fp32 sums
+// (6dk + 4dv per pair; dq's last bits then depend on the order of the
+// additions), else two passes (softmax_backward_in_one_pass).
 #pragma once
+#include "common/tuning.hpp"
 #include "softmax/tiled.hpp"
 #include "softmax/warpgroup_backward.hpp"
 
@@ -27,6 +29,28 @@
 #include <string>
 
 namespace attn {
+
+// The widest head the bf16 warpgroup backward takes in one pass: its dK, dV,
+// S and dP accumulators fill a warpgroup's registers at 128 columns.
+inline constexpr int widest_one_pass_head = 128;
+
+// Whether the bf16 warpgroup backward runs in one pass (dQ added to fp32 sums
+// in global memory) rather than two (a dQ pass, then a dK, dV pass): never
+// for heads above widest_one_pass_head; else as
+// Tuning::softmax_backward_passes asks, else (0) from L = 3k full and 4k
+// causal (about as many pairs) on: about where the one pass's time falls
+// below the two passes' at d = 64 and 128
+// (results/logs/softmax_backward_passes_h100.log). The backward's path
+// (softmax_backward_path) names the choice and the kernel follows the path,
+// so this is the only place it is made. No CUDA: the path is read on every
+// backend.
+inline bool softmax_backward_in_one_pass(const Shape& s, bool causal) {
+  const int d = s.dk > s.dv ? s.dk : s.dv;
+  if (d > widest_one_pass_head) return false;
+  const int asked = tuning().softmax_backward_passes;
+  return asked == 1 || (asked == 0 && s.seq >= (causal ? 4096 : 3072));
+}
+
 namespace detail {
 
 // What both passes hold in team scratch for one (query tile i, key tile j)
@@ -243,16 +267,24 @@ void softmax_backward_dk_dv(const Exec& exec, const Shape& s, const Tensor4<Exec
 // causal) and `logsumexp` is the per-row logsumexp that forward kept.
 // The backward's kernel: in bf16 WarpgroupBackwardPass for heads up to
 // widest_warpgroup_head where the device has warpgroup products
-// (softmax/warpgroup_backward.hpp); else on tensor cores for heads up to 128
-// columns, in 128-column blocks of the gradients up to
-// widest_softmax_backward_head (tensor-core/wide-head), portable above.
+// (softmax/warpgroup_backward.hpp), in one pass or two as
+// softmax_backward_in_one_pass chooses (tensor-core/warpgroup/one-pass,
+// .../two-pass); else on tensor cores for heads up to 128 columns, in
+// 128-column blocks of the gradients up to widest_softmax_backward_head
+// (tensor-core/wide-head), portable above. `causal` is read on CUDA only,
+// for the warpgroup backward's pass count.
 template <class P, class Exec>
-KernelPath softmax_backward_path(const Shape& s) {
+KernelPath softmax_backward_path(const Shape& s, [[maybe_unused]] bool causal) {
   if (KernelPath none = without_tensor_cores<Exec, P>(); !none.name.empty()) return none;
   const int d = s.dk > s.dv ? s.dk : s.dv;
 #if defined(KOKKOS_ENABLE_CUDA)
   if constexpr (std::is_same_v<P, bf16>)
-    if (KernelPath products = bf16_product_path(s, true); !products.name.empty()) return products;
+    if (KernelPath products = bf16_product_path(s, true); !products.name.empty()) {
+      if (products.name == paths::warpgroup)
+        products.name = softmax_backward_in_one_pass(s, causal) ? paths::warpgroup_one_pass
+                                                                : paths::warpgroup_two_pass;
+      return products;
+    }
 #endif
   if (d <= widest_tensor_core_head) return {paths::tensor_core, ""};
   if (d <= widest_softmax_backward_head) return {paths::wide_head, head_too_wide(s)};
@@ -282,10 +314,12 @@ void softmax_tiled_backward(
   detail::softmax_backward_delta<P>(exec, s, o, d_o, delta);
 #if defined(KOKKOS_ENABLE_CUDA)
   if constexpr (has_tensor_cores<Exec, P>()) {
-    const std::string path = softmax_backward_path<P, Exec>(s).name;
+    const std::string path = softmax_backward_path<P, Exec>(s, causal).name;
     if constexpr (std::is_same_v<P, bf16>)
-      if (path == paths::warpgroup) {
-        detail::warpgroup_backward(exec, s, q, k, v, d_o, logsumexp, delta, dq, dk, dv, causal);
+      if (const bool one_pass = path == paths::warpgroup_one_pass;
+          one_pass || path == paths::warpgroup_two_pass) {
+        detail::warpgroup_backward(exec, s, q, k, v, d_o, logsumexp, delta, dq, dk, dv, causal,
+                                   one_pass);
         return;
       }
     if (path != paths::portable) {
@@ -302,8 +336,9 @@ void softmax_tiled_backward(
 
 // The forward's kernel, then the backward's.
 template <class P, class Exec>
-KernelPath softmax_forward_backward_path(const Shape& s) {
-  return forward_then_backward(softmax_forward_path<P, Exec>(s), softmax_backward_path<P, Exec>(s));
+KernelPath softmax_forward_backward_path(const Shape& s, bool causal) {
+  return forward_then_backward(softmax_forward_path<P, Exec>(s),
+                               softmax_backward_path<P, Exec>(s, causal));
 }
 
 // The forward, keeping the per-row logsumexp, then the backward.

@@ -18,7 +18,6 @@
 // tensors, and the two consumer warpgroups compute.
 #pragma once
 #include "common/tensor_maps.hpp"
-#include "common/tuning.hpp"
 #include "common/warpgroup_tiles.hpp"
 #include "common/workspace.hpp"
 #include "softmax/warpgroup.hpp"
@@ -573,26 +572,17 @@ inline void store_query_gradients(const Kokkos::Cuda& exec, const Shape& s,
       });
 }
 
-// Whether a backward whose head allows one pass (d <= 128) takes it: as
-// Tuning::softmax_backward_passes asks, else (0) from L = 3k full and 4k
-// causal (about as many pairs) on: about where the one pass's time falls
-// below the two passes' at d = 64 and 128
-// (results/logs/softmax_backward_passes_h100.log).
-inline bool backward_in_one_pass(const Shape& s, bool causal) {
-  const int asked = tuning().softmax_backward_passes;
-  return asked == 1 || (asked == 0 && s.seq >= (causal ? 4096 : 3072));
-}
-
 // The warpgroup backward (delta = rowsum(dO O) already computed) for heads up
-// to widest_warpgroup_head columns (with_warpgroup_head): up to 128 columns
-// one pass, its dQ summed in fp32 workspace, where backward_in_one_pass; else
-// the two passes.
+// to widest_warpgroup_head columns (with_warpgroup_head): one pass, its dQ
+// summed in fp32 workspace, where `in_one_pass` (the path's choice,
+// softmax_backward_in_one_pass in softmax/tiled_backward.hpp: up to 128
+// columns); else the two passes.
 inline void warpgroup_backward(const Kokkos::Cuda& exec, const Shape& s, const CudaTensor<bf16>& q,
                                const CudaTensor<bf16>& k, const CudaTensor<bf16>& v,
                                const CudaTensor<bf16>& d_o, const CudaRows& logsumexp,
                                const CudaRows& delta, const CudaTensor<bf16>& dq,
-                               const CudaTensor<bf16>& dk, const CudaTensor<bf16>& dv,
-                               bool causal) {
+                               const CudaTensor<bf16>& dk, const CudaTensor<bf16>& dv, bool causal,
+                               bool in_one_pass) {
   const float scale = float(1 / std::sqrt(double(s.dk))), scale_log2 = scale * float(log2_e);
   const CudaTensor<float> no_sums;
   // A pass, copying by the TMA where its tensors allow.
@@ -630,10 +620,13 @@ inline void warpgroup_backward(const Kokkos::Cuda& exec, const Shape& s, const C
   };
   auto run = [&](auto head) {
     if constexpr (decltype(head)::value <= 128)
-      if (backward_in_one_pass(s, causal)) return one_pass(head);
+      if (in_one_pass) return one_pass(head);
     two_passes(head);
   };
-  const bool ran = with_warpgroup_head(s.dk, s.dv, run);
+  // One pass asked for a head above 128 runs nothing: never two passes under
+  // the one pass's name.
+  const bool one_pass_fits = (s.dk > s.dv ? s.dk : s.dv) <= 128;
+  const bool ran = (!in_one_pass || one_pass_fits) && with_warpgroup_head(s.dk, s.dv, run);
   ran_as_chosen(ran, "softmax backward");
 }
 

@@ -4,6 +4,7 @@
 // where they do not.
 #include "common/head_blocks.hpp"
 #include "forms/check.hpp"
+#include "softmax/tiled_backward.hpp"
 
 using namespace attn;
 using namespace attn::test;
@@ -18,6 +19,58 @@ TEST_CASE("path_is: every part of a path has the wanted word as one of its compo
   CHECK_FALSE(path_is("portable", "tensor-core"));
   CHECK_FALSE(path_is("tensor-core", "tensor"));
   CHECK(path_is("portable+portable", "portable"));
+  // The bf16 softmax forward+backward on wgmma: both parts are warpgroup
+  // kernels; the pass count, which only the backward has, is asked of it alone.
+  const std::string one = "tensor-core/warpgroup+tensor-core/warpgroup/one-pass";
+  CHECK(path_is(one, "warpgroup"));
+  CHECK(path_is(one, "tensor-core"));
+  CHECK(path_is(one, "one-pass"));
+  CHECK_FALSE(path_is(one, "two-pass"));
+  CHECK(path_is("tensor-core/warpgroup/two-pass", "two-pass"));
+  CHECK_FALSE(path_is("tensor-core/warpgroup", "one-pass"));  // a forward has no passes
+  CHECK_FALSE(path_is("tensor-core/warpgroup/one-pass+portable", "one-pass"));
+}
+
+namespace {
+
+// f() with --softmax-backward-passes `passes` (Tuning::softmax_backward_passes),
+// back to 0, as chosen, afterwards, whatever f throws.
+template <class F>
+void with_backward_passes(int passes, F f) {
+  struct Restore {
+    ~Restore() { tuning().softmax_backward_passes = 0; }
+  } restore;
+  tuning().softmax_backward_passes = passes;
+  f();
+}
+
+}  // namespace
+
+TEST_CASE(
+    "the bf16 warpgroup softmax backward: one pass from L = 3k full, 4k causal, "
+    "at heads up to 128, or as --softmax-backward-passes forces",
+    "[forms][paths]") {
+  auto one_pass = [](int seq, int d, bool causal) {
+    return softmax_backward_in_one_pass({1, 1, seq, d, d}, causal);
+  };
+  CHECK_FALSE(one_pass(3071, 64, false));
+  CHECK(one_pass(3072, 64, false));
+  CHECK(one_pass(3072, 128, false));
+  CHECK_FALSE(one_pass(3072, 64, true));
+  CHECK_FALSE(one_pass(4095, 128, true));
+  CHECK(one_pass(4096, 128, true));
+  CHECK_FALSE(one_pass(16384, 256, false));  // the one pass's registers hold 128 columns
+  CHECK_FALSE(softmax_backward_in_one_pass({1, 1, 4096, 64, 160}, true));
+  with_backward_passes(1, [&] {
+    CHECK(one_pass(256, 64, true));
+    CHECK(one_pass(256, 128, false));
+    CHECK_FALSE(one_pass(4096, 256, false));
+  });
+  with_backward_passes(2, [&] {
+    CHECK_FALSE(one_pass(4096, 64, false));
+    CHECK_FALSE(one_pass(4096, 128, true));
+  });
+  CHECK(tuning().softmax_backward_passes == 0);
 }
 
 namespace {
@@ -66,11 +119,14 @@ const Expected on_cuda[] = {
     {"softmax/full", 128, 0, "tensor-core", "", "tensor-core/warpgroup"},
     {"softmax/full", 36, 0, "tensor-core", "", "tensor-core/warpgroup",
      "rows of 36 bf16 columns are not whole 16-byte pieces"},
-    {"softmax/causal_fwd_bwd", 64, 0, "tensor-core", "", "tensor-core/warpgroup"},
+    // L = 256: the backward's two passes (one from L = 3k full, 4k causal).
+    {"softmax/causal_fwd_bwd", 64, 0, "tensor-core", "",
+     "tensor-core/warpgroup+tensor-core/warpgroup/two-pass"},
     {"softmax/full", 256, 0, "tensor-core/wide-head", "a head of 256 columns is above 128",
      "tensor-core/warpgroup", ""},
     {"softmax/causal_fwd_bwd", 256, 0, "tensor-core/wide-head",
-     "a head of 256 columns is above 128", "tensor-core/warpgroup", ""},
+     "a head of 256 columns is above 128", "tensor-core/warpgroup+tensor-core/warpgroup/two-pass",
+     ""},
     {"softmax/full_fwd_bwd", 512, 0, "tensor-core/wide-head", "a head of 512 columns is above 128"},
     {"softmax/full_fwd_bwd", 640, 0, "tensor-core/wide-head+portable",
      "backward: a head of 640 columns is above 512"},
@@ -157,10 +213,39 @@ TEMPLATE_LIST_TEST_CASE(
       const Form& fwd_bwd = *find_form("softmax/full_fwd_bwd");
       const KernelPath odd =
           fwd_bwd.kernel_path<Exec, P>({1, 1, 250, 64, 64}, params_for(fwd_bwd, 0, 4));
-      CHECK(odd.name == paths::warpgroup);
+      CHECK(odd.name == "tensor-core/warpgroup+tensor-core/warpgroup/two-pass");
       CHECK(odd.reason ==
             "backward: L = 250 is not a multiple of 4: the backward's tiles copied "
             "by cp.async, not the TMA");
+      // The backward's pass count: one pass from L = 3k full and 4k causal
+      // at heads up to 128, two below and at 256, or as
+      // --softmax-backward-passes forces (one pass only where the head allows it).
+      auto path_of = [](const char* name, int seq, int d) {
+        const Form& form = *find_form(name);
+        return form.kernel_path<Exec, P>({1, 1, seq, d, d}, params_for(form, 0, 4)).name;
+      };
+      const std::string one = "tensor-core/warpgroup+tensor-core/warpgroup/one-pass";
+      const std::string two = "tensor-core/warpgroup+tensor-core/warpgroup/two-pass";
+      CHECK(path_of("softmax/full_fwd_bwd", 2048, 64) == two);
+      CHECK(path_of("softmax/full_fwd_bwd", 3072, 64) == one);
+      CHECK(path_of("softmax/full_fwd_bwd", 3072, 128) == one);
+      CHECK(path_of("softmax/causal_fwd_bwd", 3072, 128) == two);
+      CHECK(path_of("softmax/causal_fwd_bwd", 4096, 64) == one);
+      CHECK(path_of("softmax/full_fwd_bwd", 4096, 256) == two);
+      CHECK(path_is(path_of("softmax/causal_fwd_bwd", 4096, 128), "warpgroup"));
+      CHECK(path_is(path_of("softmax/causal_fwd_bwd", 4096, 128), "one-pass"));
+      CHECK_FALSE(path_is(path_of("softmax/causal_fwd_bwd", 2048, 128), "one-pass"));
+      with_backward_passes(1, [&] {
+        CHECK(path_of("softmax/causal_fwd_bwd", 256, 64) == one);
+        CHECK(path_of("softmax/full_fwd_bwd", 256, 128) == one);
+        CHECK(path_of("softmax/full_fwd_bwd", 4096, 256) == two);
+      });
+      with_backward_passes(2, [&] {
+        CHECK(path_of("softmax/full_fwd_bwd", 4096, 64) == two);
+        CHECK(path_of("softmax/causal_fwd_bwd", 4096, 128) == two);
+      });
+      // The forwards name no pass count.
+      CHECK(path_of("softmax/full", 4096, 64) == paths::warpgroup);
     }
   }
 }
