@@ -106,11 +106,9 @@ struct WarpgroupChunkWalk {
 
   // One thread: chunk n's Q, K and V tiles into stage n % stages, landing on
   // its barrier.
-  __device__ void copy_chunk(const Tiles& t, mma::CopyBarrier* landed, const Walk& w,
-                             int n) const {
+  __device__ void copy_chunk(const Tiles& t, mma::CopyBarrier* landed, const Walk& w, int n) const {
     const int stage = n % stages, row = first_row(n);
-    landed[stage].arrive_expecting(
-        static_cast<std::uint32_t>(stage_operands * sizeof(E)));
+    landed[stage].arrive_expecting(static_cast<std::uint32_t>(stage_operands * sizeof(E)));
     mma::copy_swizzled_boxes(t.queries(stage), query_map, rows, D, row, w.h, w.b, landed[stage]);
     mma::copy_swizzled_boxes(t.keys(stage), key_map, rows, D, row, w.h, w.b, landed[stage]);
     mma::copy_box(t.values(stage), value_map, w.first_value, row, w.h, w.b, landed[stage]);
@@ -260,9 +258,9 @@ inline void warpgroup_chunk_walk(const Kokkos::Cuda& exec, const char* label, co
   auto run = [&](auto head) {
     constexpr int D = decltype(head)::value;
     using Walk = WarpgroupChunkWalk<D>;
-    const int value_blocks = ceil_div(s.dv, Walk::value_block);
-    Walk walk{q,      k,    v, o, decay_rate, s.seq, s.heads, ceil_div(s.seq, Walk::rows), s.dv,
-              value_blocks, reverse};
+    const int chunks = ceil_div(s.seq, Walk::rows),
+              value_blocks = ceil_div(s.dv, Walk::value_block);
+    Walk walk{q, k, v, o, decay_rate, s.seq, s.heads, chunks, s.dv, value_blocks, reverse};
     walk.tensor_maps(label);
     launch_tiles<Walk::teams_per_sm>(std::string(label) + " warpgroup walk", exec,
                                      s.batch * s.heads * value_blocks, walk,
