@@ -50,8 +50,9 @@ struct ChunkedCausalOptions {
 // as many as the SMs. Each walk's chunks follow one another, where the stored
 // states' kernels cut a sequence into segments walked in parallel: on an H100
 // (132 SMs) lightning/fwd and fwd_bwd took 0.63-0.68x the stored states' time
-// with 128 walks (B = 8, H = 16, d = 64, L = 2k-32k) and 1.6-2.3x with 32
-// (B = 1, H = 16, d = 128, L = 1k-128k); half the SMs lies between
+// with 128 walks (B = 8, H = 16, d = 64, L = 2k-32k), 1.05-1.07x with 64
+// (B = 2, H = 16, d = 128, 4k and 32k) and 1.6-2.3x with 32 (B = 1, H = 16,
+// d = 128, 1k-128k); half the SMs lies between 64 and 128
 // (results/logs/warpgroup_chunk_walk_h100.log).
 inline std::string warpgroup_walk_declines(const Shape& s, int chunk, bool normalise) {
   const int tile = warpgroup_walk_chunk;
