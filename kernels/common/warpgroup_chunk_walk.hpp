@@ -8,10 +8,10 @@
 // in walk order positions t0 = 64 n .. t0 + 63 (lambda = exp(-s) per head):
 //   O   = lambda^(t-t0+1) q_t^T S_n + sum_{t0<=u<=t} lambda^(t-u) (q_t.k_u) v_u
 //   S_(n+1) = lambda^64 S_n + sum_u lambda^(63-(u-t0)) k_u v_u^T
-// Per chunk, two batches of products: Q K^T (scores), Q S_n (Q and S_n from
-// shared memory) and the update S += K^T V' (V' = V with each token's decay,
-// scaled in shared memory); then, once the scores are masked and decayed in
-// registers, O += P V with P in registers. S_(n+1) goes back to shared memory
+// Per chunk, three batches of products: Q K^T (scores) and Q S_n (Q and S_n
+// from shared memory); the update S += K^T V' (V' = V with each token's
+// decay, scaled in shared memory), which runs while the scores are masked and
+// decayed in registers; then O += P V with P in registers. S_(n+1) goes back to shared memory
 // in bf16, the operand of the next chunk's Q S (as flash-linear-attention's
 // chunk_fwd_o reads its bf16 states). One thread copies the next chunks' Q,
 // K and V tiles by the TMA into a ring of two buffers while the warpgroup
@@ -140,7 +140,8 @@ struct WarpgroupChunkWalk {
     const int row0 = 16 * (threadIdx.x / 32);
     mma::for_each_entry(A, [&](int r, int c, float& x) {
       const int ahead = position(row0 + r) - position(c);
-      x = ahead < 0 ? 0.f : x * decay_power(rate, ahead);
+      const float decay = decay_power(rate, ahead > 0 ? ahead : 0);  // never a positive power
+      x = ahead < 0 ? 0.f : x * decay;
     });
   }
 
