@@ -28,6 +28,7 @@
 #include "common/value_blocks.hpp"
 
 #include <algorithm>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -38,23 +39,19 @@ struct ChunkedCausalOptions {
   int chunk;
   bool normalise;  // divide by q_t . z_t (linear attention); Lightning does not
   bool reverse;    // time runs from L-1 down to 0
+  // A head block's sweep (chunked_causal_head_blocks): whether the whole
+  // head's path took the warpgroup walk, which every block then follows;
+  // empty: the sweep's own path decides.
+  std::optional<bool> head_walk = std::nullopt;
 };
 
 #if defined(KOKKOS_ENABLE_CUDA)
-// Why the bf16 warpgroup walk (common/warpgroup_chunk_walk.hpp) does not take
-// a sweep that the tensor cores take; empty where it does: on a device with
+// Why the bf16 warpgroup walk (common/warpgroup_chunk_walk.hpp) cannot take a
+// sweep that the tensor cores take; empty where it can: on a device with
 // warpgroup products, unnormalised (Lightning's sweeps, and the blocks of a
 // wide head's sums), chunks of 64 (or one chunk of at most 64 tokens), heads
-// the TMA reads (tma_declines), and as --state-passing asks: `walked` always,
-// `chosen` where the (batch, head, 64 value columns) walks are at least half
-// as many as the SMs. Each walk's chunks follow one another, where the stored
-// states' kernels cut a sequence into segments walked in parallel: on an H100
-// (132 SMs) lightning/fwd and fwd_bwd took 0.63-0.68x the stored states' time
-// with 128 walks (B = 8, H = 16, d = 64, L = 2k-32k), 1.05-1.07x with 64
-// (B = 2, H = 16, d = 128, 4k and 32k) and 1.6-2.3x with 32 (B = 1, H = 16,
-// d = 128, 1k-128k); half the SMs lies between 64 and 128
-// (results/logs/warpgroup_chunk_walk_h100.log).
-inline std::string warpgroup_walk_declines(const Shape& s, int chunk, bool normalise) {
+// the TMA reads (tma_declines).
+inline std::string warpgroup_walk_cannot_take(const Shape& s, int chunk, bool normalise) {
   const int tile = warpgroup_walk_chunk;
   if (!tuning().warpgroup_products) return "--warpgroup-products off";
   if (!mma::device_has_warpgroup_products()) return "the device has no warpgroup products (sm_90a)";
@@ -62,7 +59,19 @@ inline std::string warpgroup_walk_declines(const Shape& s, int chunk, bool norma
   if (std::min(chunk, s.seq) != std::min(tile, s.seq))
     return "chunk " + std::to_string(chunk) + " is not the warpgroup walk's " +
            std::to_string(tile);
-  if (std::string tma = tma_declines(s, false); !tma.empty()) return tma;
+  return tma_declines(s, false);
+}
+
+// Why the walk is not chosen where it can take a sweep; empty where it is:
+// as --state-passing asks, `walked` always, `chosen` where the (batch, head,
+// 64 value columns) walks are at least half as many as the SMs. Each walk's
+// chunks follow one another, where the stored states' kernels cut a sequence
+// into segments walked in parallel: on an H100 (132 SMs) lightning/fwd and
+// fwd_bwd took 0.63-0.68x the stored states' time with 128 walks (B = 8,
+// H = 16, d = 64, L = 2k-32k), 1.05-1.07x with 64 (B = 2, H = 16, d = 128, 4k
+// and 32k) and 1.6-2.3x with 32 (B = 1, H = 16, d = 128, 1k-128k); half the
+// SMs lies between 64 and 128 (results/logs/warpgroup_chunk_walk_h100.log).
+inline std::string warpgroup_walk_not_chosen(const Shape& s) {
   if (tuning().state_passing == StatePassing::stored) return "--state-passing stored";
   if (tuning().state_passing == StatePassing::walked) return "";
   const int walks = s.batch * s.heads * ceil_div(std::max(s.dk, s.dv), 64),
@@ -74,19 +83,40 @@ inline std::string warpgroup_walk_declines(const Shape& s, int chunk, bool norma
 }
 #endif
 
+// The narrower last block of an axis of d columns cut into blocks of width
+// (d itself where it is not cut, or cut evenly).
+inline int last_block_width(int d, int width) {
+  return d > width && d % width != 0 ? d % width : std::min(d, width);
+}
+
 // The kernel a chunked causal sweep of `chunk` runs: heads wider than the
 // head blocks' width (common/head_blocks.hpp) as blocks, each taking the path
 // of its own width (the blocks are unnormalised sweeps); in bf16 the
-// warpgroup walk where warpgroup_walk_declines is empty; the tensor-core chunk
+// warpgroup walk where it can take the sweep and is chosen; the tensor-core chunk
 // form where each warp's 16 rows lie in one chunk
 // (common/chunked_causal_tensor_core.hpp); the portable tiles below.
 template <class P, class Exec>
-KernelPath chunked_causal_path(const Shape& s, int chunk, bool normalise) {
+KernelPath chunked_causal_path(const Shape& s, int chunk, [[maybe_unused]] bool normalise) {
   if (const int width = head_block_width<P, Exec>(); width > 0 && (s.dk > width || s.dv > width)) {
     Shape block = s;
     block.dk = std::min(s.dk, width);
     block.dv = std::min(s.dv, width);
-    const KernelPath each = chunked_causal_path<P, Exec>(block, chunk, false);
+    KernelPath each = chunked_causal_path<P, Exec>(block, chunk, false);
+#if defined(KOKKOS_ENABLE_CUDA)
+    // Every block's sweep follows this, the widest block's, choice of the
+    // warpgroup walk (ChunkedCausalOptions::head_walk): the narrower last
+    // blocks must be shapes it can take too.
+    if (each.name == paths::warpgroup)
+      for (const int dk : {block.dk, last_block_width(s.dk, width)})
+        for (const int dv : {block.dv, last_block_width(s.dv, width)}) {
+          Shape last = s;
+          last.dk = dk;
+          last.dv = dv;
+          if (std::string why = warpgroup_walk_cannot_take(last, chunk, false); !why.empty())
+            each = {paths::tensor_core, "a head block of " + std::to_string(dk) + " x " +
+                                            std::to_string(dv) + " columns: " + why};
+        }
+#endif
     return {std::string(paths::head_blocks) + "/" + each.name, each.reason};
   }
   if (KernelPath none = without_tensor_cores<Exec, P>(); !none.name.empty()) return none;
@@ -96,7 +126,8 @@ KernelPath chunked_causal_path(const Shape& s, int chunk, bool normalise) {
 #if defined(KOKKOS_ENABLE_CUDA)
   if constexpr (std::is_same_v<P, bf16>)
     if (tensor_cores.name == paths::tensor_core) {
-      const std::string walk = warpgroup_walk_declines(s, chunk, normalise);
+      std::string walk = warpgroup_walk_cannot_take(s, chunk, normalise);
+      if (walk.empty()) walk = warpgroup_walk_not_chosen(s);
       return walk.empty() ? KernelPath{paths::warpgroup, ""} : KernelPath{paths::tensor_core, walk};
     }
 #endif
@@ -351,10 +382,14 @@ void chunked_causal_attention(const Exec& exec, const char* label,
     throw std::invalid_argument(std::string(label) +
                                 ": the decay rates must have one entry per head");
   if (s.seq == 0 || s.batch == 0 || s.heads == 0) return;
-  const std::string path = chunked_causal_path<P, Exec>(s, options.chunk, options.normalise).name;
-  if (path.rfind(paths::head_blocks, 0) == 0)
+  std::string path = chunked_causal_path<P, Exec>(s, options.chunk, options.normalise).name;
+  if (path.rfind(paths::head_blocks, 0) == 0) {
+    options.head_walk = path == std::string(paths::head_blocks) + "/" + paths::warpgroup;
     return chunked_causal_head_blocks<P>(exec, label, q, k, v, decay_rate, o, options,
                                          head_block_width<P, Exec>());
+  }
+  if (options.head_walk && path != paths::portable)  // a head block: as the head's path says
+    path = *options.head_walk ? paths::warpgroup : paths::tensor_core;
 #if defined(KOKKOS_ENABLE_CUDA)
   if constexpr (std::is_same_v<Exec, Kokkos::Cuda> && std::is_same_v<P, bf16>)
     if (path == paths::warpgroup) {

@@ -98,16 +98,22 @@ TEMPLATE_LIST_TEST_CASE("chunked causal forms with heads cut into column blocks"
   const ChunkCase cases[] = {
       {{1, 2, 150, 40, 24}, 64}, {{2, 1, 70, 16, 48}, 64}, {{1, 1, 1, 33, 17}, 64}};
   for_each_tile_path<Exec>([&](bool tensor_cores) {
-    for_each_chunked_form(cases, [&](const char* name, const Form& form, const Shape& s,
-                                     const FormParams& params) {
-      INFO(name << " on " << backend_name<Exec>() << " in " << precision_name<P>()
-                << (tensor_cores ? "" : ", portable") << ", blocks of 16 columns, L=" << s.seq
-                << " dk=" << s.dk << " dv=" << s.dv << ", seed " << seed);
-      const HostProblem p = random_problem(s, form, seed, params);
-      const ref::Outputs want = form.reference(p, params, {});
-      // Each key block's part is stored (rounded to storage_t<P>) before the
-      // sum: up to three roundings here where the whole sweep has one.
-      with_head_blocks(16, [&] { check_close<P>(run_form<Exec, P>(form, p, params), want, 2); });
+    // The blocks' sweeps as the head's path chooses them: stored states, or
+    // walked (in bf16 by the warpgroup walk where every block allows it).
+    for_each_state_passing<Exec>(tensor_cores, [&](StatePassing passing) {
+      for_each_chunked_form(cases, [&](const char* name, const Form& form, const Shape& s,
+                                       const FormParams& params) {
+        INFO(name << " on " << backend_name<Exec>() << " in " << precision_name<P>()
+                  << (tensor_cores ? "" : ", portable") << ", blocks of 16 columns, L=" << s.seq
+                  << " dk=" << s.dk << " dv=" << s.dv << ", state "
+                  << (passing == StatePassing::walked ? "walked" : "stored or chosen") << ", seed "
+                  << seed);
+        const HostProblem p = random_problem(s, form, seed, params);
+        const ref::Outputs want = form.reference(p, params, {});
+        // Each key block's part is stored (rounded to storage_t<P>) before the
+        // sum: up to three roundings here where the whole sweep has one.
+        with_head_blocks(16, [&] { check_close<P>(run_form<Exec, P>(form, p, params), want, 2); });
+      });
     });
     const Form& parallel = form_named("linear/parallel");
     for (const ChunkCase& c : cases) {

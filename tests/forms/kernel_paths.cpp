@@ -202,11 +202,19 @@ TEMPLATE_LIST_TEST_CASE(
       const Form& lightning = *find_form("lightning/fwd_bwd");
       tuning().state_passing = StatePassing::walked;
       const KernelPath walked = path_at<Exec, P>(lightning, 64, 64);
+      // A wide head's blocks follow one choice: 192 columns cut into 128 and
+      // 64 all walk; 164's last block of 36 columns cannot, so none does.
+      const KernelPath even_blocks = path_at<Exec, P>(lightning, 192, 64);
+      const KernelPath ragged_blocks = path_at<Exec, P>(lightning, 164, 64);
       tuning().state_passing = StatePassing::stored;
       const KernelPath stored = path_at<Exec, P>(lightning, 64, 64);
       tuning().state_passing = StatePassing::chosen;
       CHECK(walked.name == paths::warpgroup);
       CHECK(walked.reason.empty());
+      CHECK(even_blocks.name == "head-blocks/tensor-core/warpgroup");
+      CHECK(ragged_blocks.name == "head-blocks/tensor-core");
+      CHECK_THAT(ragged_blocks.reason,
+                 Catch::Contains("a head block of 128 x 36 columns: rows of 36 bf16 columns"));
       CHECK(stored.name == paths::tensor_core);
       CHECK(stored.reason == "--state-passing stored");
       // L not a multiple of 4: the backward's tiles by cp.async, saying so.
