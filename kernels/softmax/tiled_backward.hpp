@@ -30,10 +30,6 @@
 
 namespace attn {
 
-// The widest head the bf16 warpgroup backward takes in one pass: its dK, dV,
-// S and dP accumulators fill a warpgroup's registers at 128 columns.
-inline constexpr int widest_one_pass_head = 128;
-
 // Whether the bf16 warpgroup backward runs in one pass (dQ added to fp32 sums
 // in global memory) rather than two (a dQ pass, then a dK, dV pass): never
 // for heads above widest_one_pass_head; else as

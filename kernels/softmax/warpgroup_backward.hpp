@@ -22,6 +22,12 @@
 #include "common/workspace.hpp"
 #include "softmax/warpgroup.hpp"
 
+namespace attn {
+// The widest head the bf16 warpgroup backward takes in one pass: its dK, dV,
+// S and dP accumulators fill a warpgroup's registers at 128 columns.
+inline constexpr int widest_one_pass_head = 128;
+}  // namespace attn
+
 namespace attn::detail {
 
 #if defined(KOKKOS_ENABLE_CUDA)
@@ -619,13 +625,13 @@ inline void warpgroup_backward(const Kokkos::Cuda& exec, const Shape& s, const C
                 s.dv, scale, scale_log2, causal});
   };
   auto run = [&](auto head) {
-    if constexpr (decltype(head)::value <= 128)
+    if constexpr (decltype(head)::value <= widest_one_pass_head)
       if (in_one_pass) return one_pass(head);
     two_passes(head);
   };
   // One pass asked for a head above 128 runs nothing: never two passes under
   // the one pass's name.
-  const bool one_pass_fits = (s.dk > s.dv ? s.dk : s.dv) <= 128;
+  const bool one_pass_fits = (s.dk > s.dv ? s.dk : s.dv) <= widest_one_pass_head;
   const bool ran = (!in_one_pass || one_pass_fits) && with_warpgroup_head(s.dk, s.dv, run);
   ran_as_chosen(ran, "softmax backward");
 }
