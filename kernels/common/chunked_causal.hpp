@@ -89,6 +89,24 @@ inline int last_block_width(int d, int width) {
   return d > width && d % width != 0 ? d % width : std::min(d, width);
 }
 
+#if defined(KOKKOS_ENABLE_CUDA)
+// Why the warpgroup walk cannot take every block of a head cut into blocks of
+// `width` columns, naming the first block (in the order query/key width, then
+// value width; widest first) it cannot take; empty where it takes them all.
+inline std::string warpgroup_walk_cannot_take_blocks(const Shape& s, int chunk, int width) {
+  for (const int dk : {std::min(s.dk, width), last_block_width(s.dk, width)})
+    for (const int dv : {std::min(s.dv, width), last_block_width(s.dv, width)}) {
+      Shape block = s;
+      block.dk = dk;
+      block.dv = dv;
+      if (std::string why = warpgroup_walk_cannot_take(block, chunk, false); !why.empty())
+        return "a head block of " + std::to_string(dk) + " x " + std::to_string(dv) +
+               " columns: " + why;
+    }
+  return "";
+}
+#endif
+
 // The kernel a chunked causal sweep of `chunk` runs: heads wider than the
 // head blocks' width (common/head_blocks.hpp) as blocks, each taking the path
 // of its own width (the blocks are unnormalised sweeps); in bf16 the
@@ -107,15 +125,8 @@ KernelPath chunked_causal_path(const Shape& s, int chunk, [[maybe_unused]] bool 
     // warpgroup walk (ChunkedCausalOptions::head_walk): the narrower last
     // blocks must be shapes it can take too.
     if (each.name == paths::warpgroup)
-      for (const int dk : {block.dk, last_block_width(s.dk, width)})
-        for (const int dv : {block.dv, last_block_width(s.dv, width)}) {
-          Shape last = s;
-          last.dk = dk;
-          last.dv = dv;
-          if (std::string why = warpgroup_walk_cannot_take(last, chunk, false); !why.empty())
-            each = {paths::tensor_core, "a head block of " + std::to_string(dk) + " x " +
-                                            std::to_string(dv) + " columns: " + why};
-        }
+      if (std::string why = warpgroup_walk_cannot_take_blocks(s, chunk, width); !why.empty())
+        each = {paths::tensor_core, why};
 #endif
     return {std::string(paths::head_blocks) + "/" + each.name, each.reason};
   }
