@@ -446,9 +446,13 @@ struct GatedChunkOutputs {
   static constexpr bool reads_weights = Weights == KeyWeights::read,
                         writes_only_weights = Weights == KeyWeights::written;
   static constexpr int warps = 4, rows = 16 * warps, keys = 16;
-  // Teams resident per SM the registers must allow: 4 (128 registers; the
-  // key gate took 164 without the cap, 3 teams, each waiting on its tiles).
-  static constexpr int min_blocks = 4;
+  // Teams resident per SM the registers must allow: in bf16 4 (128
+  // registers; the key gate took 164 without the cap, 3 teams, each waiting
+  // on its tiles); in float and tf32 3 (168 registers), where 128 spilled
+  // (tf32 at d = 128, m = 64: 344 and 228 bytes loaded per thread by the two
+  // passes' kernels, against 4 and 0) and gsa/chunk took 5-7 % longer
+  // (results/logs/gsa_registers_tf32_h100.log).
+  static constexpr int min_blocks = std::is_same_v<P, bf16> ? 4 : 3;
   static constexpr int G = KeyGated ? XD : YD;  // gate columns (padded)
   static constexpr int ld_sums = G + 4;         // rows 16-byte aligned, 4 banks apart
   static constexpr int ld = mma::padded_stride<P>(XD), ldv = mma::padded_stride<P>(YD);
