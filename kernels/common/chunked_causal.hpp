@@ -39,10 +39,10 @@ struct ChunkedCausalOptions {
   int chunk;
   bool normalise;  // divide by q_t . z_t (linear attention); Lightning does not
   bool reverse;    // time runs from L-1 down to 0
-  // A head block's sweep (chunked_causal_head_blocks): whether the whole
-  // head's path took the warpgroup walk, which every block then follows;
-  // empty: the sweep's own path decides.
-  std::optional<bool> head_walk = std::nullopt;
+  // A head block's sweep (chunked_causal_head_blocks): the kernel path of
+  // the widest block, which every block follows (chunked_causal_path checks
+  // that each can); empty: the sweep's own path decides.
+  std::optional<std::string> head_path = std::nullopt;
 };
 
 #if defined(KOKKOS_ENABLE_CUDA)
@@ -90,29 +90,66 @@ inline int last_block_width(int d, int width) {
 }
 
 #if defined(KOKKOS_ENABLE_CUDA)
-// Why the warpgroup walk cannot take every block of a head cut into blocks of
-// `width` columns, naming the first block (in the order query/key width, then
-// value width; widest first) it cannot take; empty where it takes them all.
-inline std::string warpgroup_walk_cannot_take_blocks(const Shape& s, int chunk, int width) {
+// The tensor-core path of a sweep the warpgroup walk does not take, with
+// `reason`: the walked outputs where walked_outputs_taken says so, else the
+// stored states.
+template <class P>
+KernelPath walked_or_stored(const Shape& s, int chunk, const std::string& reason) {
+  return {walked_outputs_taken<P>(s, chunk) ? paths::walked : paths::tensor_core, reason};
+}
+
+// Why the walked outputs cannot take a head block (empty where they can):
+// their tiles are 64 value columns, so heads padded to 32 have none.
+inline std::string walked_outputs_cannot_take(const Shape& block) {
+  return mma::padded_head(block.dk, block.dv) < 64 ? "no walked outputs at 32 columns" : "";
+}
+
+// Why a kernel that the widest block of a head cut into blocks of `width`
+// columns takes cannot take every block, naming the first block (query/key
+// width, then value width; widest first) it cannot take; empty where it
+// takes them all. `cannot_take(block)` says why it cannot take one block.
+template <class Why>
+std::string head_blocks_decline(const Shape& s, int width, Why cannot_take) {
   for (const int dk : {std::min(s.dk, width), last_block_width(s.dk, width)})
     for (const int dv : {std::min(s.dv, width), last_block_width(s.dv, width)}) {
       Shape block = s;
       block.dk = dk;
       block.dv = dv;
-      if (std::string why = warpgroup_walk_cannot_take(block, chunk, false); !why.empty())
+      if (std::string why = cannot_take(block); !why.empty())
         return "a head block of " + std::to_string(dk) + " x " + std::to_string(dv) +
                " columns: " + why;
     }
   return "";
+}
+
+// The path every block of a wide head follows: the widest block's
+// (`widest`), unless a narrower block cannot take its kernel; then the next
+// kernel down (the warpgroup walk, the walked outputs, the stored states),
+// with the block that declined named as the reason.
+template <class P>
+KernelPath head_blocks_path(const Shape& s, const Shape& widest_block, int chunk, int width,
+                            KernelPath widest) {
+  if (widest.name == paths::warpgroup)
+    if (std::string why = head_blocks_decline(
+            s, width,
+            [&](const Shape& block) { return warpgroup_walk_cannot_take(block, chunk, false); });
+        !why.empty())
+      widest = walked_or_stored<P>(widest_block, chunk, why);
+  if (widest.name == paths::walked)
+    if (std::string why = head_blocks_decline(s, width, walked_outputs_cannot_take); !why.empty())
+      widest = {paths::tensor_core, why};
+  return widest;
 }
 #endif
 
 // The kernel a chunked causal sweep of `chunk` runs: heads wider than the
 // head blocks' width (common/head_blocks.hpp) as blocks, each taking the path
 // of its own width (the blocks are unnormalised sweeps); in bf16 the
-// warpgroup walk where it can take the sweep and is chosen; the tensor-core chunk
-// form where each warp's 16 rows lie in one chunk
-// (common/chunked_causal_tensor_core.hpp); the portable tiles below.
+// warpgroup walk where it can take the sweep and is chosen; the tensor-core
+// chunk form where each warp's 16 rows lie in one chunk
+// (common/chunked_causal_tensor_core.hpp), its outputs walked with the
+// states or from stored states as walked_outputs_taken says; the portable
+// tiles below.
 template <class P, class Exec>
 KernelPath chunked_causal_path(const Shape& s, int chunk, [[maybe_unused]] bool normalise) {
   if (const int width = head_block_width<P, Exec>(); width > 0 && (s.dk > width || s.dv > width)) {
@@ -121,12 +158,11 @@ KernelPath chunked_causal_path(const Shape& s, int chunk, [[maybe_unused]] bool 
     block.dv = std::min(s.dv, width);
     KernelPath each = chunked_causal_path<P, Exec>(block, chunk, false);
 #if defined(KOKKOS_ENABLE_CUDA)
-    // Every block's sweep follows this, the widest block's, choice of the
-    // warpgroup walk (ChunkedCausalOptions::head_walk): the narrower last
-    // blocks must be shapes it can take too.
-    if (each.name == paths::warpgroup)
-      if (std::string why = warpgroup_walk_cannot_take_blocks(s, chunk, width); !why.empty())
-        each = {paths::tensor_core, why};
+    // Every block's sweep follows this, the widest block's, path
+    // (ChunkedCausalOptions::head_path): the narrower last blocks must be
+    // shapes its kernel can take too.
+    if constexpr (std::is_same_v<Exec, Kokkos::Cuda>)
+      each = head_blocks_path<P>(s, block, chunk, width, each);
 #endif
     return {std::string(paths::head_blocks) + "/" + each.name, each.reason};
   }
@@ -139,8 +175,11 @@ KernelPath chunked_causal_path(const Shape& s, int chunk, [[maybe_unused]] bool 
     if (tensor_cores.name == paths::tensor_core) {
       std::string walk = warpgroup_walk_cannot_take(s, chunk, normalise);
       if (walk.empty()) walk = warpgroup_walk_not_chosen(s);
-      return walk.empty() ? KernelPath{paths::warpgroup, ""} : KernelPath{paths::tensor_core, walk};
+      return walk.empty() ? KernelPath{paths::warpgroup, ""} : walked_or_stored<P>(s, chunk, walk);
     }
+  if constexpr (std::is_same_v<Exec, Kokkos::Cuda>)
+    if (tensor_cores.name == paths::tensor_core)
+      return walked_or_stored<P>(s, chunk, tensor_cores.reason);
 #endif
   return tensor_cores;
 }
@@ -395,12 +434,12 @@ void chunked_causal_attention(const Exec& exec, const char* label,
   if (s.seq == 0 || s.batch == 0 || s.heads == 0) return;
   std::string path = chunked_causal_path<P, Exec>(s, options.chunk, options.normalise).name;
   if (path.rfind(paths::head_blocks, 0) == 0) {
-    options.head_walk = path == std::string(paths::head_blocks) + "/" + paths::warpgroup;
+    options.head_path = path.substr(std::string(paths::head_blocks).size() + 1);
     return chunked_causal_head_blocks<P>(exec, label, q, k, v, decay_rate, o, options,
                                          head_block_width<P, Exec>());
   }
-  if (options.head_walk && path != paths::portable)  // a head block: as the head's path says
-    path = *options.head_walk ? paths::warpgroup : paths::tensor_core;
+  if (options.head_path && path != paths::portable)  // a head block: as the head's path says
+    path = *options.head_path;
 #if defined(KOKKOS_ENABLE_CUDA)
   if constexpr (std::is_same_v<Exec, Kokkos::Cuda> && std::is_same_v<P, bf16>)
     if (path == paths::warpgroup) {
@@ -408,10 +447,11 @@ void chunked_causal_attention(const Exec& exec, const char* label,
       return;
     }
   if constexpr (std::is_same_v<Exec, Kokkos::Cuda> && !std::is_same_v<P, double>)
-    if (path == paths::tensor_core) {
-      ran_as_chosen(tensor_core_chunked<P>(exec, label, s, q, k, v, decay_rate, o, options.chunk,
-                                           options.normalise, options.reverse),
-                    label);
+    if (path == paths::tensor_core || path == paths::walked) {
+      ran_as_chosen(
+          tensor_core_chunked<P>(exec, label, s, q, k, v, decay_rate, o, options.chunk,
+                                 options.normalise, options.reverse, path == paths::walked),
+          label);
       return;
     }
 #endif

@@ -842,19 +842,37 @@ struct WalkedChunkOutputs {
 // docs/performance-history.md, "The walked outputs on the H200, and the
 // bandwidth rule of walks_chosen"). So it walks only where an SM has less than
 // 30 GB/s of DRAM bandwidth, between the two devices' 25 and 37.
-template <class P, int D>
-inline bool walks_chosen(const Kokkos::Cuda& exec, int teams) {
-  const int sms = exec.concurrency() / 2048;  // Kokkos counts 2048 threads per SM
-  if constexpr (D != 128)
-    return false;
-  else if (mma::dram_bandwidth_per_sm() >= 30e9)
-    return false;
-  else if constexpr (std::is_same_v<P, bf16>)
+template <class P>
+inline bool walks_chosen(int D, int teams) {
+  if (D != 128 || mma::dram_bandwidth_per_sm() >= 30e9) return false;
+  const int sms = mma::device_attribute(cudaDevAttrMultiProcessorCount);
+  if constexpr (std::is_same_v<P, bf16>)
     return 2 * teams >= 3 * sms;
   else if constexpr (std::is_same_v<P, tf32>)
     return teams >= 3 * sms;
   else
     return false;
+}
+
+// Whether the tensor-core chunk form of `chunk` computes the outputs as it
+// walks the states (WalkedChunkOutputs) rather than storing the states for a
+// separate output kernel: where the walk applies (more than one chunk, chunks
+// of whole 64-row tiles, a head padded to 64 or 128 columns) and
+// --state-passing asks it, `chosen` as walks_chosen says. The sweep's path
+// (chunked_causal_path) asks this, and the launch follows the path.
+template <class P>
+bool walked_outputs_taken(const Shape& s, int chunk) {
+  constexpr int rows = 64, value_block = 64;  // WalkedChunkOutputs' tiles
+  const int C = std::min(chunk, s.seq), D = mma::padded_head(s.dk, s.dv);
+  if (D < value_block || s.seq <= C || C % rows != 0) return false;
+  switch (tuning().state_passing) {
+    case StatePassing::walked:
+      return true;
+    case StatePassing::stored:
+      return false;
+    default:
+      return walks_chosen<P>(D, s.batch * s.heads * (D / value_block));
+  }
 }
 
 // One call of the tensor-core chunk form: its problem and options, as the
@@ -874,27 +892,21 @@ struct ChunkCall {
   std::string named(const char* part) const { return std::string(label) + " " + part; }
 };
 
-// The walked outputs (WalkedChunkOutputs, the states never stored) where they
-// apply and are chosen; false, with nothing run, otherwise.
+// The walked outputs (WalkedChunkOutputs, the states never stored), as the
+// sweep's path chose them (walked_outputs_taken).
 template <class P, int D>
-bool launched_walked_outputs(const ChunkCall<P>& call) {
+void launch_walked_outputs(const ChunkCall<P>& call) {
   if constexpr (D >= 64) {
     using Walked = WalkedChunkOutputs<P, D>;
-    const int teams = call.heads() * Walked::value_blocks;
-    const StatePassing passing = tuning().state_passing;
-    // The walk computes a whole 64-row tile in one chunk.
-    if (call.chunks > 1 && call.C % Walked::rows == 0 &&
-        (passing == StatePassing::walked ||
-         (passing == StatePassing::chosen && walks_chosen<P, D>(call.exec, teams)))) {
-      const Shape& s = call.s;
-      launch_tiles<2>(call.named("walked outputs"), call.exec, teams,
-                      Walked{call.q, call.k, call.v, call.o, call.decay_rate, s.seq, s.heads,
-                             call.C, call.chunks, s.dk, s.dv, call.mirror, call.normalise},
-                      mma::Start::after_previous, Walked::shared_bytes);
-      return true;
-    }
+    static_assert(Walked::rows == 64 && Walked::value_block == 64, "walked_outputs_taken's tiles");
+    const Shape& s = call.s;
+    launch_tiles<2>(call.named("walked outputs"), call.exec, call.heads() * Walked::value_blocks,
+                    Walked{call.q, call.k, call.v, call.o, call.decay_rate, s.seq, s.heads, call.C,
+                           call.chunks, s.dk, s.dv, call.mirror, call.normalise},
+                    mma::Start::after_previous, Walked::shared_bytes);
+  } else {
+    ran_as_chosen(false, call.label);
   }
-  return false;
 }
 
 // The states entering every chunk as the outputs read them: stored by the
@@ -1072,19 +1084,21 @@ void launch_chunk_outputs(const ChunkCall<P>& call, const StoredStates<P>& store
 // The tensor-core chunk form; false, with nothing run, when it does not apply:
 // a head size above 128, or chunks that a warp's 16 rows would straddle (C
 // not a multiple of 16, and more than one chunk). `reverse`: the sweep runs
-// from the last token to the first.
+// from the last token to the first; `walked`: the outputs computed as the
+// states are walked, as the sweep's path chose (walked_outputs_taken).
 template <class P>
 bool tensor_core_chunked(const Kokkos::Cuda& exec, const char* label, const Shape& s,
                          const CudaTensor<P>& q, const CudaTensor<P>& k, const CudaTensor<P>& v,
                          const Vector<Kokkos::Cuda, storage_t<P>>& decay_rate,
-                         const CudaTensor<P>& o, int chunk, bool normalise, bool reverse) {
+                         const CudaTensor<P>& o, int chunk, bool normalise, bool reverse,
+                         bool walked) {
   const int L = s.seq, C = chunk < L ? chunk : L;
   if (!chunks_straddle_tiles(L, chunk, mma_rows).empty()) return false;
   const ChunkCall<P> call{
       exec, label, s, q, k, v, decay_rate, o, C, ceil_div(L, C), reverse ? L - 1 : -1, normalise};
   auto run = [&](auto head) {
     constexpr int D = decltype(head)::value;
-    if (launched_walked_outputs<P, D>(call)) return;
+    if (walked) return launch_walked_outputs<P, D>(call);
     launch_chunk_outputs<P, D>(call, store_chunk_states<P, D>(call));
   };
   return mma::with_padded_head(s.dk, s.dv, run);

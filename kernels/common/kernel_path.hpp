@@ -30,6 +30,9 @@ namespace paths {
 inline const char* const tensor_core = "tensor-core";
 inline const char* const wide_head = "tensor-core/wide-head";  // softmax above 128 columns
 inline const char* const warpgroup = "tensor-core/warpgroup";  // wgmma (sm_90a) forward
+// The chunk sweeps' outputs computed as the states are walked, no state
+// stored (WalkedChunkOutputs, common/chunked_causal_tensor_core.hpp).
+inline const char* const walked = "tensor-core/walked";
 // The bf16 softmax backward on wgmma is one of two kernels, so its path says
 // which: one pass that adds dQ to fp32 sums (heads up to 128), or two (a dQ
 // pass, then a dK, dV pass).
@@ -39,7 +42,7 @@ inline const char* const head_blocks = "head-blocks";  // a prefix: the blocks' 
 inline const char* const portable = "portable";
 // The parts a path name is made of, each a word --require-path takes.
 inline const char* const parts[] = {tensor_core, "wide-head", "warpgroup", "one-pass",
-                                    "two-pass",  head_blocks, portable};
+                                    "two-pass",  "walked",    head_blocks, portable};
 }  // namespace paths
 
 // The widest head (d_k and d_v) the tensor-core tiles are compiled for.

@@ -161,25 +161,31 @@ void launch_tiles(const std::string& label, const Kokkos::Cuda& exec, int league
 
 // Tensor-core kernels are compiled for head sizes 32, 64 and 128; a
 // problem runs in the smallest that holds both d_k and d_v (the padding
-// columns are zero). f(std::integral_constant<int, D>{}) for that D; false,
-// with nothing run, when d_k or d_v exceeds 128 (the portable path takes it).
+// columns are zero): that size, or 0 when d_k or d_v exceeds 128 (the
+// portable path takes it).
+inline int padded_head(int dk, int dv) {
+  static_assert(widest_tensor_core_head == 128, "the widest head compiled");
+  const int d = dk > dv ? dk : dv;
+  return d <= 32 ? 32 : d <= 64 ? 64 : d <= 128 ? 128 : 0;
+}
+
+// f(std::integral_constant<int, D>{}) for D = padded_head(dk, dv); false,
+// with nothing run, where there is none.
 template <class F>
 bool with_padded_head(int dk, int dv, F f) {
-  const int d = dk > dv ? dk : dv;
-  if (d <= 32) {
-    f(std::integral_constant<int, 32>{});
-    return true;
+  switch (padded_head(dk, dv)) {
+    case 32:
+      f(std::integral_constant<int, 32>{});
+      return true;
+    case 64:
+      f(std::integral_constant<int, 64>{});
+      return true;
+    case 128:
+      f(std::integral_constant<int, 128>{});
+      return true;
+    default:
+      return false;
   }
-  if (d <= 64) {
-    f(std::integral_constant<int, 64>{});
-    return true;
-  }
-  static_assert(widest_tensor_core_head == 128, "the widest head compiled");
-  if (d <= 128) {
-    f(std::integral_constant<int, 128>{});
-    return true;
-  }
-  return false;
 }
 
 #if defined(ATTN_MMA_DEVICE_PASS)

@@ -10,7 +10,7 @@
 namespace attn {
 
 // How the tensor-core chunk forms pass the state from chunk to chunk:
-// `chosen` as launched_walked_outputs chooses by the problem and the device;
+// `chosen` as walked_outputs_taken chooses by the problem and the device;
 // `stored`: a walk stores every chunk's entering state and the outputs are
 // computed in parallel after; `walked`: each team walks its chunks and
 // computes their outputs as it goes (WalkedChunkOutputs).

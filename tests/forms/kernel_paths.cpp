@@ -186,6 +186,26 @@ TEMPLATE_LIST_TEST_CASE(
     tuning().tensor_cores = true;
     CHECK(forced.name == paths::portable);
     CHECK(forced.reason == "--tiles portable");
+    // --state-passing walked: the outputs computed as the states are walked
+    // (WalkedChunkOutputs), named so, where its 64-row, 64-column tiles
+    // apply: chunks of whole tiles, more than one of them, heads padded to 64
+    // or 128 columns; bf16 there with chunks the warpgroup walk does not take.
+    tuning().state_passing = StatePassing::walked;
+    const Form& forward = *find_form("lightning/fwd");
+    const KernelPath by_chunk[] = {
+        path_at<Exec, P>(forward, 64, 128), path_at<Exec, P>(forward, 64, 48),
+        path_at<Exec, P>(forward, 32, 128), path_at<Exec, P>(forward, 64, 256)};
+    const KernelPath ragged = path_at<Exec, P>(forward, 160, 128);
+    tuning().state_passing = StatePassing::chosen;
+    CHECK(by_chunk[0].name == paths::walked);
+    CHECK(by_chunk[1].name == paths::tensor_core);  // 48: not whole 64-row tiles
+    CHECK(by_chunk[2].name == paths::tensor_core);  // a head padded to 32 columns
+    CHECK(by_chunk[3].name == paths::tensor_core);  // one chunk: nothing to walk
+    if constexpr (std::is_same_v<P, bf16>)
+      CHECK_THAT(by_chunk[0].reason, Catch::Contains("chunk 128 is not the warpgroup walk's 64"));
+    // 160 columns: blocks of 128 and 32, the last 32 x 32, which no walk takes.
+    CHECK(ragged.name == "head-blocks/tensor-core");
+    CHECK_THAT(ragged.reason, Catch::Contains("a head block of 32 x 32 columns"));
     // --warpgroup-products off: bf16 softmax on mma.sync, forward and
     // backward, saying so.
     if constexpr (std::is_same_v<P, bf16>) {
@@ -203,7 +223,8 @@ TEMPLATE_LIST_TEST_CASE(
       tuning().state_passing = StatePassing::walked;
       const KernelPath walked = path_at<Exec, P>(lightning, 64, 64);
       // A wide head's blocks follow one choice: 192 columns cut into 128 and
-      // 64 all walk; 164's last block of 36 columns cannot, so none does.
+      // 64 all walk; 164's last block of 36 columns cannot, so none does:
+      // they compute their outputs with the walked states instead.
       const KernelPath even_blocks = path_at<Exec, P>(lightning, 192, 64);
       const KernelPath ragged_blocks = path_at<Exec, P>(lightning, 164, 64);
       tuning().state_passing = StatePassing::stored;
@@ -212,7 +233,7 @@ TEMPLATE_LIST_TEST_CASE(
       CHECK(walked.name == paths::warpgroup);
       CHECK(walked.reason.empty());
       CHECK(even_blocks.name == "head-blocks/tensor-core/warpgroup");
-      CHECK(ragged_blocks.name == "head-blocks/tensor-core");
+      CHECK(ragged_blocks.name == "head-blocks/tensor-core/walked");
       CHECK_THAT(ragged_blocks.reason,
                  Catch::Contains("a head block of 128 x 36 columns: rows of 36 bf16 columns"));
       CHECK(stored.name == paths::tensor_core);

@@ -205,7 +205,7 @@ out=$("$bench" sweep --forms softmax/full_fwd_bwd --seq 64 --heads 1 --dk 8 --re
       --require-path one-pass --out paths_req.h5 2>&1); rc=$?
 [ "$rc" = 0 ] && [ "$(grep -c 'error .*(not run: its kernel path is portable, not one-pass (--require-path))' <<<"$out")" = 1 ] &&
   pass "--require-path one-pass on the host: an error row saying why" || fail "--require-path one-pass: exit $rc: $out"
-expect_error "--require-path 'fast': expected one of tensor-core, wide-head, warpgroup, one-pass, two-pass, head-blocks, portable" \
+expect_error "--require-path 'fast': expected one of tensor-core, wide-head, warpgroup, one-pass, two-pass, walked, head-blocks, portable" \
   sweep --forms linear/chunk --require-path fast --out x.h5
 # bench compare refuses points whose rows ran different paths, unless asked.
 rm -f paths_b.h5 && cp paths.h5 paths_b.h5
