@@ -98,12 +98,6 @@ KernelPath walked_or_stored(const Shape& s, int chunk, const std::string& reason
   return {walked_outputs_taken<P>(s, chunk) ? paths::walked : paths::tensor_core, reason};
 }
 
-// Why the walked outputs cannot take a head block (empty where they can):
-// their tiles are 64 value columns, so heads padded to 32 have none.
-inline std::string walked_outputs_cannot_take(const Shape& block) {
-  return mma::padded_head(block.dk, block.dv) < 64 ? "no walked outputs at 32 columns" : "";
-}
-
 // Why a kernel that the widest block of a head cut into blocks of `width`
 // columns takes cannot take every block, naming the first block (query/key
 // width, then value width; widest first) it cannot take; empty where it
@@ -136,7 +130,9 @@ KernelPath head_blocks_path(const Shape& s, const Shape& widest_block, int chunk
         !why.empty())
       widest = walked_or_stored<P>(widest_block, chunk, why);
   if (widest.name == paths::walked)
-    if (std::string why = head_blocks_decline(s, width, walked_outputs_cannot_take); !why.empty())
+    if (std::string why = head_blocks_decline(
+            s, width, [&](const Shape& block) { return walked_outputs_cannot_take(block, chunk); });
+        !why.empty())
       widest = {paths::tensor_core, why};
   return widest;
 }

@@ -854,24 +854,37 @@ inline bool walks_chosen(int D, int teams) {
     return false;
 }
 
+// WalkedChunkOutputs' tiles: 64 rows of one chunk, 64 value columns.
+inline constexpr int walked_outputs_tile = 64;
+
+// Why the walked outputs cannot take a sweep of `chunk`; empty where they
+// can: more than one chunk, chunks of whole tiles, a head padded to 64 or 128
+// columns.
+inline std::string walked_outputs_cannot_take(const Shape& s, int chunk) {
+  const int C = std::min(chunk, s.seq);
+  if (mma::padded_head(s.dk, s.dv) < walked_outputs_tile) return "no walked outputs at 32 columns";
+  if (s.seq <= C) return "one chunk: no walked outputs";
+  if (C % walked_outputs_tile != 0)
+    return "chunk " + std::to_string(chunk) + " is not a multiple of the walked outputs' 64 rows";
+  return "";
+}
+
 // Whether the tensor-core chunk form of `chunk` computes the outputs as it
 // walks the states (WalkedChunkOutputs) rather than storing the states for a
-// separate output kernel: where the walk applies (more than one chunk, chunks
-// of whole 64-row tiles, a head padded to 64 or 128 columns) and
+// separate output kernel: where the walk can take the sweep and
 // --state-passing asks it, `chosen` as walks_chosen says. The sweep's path
 // (chunked_causal_path) asks this, and the launch follows the path.
 template <class P>
 bool walked_outputs_taken(const Shape& s, int chunk) {
-  constexpr int rows = 64, value_block = 64;  // WalkedChunkOutputs' tiles
-  const int C = std::min(chunk, s.seq), D = mma::padded_head(s.dk, s.dv);
-  if (D < value_block || s.seq <= C || C % rows != 0) return false;
+  if (!walked_outputs_cannot_take(s, chunk).empty()) return false;
+  const int D = mma::padded_head(s.dk, s.dv);
   switch (tuning().state_passing) {
     case StatePassing::walked:
       return true;
     case StatePassing::stored:
       return false;
     default:
-      return walks_chosen<P>(D, s.batch * s.heads * (D / value_block));
+      return walks_chosen<P>(D, s.batch * s.heads * (D / walked_outputs_tile));
   }
 }
 
@@ -896,9 +909,10 @@ struct ChunkCall {
 // sweep's path chose them (walked_outputs_taken).
 template <class P, int D>
 void launch_walked_outputs(const ChunkCall<P>& call) {
-  if constexpr (D >= 64) {
+  if constexpr (D >= walked_outputs_tile) {
     using Walked = WalkedChunkOutputs<P, D>;
-    static_assert(Walked::rows == 64 && Walked::value_block == 64, "walked_outputs_taken's tiles");
+    static_assert(Walked::rows == walked_outputs_tile && Walked::value_block == walked_outputs_tile,
+                  "walked_outputs_cannot_take's tiles");
     const Shape& s = call.s;
     launch_tiles<2>(call.named("walked outputs"), call.exec, call.heads() * Walked::value_blocks,
                     Walked{call.q, call.k, call.v, call.o, call.decay_rate, s.seq, s.heads, call.C,
