@@ -91,16 +91,25 @@ void for_each_tile_path(F f) {
   }
 }
 
+// f() with a tuning switch (`setting`, a reference to it) set to `value`;
+// the switch gets back the value it had, whatever f throws.
+template <class T, class F>
+void with_setting(T& setting, const T& value, F f) {
+  struct Restore {
+    T& setting;
+    const T value;
+    ~Restore() { setting = value; }
+  } restore{setting, setting};
+  setting = value;
+  f();
+}
+
 // f() with heads cut into blocks of `width` columns (Tuning::head_block, as
 // --head-block sets it), so that the blocks run at small heads on every
-// backend; the width is restored afterwards, whatever f throws.
+// backend.
 template <class F>
 void with_head_blocks(int width, F f) {
-  struct Restore {
-    ~Restore() { tuning().head_block = 0; }
-  } restore;
-  tuning().head_block = width;
-  f();
+  with_setting(tuning().head_block, width, f);
 }
 
 // f(value) for each value a test gives one of the tensor-core kernels'
@@ -110,16 +119,13 @@ void with_head_blocks(int width, F f) {
 template <class Exec, class T, class F>
 void for_each_setting(T& setting, bool tensor_cores, const std::vector<T>& on_gpu,
                       const T& elsewhere, F f) {
-  struct Restore {
-    T& setting;
-    const T value;
-    ~Restore() { setting = value; }
-  } restore{setting, setting};
   const bool gpu = tensor_cores && !is_host_space<Exec>();
-  for (const T value : gpu ? on_gpu : std::vector<T>{elsewhere}) {
-    setting = value;
-    f(value);
-  }
+  with_setting(setting, setting, [&] {
+    for (const T value : gpu ? on_gpu : std::vector<T>{elsewhere}) {
+      setting = value;
+      f(value);
+    }
+  });
 }
 
 // f(segments) for each way a test cuts the tensor-core chunk forms' state

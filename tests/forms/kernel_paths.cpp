@@ -33,15 +33,10 @@ TEST_CASE("path_is: every part of a path has the wanted word as one of its compo
 
 namespace {
 
-// f() with --softmax-backward-passes `passes` (Tuning::softmax_backward_passes),
-// back to 0, as chosen, afterwards, whatever f throws.
+// f() with --softmax-backward-passes `passes` (Tuning::softmax_backward_passes).
 template <class F>
 void with_backward_passes(int passes, F f) {
-  struct Restore {
-    ~Restore() { tuning().softmax_backward_passes = 0; }
-  } restore;
-  tuning().softmax_backward_passes = passes;
-  f();
+  with_setting(tuning().softmax_backward_passes, passes, f);
 }
 
 }  // namespace
