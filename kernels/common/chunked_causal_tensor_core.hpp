@@ -832,10 +832,15 @@ struct WalkedChunkOutputs {
 // walked with the outputs"): with 128 teams (one an SM) the walk took much
 // longer than the stored states in every precision; with 256 (two an SM) bf16
 // took less time, tf32 about as long and float as long or longer; with 512
-// bf16 took less, tf32 mostly less and float about as long. So there bf16
-// walks from 1.5 teams an SM (between the measured 1 and 2), tf32 from 3
-// (between 2 and 4), at d = 128 only (the one head size measured); float keeps
-// the stored states. On an H200 (as many SMs, more DRAM bandwidth) the stored
+// bf16 took less, tf32 mostly less and float about as long. So bf16 walks
+// from 1.5 teams an SM (between the measured 1 and 2), at d = 128 only (the
+// one head size measured); float keeps the stored states. tf32, measured again
+// with 168-register output kernels (results/logs/walked_outputs_tf32_h100.log,
+// lightning/fwd, B = 1 to 8, L = 1k to 128k): the walk's time hardly grows
+// with its teams up to two an SM while the stored states' grows in proportion,
+// so the walk took 1.5-4.9 times as long at 32 and 128 teams, 1.18 at 192 and
+// 0.90-0.93 at 256 and 512; the two cross near 230 at 4k and 16k alike, and
+// tf32 walks from 1.75 teams an SM. On an H200 (as many SMs, more DRAM bandwidth) the stored
 // states' traffic costs less and the walk never won: lightning/fwd took longer
 // with it at B = 4 in bf16, tf32 and float, and at B = 8 in bf16 and tf32
 // (results/logs/chunk_forms_peers_s14_h200.log, walked_stored_b8_h200.log;
@@ -849,7 +854,7 @@ inline bool walks_chosen(int D, int teams) {
   if constexpr (std::is_same_v<P, bf16>)
     return 2 * teams >= 3 * sms;
   else if constexpr (std::is_same_v<P, tf32>)
-    return teams >= 3 * sms;
+    return 4 * teams >= 7 * sms;
   else
     return false;
 }
