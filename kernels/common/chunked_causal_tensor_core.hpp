@@ -825,28 +825,20 @@ struct WalkedChunkOutputs {
 };
 
 // Whether the tensor-core chunk form takes WalkedChunkOutputs<P, D> over the
-// stored states for `teams` walks. Measured on an H100 (132 SMs; d = 128,
-// B = 2, 4 and 8 with H = 32, L = 1k / 4k / 16k, lightning/fwd and
-// linear/chunk, one binary with --state-passing;
-// results/logs/walked_outputs_h100.log; docs/performance-history.md, "States
-// walked with the outputs"): with 128 teams (one an SM) the walk took much
-// longer than the stored states in every precision; with 256 (two an SM) bf16
-// took less time, tf32 about as long and float as long or longer; with 512
-// bf16 took less, tf32 mostly less and float about as long. So bf16 walks
-// from 1.5 teams an SM (between the measured 1 and 2), at d = 128 only (the
-// one head size measured); float keeps the stored states. tf32, measured again
-// with 168-register output kernels (results/logs/walked_outputs_tf32_h100.log,
-// lightning/fwd, B = 1 to 8, L = 1k to 128k): the walk's time hardly grows
-// with its teams up to two an SM while the stored states' grows in proportion,
-// so the walk took 1.5-4.9 times as long at 32 and 128 teams, 1.18 at 192 and
-// 0.90-0.93 at 256 and 512; the two cross near 230 at 4k and 16k alike, and
-// tf32 walks from 1.75 teams an SM. On an H200 (as many SMs, more DRAM bandwidth) the stored
-// states' traffic costs less and the walk never won: lightning/fwd took longer
-// with it at B = 4 in bf16, tf32 and float, and at B = 8 in bf16 and tf32
-// (results/logs/chunk_forms_peers_s14_h200.log, walked_stored_b8_h200.log;
+// stored states for `teams` walks. The walk's time hardly grows with its
+// teams until they fill the SMs, while the stored states' grows in proportion
+// to the teams, so the walk wins from some number of teams an SM, which was
+// measured on an H100 at d = 128 only (results/logs/walked_outputs_h100.log,
+// walked_outputs_tf32_h100.log; docs/performance-history.md, "States walked
+// with the outputs", "The tf32 walk from 1.75 teams an SM"): bf16 walks from
+// 1.5 teams an SM (between the measured 1 and 2), tf32 from 1.75 (where the
+// two crossed, between the measured 1.45 and 1.94); float never won and keeps
+// the stored states. On an H200 (as many SMs, more DRAM bandwidth) the
+// stored states' traffic costs less and the walk never won
+// (chunk_forms_peers_s14_h200.log, walked_stored_b8_h200.log;
 // docs/performance-history.md, "The walked outputs on the H200, and the
-// bandwidth rule of walks_chosen"). So it walks only where an SM has less than
-// 30 GB/s of DRAM bandwidth, between the two devices' 25 and 37.
+// bandwidth rule of walks_chosen"). So it walks only where an SM has less
+// than 30 GB/s of DRAM bandwidth, between the two devices' 25 and 37.
 template <class P>
 inline bool walks_chosen(int D, int teams) {
   if (D != 128 || mma::dram_bandwidth_per_sm() >= 30e9) return false;
