@@ -167,15 +167,15 @@ KernelPath chunked_causal_path(const Shape& s, int chunk, [[maybe_unused]] bool 
     return {paths::portable, straddle};
   const KernelPath tensor_cores = tensor_core_unless(head_too_wide(s));
 #if defined(KOKKOS_ENABLE_CUDA)
-  if constexpr (std::is_same_v<P, bf16>)
-    if (tensor_cores.name == paths::tensor_core) {
-      std::string walk = warpgroup_walk_cannot_take(s, chunk, normalise);
-      if (walk.empty()) walk = warpgroup_walk_not_chosen(s);
-      return walk.empty() ? KernelPath{paths::warpgroup, ""} : walked_or_stored<P>(s, chunk, walk);
+  if (tensor_cores.name == paths::tensor_core) {
+    std::string no_warpgroup_walk;  // why not, in bf16 (the one precision it has)
+    if constexpr (std::is_same_v<P, bf16>) {
+      no_warpgroup_walk = warpgroup_walk_cannot_take(s, chunk, normalise);
+      if (no_warpgroup_walk.empty()) no_warpgroup_walk = warpgroup_walk_not_chosen(s);
+      if (no_warpgroup_walk.empty()) return {paths::warpgroup, ""};
     }
-  if constexpr (std::is_same_v<Exec, Kokkos::Cuda>)
-    if (tensor_cores.name == paths::tensor_core)
-      return walked_or_stored<P>(s, chunk, tensor_cores.reason);
+    return walked_or_stored<P>(s, chunk, no_warpgroup_walk);
+  }
 #endif
   return tensor_cores;
 }

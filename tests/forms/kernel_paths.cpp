@@ -185,13 +185,15 @@ TEMPLATE_LIST_TEST_CASE(
     // (WalkedChunkOutputs), named so, where its 64-row, 64-column tiles
     // apply: chunks of whole tiles, more than one of them, heads padded to 64
     // or 128 columns; bf16 there with chunks the warpgroup walk does not take.
-    tuning().state_passing = StatePassing::walked;
     const Form& forward = *find_form("lightning/fwd");
-    const KernelPath by_chunk[] = {
-        path_at<Exec, P>(forward, 64, 128), path_at<Exec, P>(forward, 64, 48),
-        path_at<Exec, P>(forward, 32, 128), path_at<Exec, P>(forward, 64, 256)};
-    const KernelPath ragged = path_at<Exec, P>(forward, 160, 128);
-    tuning().state_passing = StatePassing::chosen;
+    KernelPath by_chunk[4], ragged;
+    with_setting(tuning().state_passing, StatePassing::walked, [&] {
+      by_chunk[0] = path_at<Exec, P>(forward, 64, 128);
+      by_chunk[1] = path_at<Exec, P>(forward, 64, 48);
+      by_chunk[2] = path_at<Exec, P>(forward, 32, 128);
+      by_chunk[3] = path_at<Exec, P>(forward, 64, 256);
+      ragged = path_at<Exec, P>(forward, 160, 128);
+    });
     CHECK(by_chunk[0].name == paths::walked);
     CHECK(by_chunk[1].name == paths::tensor_core);  // 48: not whole 64-row tiles
     CHECK(by_chunk[2].name == paths::tensor_core);  // a head padded to 32 columns
@@ -215,16 +217,17 @@ TEMPLATE_LIST_TEST_CASE(
       // The chunk forms' warpgroup walk, forced where its walks are fewer
       // than the SMs; --state-passing stored declines it, saying so.
       const Form& lightning = *find_form("lightning/fwd_bwd");
-      tuning().state_passing = StatePassing::walked;
-      const KernelPath walked = path_at<Exec, P>(lightning, 64, 64);
-      // A wide head's blocks follow one choice: 192 columns cut into 128 and
-      // 64 all walk; 164's last block of 36 columns cannot, so none does:
-      // they compute their outputs with the walked states instead.
-      const KernelPath even_blocks = path_at<Exec, P>(lightning, 192, 64);
-      const KernelPath ragged_blocks = path_at<Exec, P>(lightning, 164, 64);
-      tuning().state_passing = StatePassing::stored;
-      const KernelPath stored = path_at<Exec, P>(lightning, 64, 64);
-      tuning().state_passing = StatePassing::chosen;
+      KernelPath walked, even_blocks, ragged_blocks, stored;
+      with_setting(tuning().state_passing, StatePassing::walked, [&] {
+        walked = path_at<Exec, P>(lightning, 64, 64);
+        // A wide head's blocks follow one choice: 192 columns cut into 128
+        // and 64 all walk; 164's last block of 36 columns cannot, so none
+        // does: they compute their outputs with the walked states instead.
+        even_blocks = path_at<Exec, P>(lightning, 192, 64);
+        ragged_blocks = path_at<Exec, P>(lightning, 164, 64);
+      });
+      with_setting(tuning().state_passing, StatePassing::stored,
+                   [&] { stored = path_at<Exec, P>(lightning, 64, 64); });
       CHECK(walked.name == paths::warpgroup);
       CHECK(walked.reason.empty());
       CHECK(even_blocks.name == "head-blocks/tensor-core/warpgroup");
