@@ -88,8 +88,8 @@ const std::vector<TuningOption>& tuning_options() {
        [](Tuning& t, const std::string& s) { t.head_block = whole_of("head-block", s, 1 << 16); },
        [](const Tuning& t) { return std::to_string(t.head_block); }},
       {"softmax-backward-passes", "0",
-       "the bf16 warpgroup softmax backward: 0 chosen (one pass up to d = 128 from L = 3k, "
-       "causal 4k), 1 one pass "
+       "the bf16 warpgroup softmax backward: 0 chosen (one pass up to d = 128 from L = 1k), "
+       "1 one pass "
        "where the head allows it (d <= 128), 2 two passes (dQ, then dK and dV)",
        [](Tuning& t, const std::string& s) {
          t.softmax_backward_passes = whole_of("softmax-backward-passes", s, 2);

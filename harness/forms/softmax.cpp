@@ -28,7 +28,7 @@ struct SoftmaxTiledForwardBackward {
   }
   template <class Exec, class P>
   static KernelPath path(const Shape& s, const FormParams&) {
-    return softmax_forward_backward_path<P, Exec>(s, Causal);
+    return softmax_forward_backward_path<P, Exec>(s);
   }
 };
 

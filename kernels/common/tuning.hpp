@@ -49,7 +49,7 @@ struct Tuning {
   // and bf16); the tests set it lower to run the blocks on every backend.
   int head_block = 0;
   // The bf16 warpgroup softmax backward: 0 chooses (one pass up to d = 128
-  // from L = 3k full, 4k causal: softmax_backward_in_one_pass in
+  // from L = 1k: softmax_backward_in_one_pass in
   // softmax/tiled_backward.hpp), 1 one pass where the head allows it,
   // 2 two passes (a dQ pass and a dK, dV pass) at every head.
   int softmax_backward_passes = 0;

@@ -16,8 +16,8 @@
 // tensor cores (softmax/tensor_core.hpp; above 128 in blocks of gradient
 // columns); wider heads, double, and the host run the portable backward
 // passes, which this file holds. bf16 on a device with warpgroup products
-// runs softmax/warpgroup_backward.hpp: up to 128 columns and from L = 3k
-// (full) and 4k (causal) one pass over key tiles that adds dQ to fp32 sums
+// runs softmax/warpgroup_backward.hpp: up to 128 columns and from L = 1k
+// one pass over key tiles that adds dQ to fp32 sums
 // (6dk + 4dv per pair; dq's last bits then depend on the order of the
 // additions), else two passes (softmax_backward_in_one_pass).
 #pragma once
@@ -30,21 +30,26 @@
 
 namespace attn {
 
+// The shortest sequence the bf16 warpgroup backward takes in one pass by
+// default: from it on, full and causal, the one pass took less time than the
+// two at d = 64 and 128 at every length measured, once its zeroing, delta
+// and dq store ran near the memory's bandwidth
+// (results/logs/softmax_backward_side_kernels_h100.log); shorter sequences
+// were not measured since, and keep the two passes.
+inline constexpr int shortest_one_pass_seq = 1024;
+
 // Whether the bf16 warpgroup backward runs in one pass (dQ added to fp32 sums
 // in global memory) rather than two (a dQ pass, then a dK, dV pass): never
 // for heads above widest_one_pass_head; else as
-// Tuning::softmax_backward_passes asks, else (0) from L = 3k full and 4k
-// causal (about as many pairs) on: about where the one pass's time falls
-// below the two passes' at d = 64 and 128
-// (results/logs/softmax_backward_passes_h100.log). The backward's path
-// (softmax_backward_path) names the choice and the kernel follows the path,
-// so this is the only place it is made. No CUDA: the path is read on every
-// backend.
-inline bool softmax_backward_in_one_pass(const Shape& s, bool causal) {
+// Tuning::softmax_backward_passes asks, else (0) from shortest_one_pass_seq
+// on. The backward's path (softmax_backward_path) names the choice and the
+// kernel follows the path, so this is the only place it is made. No CUDA:
+// the path is read on every backend.
+inline bool softmax_backward_in_one_pass(const Shape& s) {
   const int d = s.dk > s.dv ? s.dk : s.dv;
   if (d > widest_one_pass_head) return false;
   const int asked = tuning().softmax_backward_passes;
-  return asked == 1 || (asked == 0 && s.seq >= (causal ? 4096 : 3072));
+  return asked == 1 || (asked == 0 && s.seq >= shortest_one_pass_seq);
 }
 
 namespace detail {
@@ -121,20 +126,40 @@ struct SoftmaxTilePair {
 
 // Alg. 2 line 4: D_i = rowsum(dO_i . O_i), in the accumulation precision,
 // with dO as the products see it (TF32-rounded in tf32): dS = P (dP - D)
-// cancels only if D and dP = dO V^T are built from the same dO.
+// cancels only if D and dP = dO V^T are built from the same dO. On a GPU a
+// warp sums a row, its lanes side by side along the columns
+// (ThreadVectorRange), so that each load of the warp reads one piece of one
+// row; one thread a row would put a row's stride between neighbouring lanes.
+// On the host a thread sums its team's rows one after another.
 template <class P, class Exec>
 void softmax_backward_delta(const Exec& exec, const Shape& s, const Tensor4<Exec, storage_t<P>>& o,
                             const Tensor4<Exec, storage_t<P>>& d_o,
                             const Tensor3<Exec, accum_t<P>>& delta) {
   using T = accum_t<P>;
-  const int L = s.seq, H = s.heads, dv = s.dv;
+  using Team = typename Kokkos::TeamPolicy<Exec>::member_type;
+  constexpr bool host = is_host_space<Exec>();
+  constexpr int rows_per_team = host ? 64 : 8;
+  const int H = s.heads, L = s.seq, dv = s.dv;
+  const std::size_t rows = std::size_t(s.batch) * H * L;
+  const int league = int((rows + rows_per_team - 1) / rows_per_team);
   Kokkos::parallel_for(
-      "softmax_bwd_delta", Kokkos::RangePolicy<Exec>(exec, 0, std::size_t(s.batch) * H * L),
-      KOKKOS_LAMBDA(std::size_t i) {
-        const int b = int(i / (std::size_t(H) * L)), h = int(i / L % H), r = int(i % L);
-        T dot = 0;
-        for (int c = 0; c < dv; ++c) dot += T(operand_value<P>(d_o(b, h, r, c))) * T(o(b, h, r, c));
-        delta(b, h, r) = dot;
+      "softmax_bwd_delta",
+      Kokkos::TeamPolicy<Exec>(exec, league, host ? 1 : rows_per_team, host ? 1 : 32),
+      KOKKOS_LAMBDA(const Team& team) {
+        const std::size_t first = std::size_t(team.league_rank()) * rows_per_team;
+        const int count = int(rows - first < rows_per_team ? rows - first : rows_per_team);
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, count), [&](int t) {
+          const std::size_t i = first + t;
+          const int b = int(i / (std::size_t(H) * L)), h = int(i / L % H), r = int(i % L);
+          T dot = 0;
+          Kokkos::parallel_reduce(
+              Kokkos::ThreadVectorRange(team, dv),
+              [&](int c, T& sum) {
+                sum += T(operand_value<P>(d_o(b, h, r, c))) * T(o(b, h, r, c));
+              },
+              dot);
+          Kokkos::single(Kokkos::PerThread(team), [&] { delta(b, h, r) = dot; });
+        });
       });
 }
 
@@ -267,18 +292,17 @@ void softmax_backward_dk_dv(const Exec& exec, const Shape& s, const Tensor4<Exec
 // softmax_backward_in_one_pass chooses (tensor-core/warpgroup/one-pass,
 // .../two-pass); else on tensor cores for heads up to 128 columns, in
 // 128-column blocks of the gradients up to widest_softmax_backward_head
-// (tensor-core/wide-head), portable above. `causal` is read on CUDA only,
-// for the warpgroup backward's pass count.
+// (tensor-core/wide-head), portable above.
 template <class P, class Exec>
-KernelPath softmax_backward_path(const Shape& s, [[maybe_unused]] bool causal) {
+KernelPath softmax_backward_path(const Shape& s) {
   if (KernelPath none = without_tensor_cores<Exec, P>(); !none.name.empty()) return none;
   const int d = s.dk > s.dv ? s.dk : s.dv;
 #if defined(KOKKOS_ENABLE_CUDA)
   if constexpr (std::is_same_v<P, bf16>)
     if (KernelPath products = bf16_product_path(s, true); !products.name.empty()) {
       if (products.name == paths::warpgroup)
-        products.name = softmax_backward_in_one_pass(s, causal) ? paths::warpgroup_one_pass
-                                                                : paths::warpgroup_two_pass;
+        products.name =
+            softmax_backward_in_one_pass(s) ? paths::warpgroup_one_pass : paths::warpgroup_two_pass;
       return products;
     }
 #endif
@@ -310,7 +334,7 @@ void softmax_tiled_backward(
   detail::softmax_backward_delta<P>(exec, s, o, d_o, delta);
 #if defined(KOKKOS_ENABLE_CUDA)
   if constexpr (has_tensor_cores<Exec, P>()) {
-    const std::string path = softmax_backward_path<P, Exec>(s, causal).name;
+    const std::string path = softmax_backward_path<P, Exec>(s).name;
     if constexpr (std::is_same_v<P, bf16>)
       if (const bool one_pass = path == paths::warpgroup_one_pass;
           one_pass || path == paths::warpgroup_two_pass) {
@@ -332,9 +356,8 @@ void softmax_tiled_backward(
 
 // The forward's kernel, then the backward's.
 template <class P, class Exec>
-KernelPath softmax_forward_backward_path(const Shape& s, bool causal) {
-  return forward_then_backward(softmax_forward_path<P, Exec>(s),
-                               softmax_backward_path<P, Exec>(s, causal));
+KernelPath softmax_forward_backward_path(const Shape& s) {
+  return forward_then_backward(softmax_forward_path<P, Exec>(s), softmax_backward_path<P, Exec>(s));
 }
 
 // The forward, keeping the per-row logsumexp, then the backward.

@@ -22,6 +22,11 @@
 #include "common/workspace.hpp"
 #include "softmax/warpgroup.hpp"
 
+#include <cstdint>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
 namespace attn {
 // The widest head the bf16 warpgroup backward takes in one pass: its dK, dV,
 // S and dP accumulators fill a warpgroup's registers at 128 columns.
@@ -560,21 +565,40 @@ KOKKOS_INLINE_FUNCTION int staged_dq_entry(int row, int col) {
   return entry * 128 + thread;
 }
 
-// dq = scale dq_sums in bf16: the one pass's sums of dS K rounded once.
+// dq = scale dq_sums in bf16: the one pass's sums of dS K rounded once. A
+// thread rounds 8 neighbouring entries of a row, one 16-byte piece of dq
+// where the head allows, and the threads follow dq_sums' 64 x 64 blocks, so
+// that a warp reads within one block and writes 4 rows' whole 128 bytes; a
+// thread an entry, in dq's order, read 4 bytes of every 32 of the scattered
+// block and wrote 2 bytes at a time.
 inline void store_query_gradients(const Kokkos::Cuda& exec, const Shape& s,
                                   const CudaTensor<float>& dq_sums, const CudaTensor<bf16>& dq,
                                   float scale) {
+  constexpr int pieces_per_block = 64 * 64 / 8;
   const int L = s.seq, H = s.heads, dk = s.dk;
-  const int column_blocks = int(dq_sums.extent(2)) / ceil_div(L, 64);
+  const int blocks = int(dq_sums.extent(2)), column_blocks = blocks / ceil_div(L, 64);
   Kokkos::parallel_for(
       "softmax_bwd_dq_store",
-      Kokkos::RangePolicy<Kokkos::Cuda>(exec, 0, std::size_t(s.batch) * H * L * dk),
+      Kokkos::RangePolicy<Kokkos::Cuda>(exec, 0,
+                                        std::size_t(s.batch) * H * blocks * pieces_per_block),
       KOKKOS_LAMBDA(std::size_t i) {
-        const int c = int(i % dk), r = int(i / dk % L), h = int(i / dk / L % H);
-        const int b = int(i / dk / L / H);
-        const int block = r / 64 * column_blocks + c / 64;
-        dq(b, h, r, c) =
-            storage_t<bf16>(scale * dq_sums(b, h, block, staged_dq_entry(r % 64, c % 64)));
+        const int piece = int(i % pieces_per_block), row = piece / 8, col = piece % 8 * 8;
+        const std::size_t head_block = i / pieces_per_block;
+        const int block = int(head_block % blocks), h = int(head_block / blocks % H);
+        const int b = int(head_block / blocks / H);
+        const int r = block / column_blocks * 64 + row, c = block % column_blocks * 64 + col;
+        if (r >= L || c >= dk) return;
+        bf16 rounded[8];
+        for (int j = 0; j < 8; ++j)
+          rounded[j] = storage_t<bf16>(scale * dq_sums(b, h, block, staged_dq_entry(row, col + j)));
+        bf16* out = &dq(b, h, r, c);
+        if (c + 8 <= dk && reinterpret_cast<std::uintptr_t>(out) % 16 == 0) {
+          uint4 whole;
+          std::memcpy(&whole, rounded, sizeof whole);
+          *reinterpret_cast<uint4*>(out) = whole;
+        } else {
+          for (int j = 0; j < 8 && c + j < dk; ++j) out[j] = rounded[j];
+        }
       });
 }
 
@@ -603,7 +627,14 @@ inline void warpgroup_backward(const Kokkos::Cuda& exec, const Shape& s, const C
     const int tiles = ceil_div(s.seq, OnePass::owned), league = s.batch * s.heads * tiles;
     const auto dq_sums = workspace_view<CudaTensor<float>>(
         "softmax_bwd_dq_sums", s.batch, s.heads, ceil_div(s.seq, 64) * (Dh / 64), 64 * 64);
-    Kokkos::deep_copy(exec, dq_sums, 0.f);
+    // Zeroed as one span by the driver: Kokkos 3.4's deep_copy of a value into
+    // this rank-4 view ran at a fraction of the memory's bandwidth
+    // (results/logs/softmax_backward_side_kernels_h100.log).
+    const cudaError_t zeroed =
+        cudaMemsetAsync(dq_sums.data(), 0, dq_sums.span() * sizeof(float), exec.cuda_stream());
+    if (zeroed != cudaSuccess)
+      throw std::runtime_error(std::string("softmax backward: zeroing dQ's sums failed: ") +
+                               cudaGetErrorString(zeroed));
     launch(causal ? "softmax_causal_bwd_wg" : "softmax_full_bwd_wg", league,
            OnePass{k, v, q, d_o, dk, dv, logsumexp, delta, dq_sums, s.seq, s.heads, tiles, s.dk,
                    s.dv, scale, scale_log2, causal});

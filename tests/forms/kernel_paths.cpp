@@ -42,28 +42,25 @@ void with_backward_passes(int passes, F f) {
 }  // namespace
 
 TEST_CASE(
-    "the bf16 warpgroup softmax backward: one pass from L = 3k full, 4k causal, "
-    "at heads up to 128, or as --softmax-backward-passes forces",
+    "the bf16 warpgroup softmax backward: one pass from L = 1k at heads up to 128, "
+    "or as --softmax-backward-passes forces",
     "[forms][paths]") {
-  auto one_pass = [](int seq, int d, bool causal) {
-    return softmax_backward_in_one_pass({1, 1, seq, d, d}, causal);
-  };
-  CHECK_FALSE(one_pass(3071, 64, false));
-  CHECK(one_pass(3072, 64, false));
-  CHECK(one_pass(3072, 128, false));
-  CHECK_FALSE(one_pass(3072, 64, true));
-  CHECK_FALSE(one_pass(4095, 128, true));
-  CHECK(one_pass(4096, 128, true));
-  CHECK_FALSE(one_pass(16384, 256, false));  // the one pass's registers hold 128 columns
-  CHECK_FALSE(softmax_backward_in_one_pass({1, 1, 4096, 64, 160}, true));
+  auto one_pass = [](int seq, int d) { return softmax_backward_in_one_pass({1, 1, seq, d, d}); };
+  CHECK_FALSE(one_pass(1023, 64));
+  CHECK(one_pass(1024, 64));
+  CHECK(one_pass(1024, 128));
+  CHECK_FALSE(one_pass(1023, 128));
+  CHECK(one_pass(4096, 128));
+  CHECK_FALSE(one_pass(16384, 256));  // the one pass's registers hold 128 columns
+  CHECK_FALSE(softmax_backward_in_one_pass({1, 1, 4096, 64, 160}));
   with_backward_passes(1, [&] {
-    CHECK(one_pass(256, 64, true));
-    CHECK(one_pass(256, 128, false));
-    CHECK_FALSE(one_pass(4096, 256, false));
+    CHECK(one_pass(256, 64));
+    CHECK(one_pass(256, 128));
+    CHECK_FALSE(one_pass(4096, 256));
   });
   with_backward_passes(2, [&] {
-    CHECK_FALSE(one_pass(4096, 64, false));
-    CHECK_FALSE(one_pass(4096, 128, true));
+    CHECK_FALSE(one_pass(4096, 64));
+    CHECK_FALSE(one_pass(4096, 128));
   });
   CHECK(tuning().softmax_backward_passes == 0);
 }
@@ -244,8 +241,8 @@ TEMPLATE_LIST_TEST_CASE(
       CHECK(odd.reason ==
             "backward: L = 250 is not a multiple of 4: the backward's tiles copied "
             "by cp.async, not the TMA");
-      // The backward's pass count: one pass from L = 3k full and 4k causal
-      // at heads up to 128, two below and at 256, or as
+      // The backward's pass count: one pass from L = 1k at heads up to 128,
+      // two below and at 256, or as
       // --softmax-backward-passes forces (one pass only where the head allows it).
       auto path_of = [](const char* name, int seq, int d) {
         const Form& form = *find_form(name);
@@ -253,15 +250,15 @@ TEMPLATE_LIST_TEST_CASE(
       };
       const std::string one = "tensor-core/warpgroup+tensor-core/warpgroup/one-pass";
       const std::string two = "tensor-core/warpgroup+tensor-core/warpgroup/two-pass";
-      CHECK(path_of("softmax/full_fwd_bwd", 2048, 64) == two);
-      CHECK(path_of("softmax/full_fwd_bwd", 3072, 64) == one);
-      CHECK(path_of("softmax/full_fwd_bwd", 3072, 128) == one);
-      CHECK(path_of("softmax/causal_fwd_bwd", 3072, 128) == two);
+      CHECK(path_of("softmax/full_fwd_bwd", 1000, 64) == two);
+      CHECK(path_of("softmax/full_fwd_bwd", 1024, 64) == one);
+      CHECK(path_of("softmax/full_fwd_bwd", 1024, 128) == one);
+      CHECK(path_of("softmax/causal_fwd_bwd", 1000, 128) == two);
       CHECK(path_of("softmax/causal_fwd_bwd", 4096, 64) == one);
       CHECK(path_of("softmax/full_fwd_bwd", 4096, 256) == two);
       CHECK(path_is(path_of("softmax/causal_fwd_bwd", 4096, 128), "warpgroup"));
       CHECK(path_is(path_of("softmax/causal_fwd_bwd", 4096, 128), "one-pass"));
-      CHECK_FALSE(path_is(path_of("softmax/causal_fwd_bwd", 2048, 128), "one-pass"));
+      CHECK_FALSE(path_is(path_of("softmax/causal_fwd_bwd", 512, 128), "one-pass"));
       with_backward_passes(1, [&] {
         CHECK(path_of("softmax/causal_fwd_bwd", 256, 64) == one);
         CHECK(path_of("softmax/full_fwd_bwd", 256, 128) == one);
