@@ -173,9 +173,9 @@ TEMPLATE_LIST_TEST_CASE(
     }
     CHECK(checked >= 10);
     // --tiles portable: every path portable, saying so.
-    tuning().tensor_cores = false;
-    const KernelPath forced = path_at<Exec, P>(*find_form("linear/chunk"), 64, 64);
-    tuning().tensor_cores = true;
+    KernelPath forced;
+    with_setting(tuning().tensor_cores, false,
+                 [&] { forced = path_at<Exec, P>(*find_form("linear/chunk"), 64, 64); });
     CHECK(forced.name == paths::portable);
     CHECK(forced.reason == "--tiles portable");
     // --state-passing walked: the outputs computed as the states are walked
@@ -203,10 +203,11 @@ TEMPLATE_LIST_TEST_CASE(
     // --warpgroup-products off: bf16 softmax on mma.sync, forward and
     // backward, saying so.
     if constexpr (std::is_same_v<P, bf16>) {
-      tuning().warpgroup_products = false;
-      const KernelPath warp = path_at<Exec, P>(*find_form("softmax/full"), 128, 0);
-      const KernelPath both = path_at<Exec, P>(*find_form("softmax/causal_fwd_bwd"), 64, 0);
-      tuning().warpgroup_products = true;
+      KernelPath warp, both;
+      with_setting(tuning().warpgroup_products, false, [&] {
+        warp = path_at<Exec, P>(*find_form("softmax/full"), 128, 0);
+        both = path_at<Exec, P>(*find_form("softmax/causal_fwd_bwd"), 64, 0);
+      });
       CHECK(warp.name == paths::tensor_core);
       CHECK(warp.reason == "--warpgroup-products off");
       CHECK(both.name == paths::tensor_core);
