@@ -568,9 +568,9 @@ KOKKOS_INLINE_FUNCTION int staged_dq_entry(int row, int col) {
 // dq = scale dq_sums in bf16: the one pass's sums of dS K rounded once. A
 // thread rounds 8 neighbouring entries of a row, one 16-byte piece of dq
 // where the head allows, and the threads follow dq_sums' 64 x 64 blocks, so
-// that a warp reads within one block and writes 4 rows' whole 128 bytes; a
-// thread an entry, in dq's order, read 4 bytes of every 32 of the scattered
-// block and wrote 2 bytes at a time.
+// that a warp reads within one block and writes 4 rows' whole 128 bytes (in
+// dq's order a warp's reads would take 4 bytes of every 32 of the block's
+// scattered entries).
 inline void store_query_gradients(const Kokkos::Cuda& exec, const Shape& s,
                                   const CudaTensor<float>& dq_sums, const CudaTensor<bf16>& dq,
                                   float scale) {
