@@ -224,14 +224,19 @@ void check_host_block(const ProductShape& s, std::mt19937_64& rng) {
   for (int i = 0; i < s.rows; ++i)
     for (int p = 0; p < s.inner; ++p) A_banded(i, p) = p <= i + band.diagonal ? A(i, p) : T(0);
   const ProductShape shape = s;
+  // The operands as team_product takes them: callable on host and device,
+  // as its CUDA build compiles it for both.
+  const auto a_entry = KOKKOS_LAMBDA(int r, int p) { return A(r, p); };
+  const auto a_banded_entry = KOKKOS_LAMBDA(int r, int p) { return A_banded(r, p); };
+  const auto b_entry = KOKKOS_LAMBDA(int p, int c) { return B(p, c); };
+  const auto store_c = KOKKOS_LAMBDA(int r, int c, T x) { C(r, c) = x; };
+  const auto store_banded = KOKKOS_LAMBDA(int r, int c, T x) { Banded(r, c) = x; };
   Kokkos::parallel_for(attn::team_policy(Exec(), 1, 4), [=](const Member& team) {
-    attn::detail::team_product<BlockRows, BlockRowBytes>(
-        team, shape.rows, shape.cols, shape.inner, [&](int r, int p) { return A(r, p); },
-        [&](int p, int c) { return B(p, c); }, [&](int r, int c, T x) { C(r, c) = x; });
-    attn::detail::team_product<BlockRows, BlockRowBytes>(
-        team, shape.rows, shape.cols, shape.inner, [&](int r, int p) { return A_banded(r, p); },
-        [&](int p, int c) { return B(p, c); }, [&](int r, int c, T x) { Banded(r, c) = x; },
-        attn::detail::LowerBand{}, band);
+    attn::detail::team_product<BlockRows, BlockRowBytes>(team, shape.rows, shape.cols, shape.inner,
+                                                         a_entry, b_entry, store_c);
+    attn::detail::team_product<BlockRows, BlockRowBytes>(team, shape.rows, shape.cols, shape.inner,
+                                                         a_banded_entry, b_entry, store_banded,
+                                                         attn::detail::LowerBand{}, band);
   });
   Exec().fence();
   double worst = 0, worst_banded = 0;
