@@ -200,22 +200,107 @@ void print_only_in(const std::string& name, const IndexedRows& rows, const Index
   for (const PointKey* key : only) fmt::print("  {}\n", key->describe());
 }
 
-// Prints the comparison of side B with side A; returns the exit status.
-int compare_sides(Side a_side, Side b_side, const CompareOptions& options) {
-  const std::vector<std::string> axes = shared_axes(a_side.rows, b_side.rows);
-  const IndexedRows a = index_on(std::move(a_side.rows), axes),
-                    b = index_on(std::move(b_side.rows), axes);
-  check_kernels(a, b, options);
-  const bool marking = options.threshold > 0;
+// The comparison table's columns: the point's axes (those both files have),
+// the times, the rates (CompareOptions::rates) and the ratios.
+struct CompareTable {
+  const std::vector<std::string>& axes;
+  const CompareOptions& options;
+
   // An axis's column: as wide as its name, or its largest values (L = 128k).
-  auto axis_cells = [&](auto&& cell_of) {
+  template <class CellOf>
+  std::string axis_cells(CellOf&& cell_of) const {
     std::string cells;
     for (std::size_t i = 0; i < axes.size(); ++i)
       cells += fmt::format(" {:>{}}", cell_of(i), std::max<std::size_t>(axes[i].size(), 6));
     return cells;
-  };
+  }
 
-  fmt::print("A = {}\nB = {}\n", a_side.header, b_side.header);
+  void print_header() const {
+    fmt::print("\n{:<26} {:>6}{} {:>11} {:>11}{} {:>8} {:>9} {:>6}  \n", "form", "prec",
+               axis_cells([&](std::size_t i) { return axes[i]; }), "A ms", "B ms",
+               rate_cells(options), "B/A time", "B/A peak", "p");
+  }
+
+  void print_row(const PointKey& key, const ResultRow& ra, const ResultRow& rb, double time_ratio,
+                 double peak_ratio, const Verdict& verdict) const {
+    fmt::print(
+        "{:<26} {:>6}{} {:>11} {:>11}{} {:>8} {:>9} {:>6}  {}{}{}\n", key.form, key.precision,
+        axis_cells([&](std::size_t i) { return axis_text(key.axes[i].second); }), time_text(ra),
+        time_text(rb), rate_cells(options, &ra, &rb), ratio_text(time_ratio),
+        ratio_text(peak_ratio), std::isfinite(verdict.p) ? fmt::format("{:.3f}", verdict.p) : "-",
+        verdict.mark, key.variant.empty() ? "" : "  [" + key.variant + "]", kernel_note(ra, rb));
+  }
+};
+
+// The verdict on a point in both files: judged where ok in both; a
+// regression under --threshold where A's row is ok and B's is not.
+Verdict verdict_on(const ResultRow& ra, const ResultRow& rb, double time_ratio,
+                   const CompareOptions& options) {
+  if (ra.status == "ok" && rb.status == "ok") return judge(ra, rb, time_ratio, options);
+  Verdict verdict;
+  if (options.threshold > 0 && ra.status == "ok") {
+    verdict.regression = true;
+    verdict.mark = "REGRESSION";
+  }
+  return verdict;
+}
+
+// The counts of a comparison: over every matched point, and per (form,
+// precision) in the order first seen.
+struct Tally {
+  std::vector<std::pair<std::string, std::string>> form_order;
+  std::map<std::pair<std::string, std::string>, FormTotals> totals;
+  int matched = 0, regressions = 0, slower = 0, faster = 0, unchanged = 0, untested = 0;
+
+  void add(const PointKey& key, bool both_ok, const Verdict& verdict, double time_ratio,
+           double peak_ratio) {
+    if (both_ok) {
+      slower += verdict.slower;
+      faster += verdict.faster;
+      unchanged += !verdict.slower && !verdict.faster && std::isfinite(verdict.p);
+      untested += !std::isfinite(verdict.p);
+    }
+    const auto id = std::pair{key.form, key.precision};
+    if (!totals.count(id)) form_order.push_back(id);
+    FormTotals& t = totals[id];
+    ++t.matched;
+    t.regressions += verdict.regression;
+    t.time.add(time_ratio);
+    t.peak.add(peak_ratio);
+    ++matched;
+    regressions += verdict.regression;
+  }
+
+  void print_per_form(bool marking) const {
+    fmt::print("\n{:<26} {:>6} {:>8} {:>14} {:>14} {:>12}\n", "per form", "prec", "matched",
+               "geomean time", "geomean peak", "regressions");
+    for (const auto& id : form_order) {
+      const FormTotals& t = totals.at(id);
+      fmt::print("{:<26} {:>6} {:>8} {:>14} {:>14} {:>12}\n", id.first, id.second, t.matched,
+                 t.time.text(), t.peak.text(), marking ? std::to_string(t.regressions) : "-");
+    }
+    fmt::print("(B/A of the median time and the peak memory, over the points ok in both)\n");
+  }
+
+  void print_summary(const CompareOptions& options) const {
+    fmt::print("\n{} points matched", matched);
+    if (options.threshold > 0)
+      fmt::print(
+          ", {} regression{} (B/A time > {:g} and significant where tested, or ok in A and not in "
+          "B)",
+          regressions, regressions == 1 ? "" : "s", options.threshold);
+    fmt::print(
+        "\nof the points ok in both: {} significantly slower, {} significantly faster, {} no "
+        "significant change "
+        "(two-sided Mann-Whitney U test of the samples, p < {:g}), {} not tested (fewer than 2 "
+        "samples in a file)\n",
+        slower, faster, unchanged, alpha, untested);
+  }
+};
+
+// A note for each side whose rows hold no samples.
+void print_sample_notes(const Side& a_side, const IndexedRows& a, const Side& b_side,
+                        const IndexedRows& b) {
   for (const auto& [name, rows] : {std::pair{&a_side.name, &a}, std::pair{&b_side.name, &b}})
     if (!rows->rows.empty() && !has_samples(*rows))
       fmt::print(
@@ -223,12 +308,19 @@ int compare_sides(Side a_side, Side b_side, const CompareOptions& options) {
           "--threshold "
           "alone, not by a significance test\n",
           printable(*name));
-  fmt::print("\n{:<26} {:>6}{} {:>11} {:>11}{} {:>8} {:>9} {:>6}  \n", "form", "prec",
-             axis_cells([&](std::size_t i) { return axes[i]; }), "A ms", "B ms",
-             rate_cells(options), "B/A time", "B/A peak", "p");
-  std::vector<std::pair<std::string, std::string>> form_order;  // (form, precision) as first seen
-  std::map<std::pair<std::string, std::string>, FormTotals> totals;
-  int matched = 0, regressions = 0, slower = 0, faster = 0, unchanged = 0, untested = 0;
+}
+
+// Prints the comparison of side B with side A; returns the exit status.
+int compare_sides(Side a_side, Side b_side, const CompareOptions& options) {
+  const std::vector<std::string> axes = shared_axes(a_side.rows, b_side.rows);
+  const IndexedRows a = index_on(std::move(a_side.rows), axes),
+                    b = index_on(std::move(b_side.rows), axes);
+  check_kernels(a, b, options);
+  fmt::print("A = {}\nB = {}\n", a_side.header, b_side.header);
+  print_sample_notes(a_side, a, b_side, b);
+  const CompareTable table{axes, options};
+  table.print_header();
+  Tally tally;
   for (const auto& key : a.order) {
     const auto in_b = b.index.find(key);
     if (in_b == b.index.end()) continue;
@@ -239,62 +331,16 @@ int compare_sides(Side a_side, Side b_side, const CompareOptions& options) {
         both_ok && ra.time_median_s > 0 ? rb.time_median_s / ra.time_median_s : NAN;
     const double peak_ratio =
         both_ok && ra.peak_bytes > 0 ? double(rb.peak_bytes) / double(ra.peak_bytes) : NAN;
-    // Significantly slower beyond the threshold, or no longer ok at all.
-    Verdict verdict;
-    if (both_ok) {
-      verdict = judge(ra, rb, time_ratio, options);
-      slower += verdict.slower;
-      faster += verdict.faster;
-      unchanged += !verdict.slower && !verdict.faster && std::isfinite(verdict.p);
-      untested += !std::isfinite(verdict.p);
-    } else if (marking && ra.status == "ok") {
-      verdict.regression = true;
-      verdict.mark = "REGRESSION";
-    }
-
-    const auto id = std::pair{key.form, key.precision};
-    if (!totals.count(id)) form_order.push_back(id);
-    FormTotals& t = totals[id];
-    ++t.matched;
-    t.regressions += verdict.regression;
-    t.time.add(time_ratio);
-    t.peak.add(peak_ratio);
-    ++matched;
-    regressions += verdict.regression;
-
-    fmt::print(
-        "{:<26} {:>6}{} {:>11} {:>11}{} {:>8} {:>9} {:>6}  {}{}{}\n", key.form, key.precision,
-        axis_cells([&](std::size_t i) { return axis_text(key.axes[i].second); }), time_text(ra),
-        time_text(rb), rate_cells(options, &ra, &rb), ratio_text(time_ratio),
-        ratio_text(peak_ratio), std::isfinite(verdict.p) ? fmt::format("{:.3f}", verdict.p) : "-",
-        verdict.mark, key.variant.empty() ? "" : "  [" + key.variant + "]", kernel_note(ra, rb));
+    const Verdict verdict = verdict_on(ra, rb, time_ratio, options);
+    tally.add(key, both_ok, verdict, time_ratio, peak_ratio);
+    table.print_row(key, ra, rb, time_ratio, peak_ratio, verdict);
   }
-  if (matched == 0) fmt::print("(no point is in both files)\n");
-
-  fmt::print("\n{:<26} {:>6} {:>8} {:>14} {:>14} {:>12}\n", "per form", "prec", "matched",
-             "geomean time", "geomean peak", "regressions");
-  for (const auto& id : form_order) {
-    const FormTotals& t = totals.at(id);
-    fmt::print("{:<26} {:>6} {:>8} {:>14} {:>14} {:>12}\n", id.first, id.second, t.matched,
-               t.time.text(), t.peak.text(), marking ? std::to_string(t.regressions) : "-");
-  }
-  fmt::print("(B/A of the median time and the peak memory, over the points ok in both)\n");
-
+  if (tally.matched == 0) fmt::print("(no point is in both files)\n");
+  tally.print_per_form(options.threshold > 0);
   print_only_in(a_side.name, a, b);
   print_only_in(b_side.name, b, a);
-
-  fmt::print("\n{} points matched", matched);
-  if (marking)
-    fmt::print(
-        ", {} regression{} (B/A time > {:g} and significant where tested, or ok in A and not in B)",
-        regressions, regressions == 1 ? "" : "s", options.threshold);
-  fmt::print(
-      "\nof the points ok in both: {} significantly slower, {} significantly faster, {} no "
-      "significant change "
-      "(two-sided Mann-Whitney U test of the samples, p < {:g}), {} not tested (fewer than 2 "
-      "samples in a file)\n",
-      slower, faster, unchanged, alpha, untested);
-  return options.fail_on_regression && regressions > 0 ? 1 : 0;
+  tally.print_summary(options);
+  return options.fail_on_regression && tally.regressions > 0 ? 1 : 0;
 }
 
 // A file's rows of one peer (variant "peer=NAME"), each standing beside
