@@ -39,6 +39,44 @@
 #include <type_traits>
 
 namespace attn {
+namespace detail {
+
+// The reference rows e of query chunk i that split its off-diagonal mask
+// blocks into rank-1 factors (docs/lion.md §3.3), each exp of a log-difference
+// <= 0: F_e at its first row (blocks j < i), G_e at its last (j > i).
+template <class T>
+struct ChunkReferenceRows {
+  MaskCoordinate first_forward, last_backward;
+
+  // The query rows' coordinates (for the diagonal block) and factors from
+  // `first`: row r's exp(F_r - F_e) (column 0, j < i), exp(G_e - G_r)
+  // (column 1, j > i).
+  template <class Member, class Coordinates, class Factors, class Mask>
+  KOKKOS_INLINE_FUNCTION void load_query_rows(const Member& team, const Coordinates& coords,
+                                              const Factors& factors, const Mask& mask, int b,
+                                              int h, int first, int count) const {
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, count), [&](int r) {
+      coords(r, 0) = mask.forward(b, h, first + r);
+      coords(r, 1) = mask.backward(b, h, first + r);
+      factors(r, 0) = attn::exp(T(coords(r, 0) - first_forward));
+      factors(r, 1) = attn::exp(T(last_backward - coords(r, 1)));
+    });
+  }
+
+  // Key row c's factor in a block before the query chunk (`earlier`:
+  // exp(F_e - F_c)) or after it (exp(G_c - G_e)), for key rows from `first`.
+  template <class Member, class Factors, class Mask>
+  KOKKOS_INLINE_FUNCTION void key_factors(const Member& team, const Factors& factors,
+                                          const Mask& mask, int b, int h, int first, int count,
+                                          bool earlier) const {
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, count), [&](int c) {
+      factors(c, 0) = attn::exp(T(earlier ? first_forward - mask.forward(b, h, first + c)
+                                          : mask.backward(b, h, first + c) - last_backward));
+    });
+  }
+};
+
+}  // namespace detail
 
 // In precision P (kernels/common/precision.hpp), as lion_attention_forward:
 // tensors stored as storage_t<P>, tiles and sums in accum_t<P>, the q, k, v
@@ -112,16 +150,9 @@ void lion_chunk_forward(const Exec& exec, const Tensor4<Exec, S>& q, const Tenso
 
         detail::load_rows<P>(team, Qs, q, b, h, r0, nr, dk);
         detail::zero(team, acc, nr, width);
-        // Query-row factors of the rank-1 blocks: exp(F_r - F_first) for j < i,
-        // exp(G_last - G_r) for j > i.
-        const detail::MaskCoordinate first_forward = mask.forward(b, h, chunk_start);
-        const detail::MaskCoordinate last_backward = mask.backward(b, h, chunk_last);
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nr), [&](int r) {
-          query_coords(r, 0) = mask.forward(b, h, r0 + r);
-          query_coords(r, 1) = mask.backward(b, h, r0 + r);
-          query_factors(r, 0) = attn::exp(T(query_coords(r, 0) - first_forward));
-          query_factors(r, 1) = attn::exp(T(last_backward - query_coords(r, 1)));
-        });
+        const detail::ChunkReferenceRows<T> reference{mask.forward(b, h, chunk_start),
+                                                      mask.backward(b, h, chunk_last)};
+        reference.load_query_rows(team, query_coords, query_factors, mask, b, h, r0, nr);
 
         for (int j = 0; j < chunks; ++j) {  // key chunks
           const int key_end = (L < (j + 1) * C ? L : (j + 1) * C);
@@ -130,18 +161,12 @@ void lion_chunk_forward(const Exec& exec, const Tensor4<Exec, S>& q, const Tenso
             team.team_barrier();  // the previous key sub-tile's V and W are no longer read
             detail::load_rows_transposed<P>(team, Kt, k, b, h, k0, nk, dk);
             detail::load_values_and_ones<P>(team, Vs, v, b, h, k0, nk, dv, width);
-            // Key-row mask data: coordinates for the diagonal block (Gamma), else
-            // the key factor exp(F_first - F_c) (j < i) or exp(G_c - G_last) (j > i).
-            Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nk), [&](int c) {
-              if (j == i) {
-                key_coords(c, 0) = mask.forward(b, h, k0 + c);
-                key_coords(c, 1) = mask.backward(b, h, k0 + c);
-              } else {
-                key_factors(c, 0) =
-                    attn::exp(T(j < i ? first_forward - mask.forward(b, h, k0 + c)
-                                      : mask.backward(b, h, k0 + c) - last_backward));
-              }
-            });
+            // Key-row mask data: coordinates for the diagonal block, else the
+            // rank-1 block's key factors.
+            if (j == i)
+              detail::load_mask_coordinates(team, key_coords, mask, b, h, k0, nk);
+            else
+              reference.key_factors(team, key_factors, mask, b, h, k0, nk, j < i);
             team.team_barrier();
             detail::scores(team, Qs, Kt, nr, nk, dk, [&](int r, int c, T dot) {
               T weight = dot;
