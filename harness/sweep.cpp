@@ -477,17 +477,9 @@ int measure_over_ranks(const Sweep& sweep, const std::vector<Point>& points, con
 }
 #endif  // ATTN_MPI
 
-int measure_sweep(const Sweep& sweep, MeasureOptions& options) {
-  const std::vector<std::string> unsupported = unsupported_pairs(sweep);
-  if (unsupported.size() == sweep.forms.size() * sweep.precisions.size())
-    throw std::invalid_argument(
-        fmt::format("nothing to measure: no form of --forms has a kernel in --precision {}",
-                    fmt::join(sweep.precisions, ",")));
-  for (const auto& line : unsupported) fmt::print("{}\n", line);
-  const Backend backend = select_backend(sweep.backend, options, static_cast<Backends*>(nullptr));
-  const std::vector<Point> points = plan_points(sweep, backend.name);
-  if (sweep.dry_run) return print_dry_run(sweep, points);
-  // Provenance (README.md, "Result files"): the build, the machine, the settings.
+// The result file's attributes (README.md, "Result files"): the build, the
+// machine, the sweep's settings and, from a file, its configuration.
+std::map<std::string, std::string> sweep_attributes(const Sweep& sweep, const Backend& backend) {
   std::map<std::string, std::string> attributes = file_provenance(backend.name, sweep.command_line);
   attributes.insert({{"precision", fmt::format("{}", fmt::join(sweep.precisions, ","))},
                      {"seed", std::to_string(sweep.measure.seed)},
@@ -507,6 +499,42 @@ int measure_sweep(const Sweep& sweep, MeasureOptions& options) {
     attributes["config_file"] = sweep.config_file;
     attributes["config_text"] = sweep.config_text;
   }
+  return attributes;
+}
+
+// The sweep's last lines: what was done, and how to resume where it was
+// interrupted (then the exit status 128 + the signal's number); 0 otherwise.
+int report_end(const Sweep& sweep, const Measurement& measurement, std::size_t done,
+               std::size_t todo, std::size_t kept) {
+  if (done < todo) {
+    fmt::print(
+        "\ninterrupted: {} of {} points done this run, {} left; {} keeps every row.\n"
+        "To resume, run the same command again:\n  {}\n",
+        done, todo, todo - done, sweep.out, shell_quoted(sweep.command_line));
+    std::fflush(stdout);
+    return 128 + interruption::signal_number();
+  }
+  fmt::print(
+      "{} points done this run{}, {} kept from before; written to {}\n", done,
+      measurement.not_run()
+          ? fmt::format(" ({} not run: a shorter L failed, or predicted past --point-timeout)",
+                        measurement.not_run())
+          : "",
+      kept, sweep.out);
+  return 0;
+}
+
+int measure_sweep(const Sweep& sweep, MeasureOptions& options) {
+  const std::vector<std::string> unsupported = unsupported_pairs(sweep);
+  if (unsupported.size() == sweep.forms.size() * sweep.precisions.size())
+    throw std::invalid_argument(
+        fmt::format("nothing to measure: no form of --forms has a kernel in --precision {}",
+                    fmt::join(sweep.precisions, ",")));
+  for (const auto& line : unsupported) fmt::print("{}\n", line);
+  const Backend backend = select_backend(sweep.backend, options, static_cast<Backends*>(nullptr));
+  const std::vector<Point> points = plan_points(sweep, backend.name);
+  if (sweep.dry_run) return print_dry_run(sweep, points);
+  const std::map<std::string, std::string> attributes = sweep_attributes(sweep, backend);
   const std::string hint =
       "To resume, run the same command again:\n  " + shell_quoted(sweep.command_line) + "\n";
   interruption::set_resume_hint(hint);
@@ -544,23 +572,7 @@ int measure_sweep(const Sweep& sweep, MeasureOptions& options) {
   print_summary(rows_of_points(points, file));
   if (json) json->finish();
 
-  if (done < todo.points.size()) {
-    fmt::print(
-        "\ninterrupted: {} of {} points done this run, {} left; {} keeps every row.\n"
-        "To resume, run the same command again:\n  {}\n",
-        done, todo.points.size(), todo.points.size() - done, sweep.out,
-        shell_quoted(sweep.command_line));
-    std::fflush(stdout);
-    return 128 + interruption::signal_number();
-  }
-  fmt::print(
-      "{} points done this run{}, {} kept from before; written to {}\n", done,
-      measurement.not_run()
-          ? fmt::format(" ({} not run: a shorter L failed, or predicted past --point-timeout)",
-                        measurement.not_run())
-          : "",
-      kept, sweep.out);
-  return 0;
+  return report_end(sweep, measurement, done, todo.points.size(), kept);
 }
 
 }  // namespace
