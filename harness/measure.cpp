@@ -148,6 +148,24 @@ double aggregate(const std::vector<Run>& aggregates, const std::string& name) {
   return std::nan("");
 }
 
+// The row's samples and time statistics from the point's repetitions and
+// their aggregates (none for a single repetition: then its one sample).
+void record_times(ResultRow& row, const std::vector<Run>& repetitions,
+                  const std::vector<Run>& aggregates) {
+  row.reps = int(repetitions.size());
+  row.iterations = int(repetitions.front().iterations);
+  for (const auto& r : repetitions) row.samples.push_back(seconds(r));
+  if (aggregates.empty()) {
+    row.time_median_s = row.time_mean_s = row.time_min_s = row.time_max_s = row.samples.front();
+    return;
+  }
+  row.time_median_s = aggregate(aggregates, "median");
+  row.time_mean_s = aggregate(aggregates, "mean");
+  row.time_min_s = aggregate(aggregates, "min");
+  row.time_max_s = aggregate(aggregates, "max");
+  row.time_stddev_s = aggregate(aggregates, "stddev");
+}
+
 // Times the point as Google Benchmark runs it: repetitions of manually timed
 // calls, each between two fences (a kernel launch returns before the kernel
 // ends), in batches of options.reps repetitions while the noise target asks
@@ -224,18 +242,7 @@ bool time_point(const Exec& exec, const Form& form, const Inputs<Exec, storage_t
   } while (options.max_noise > 0 && !(aggregate(aggregates, "cv") <= options.max_noise) &&
            int(repetitions.size()) < options.max_reps && timed_s < options.max_time_s);
 
-  row.reps = int(repetitions.size());
-  row.iterations = int(repetitions.front().iterations);
-  for (const auto& r : repetitions) row.samples.push_back(seconds(r));
-  if (aggregates.empty()) {
-    row.time_median_s = row.time_mean_s = row.time_min_s = row.time_max_s = row.samples.front();
-  } else {
-    row.time_median_s = aggregate(aggregates, "median");
-    row.time_mean_s = aggregate(aggregates, "mean");
-    row.time_min_s = aggregate(aggregates, "min");
-    row.time_max_s = aggregate(aggregates, "max");
-    row.time_stddev_s = aggregate(aggregates, "stddev");
-  }
+  record_times(row, repetitions, aggregates);
   report = std::move(repetitions);
   report.insert(report.end(), aggregates.begin(), aggregates.end());
   return true;
