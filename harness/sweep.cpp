@@ -502,15 +502,19 @@ std::map<std::string, std::string> sweep_attributes(const Sweep& sweep, const Ba
   return attributes;
 }
 
+// How to resume the sweep, printed when it is interrupted (by a signal's
+// handler, or at its end).
+std::string resume_hint(const Sweep& sweep) {
+  return "To resume, run the same command again:\n  " + shell_quoted(sweep.command_line) + "\n";
+}
+
 // The sweep's last lines: what was done, and how to resume where it was
 // interrupted (then the exit status 128 + the signal's number); 0 otherwise.
 int report_end(const Sweep& sweep, const Measurement& measurement, std::size_t done,
                std::size_t todo, std::size_t kept) {
   if (done < todo) {
-    fmt::print(
-        "\ninterrupted: {} of {} points done this run, {} left; {} keeps every row.\n"
-        "To resume, run the same command again:\n  {}\n",
-        done, todo, todo - done, sweep.out, shell_quoted(sweep.command_line));
+    fmt::print("\ninterrupted: {} of {} points done this run, {} left; {} keeps every row.\n{}",
+               done, todo, todo - done, sweep.out, resume_hint(sweep));
     std::fflush(stdout);
     return 128 + interruption::signal_number();
   }
@@ -535,9 +539,7 @@ int measure_sweep(const Sweep& sweep, MeasureOptions& options) {
   const std::vector<Point> points = plan_points(sweep, backend.name);
   if (sweep.dry_run) return print_dry_run(sweep, points);
   const std::map<std::string, std::string> attributes = sweep_attributes(sweep, backend);
-  const std::string hint =
-      "To resume, run the same command again:\n  " + shell_quoted(sweep.command_line) + "\n";
-  interruption::set_resume_hint(hint);
+  interruption::set_resume_hint(resume_hint(sweep));
 #ifdef ATTN_MPI
   if (distributed::active()) return measure_over_ranks(sweep, points, backend, options, attributes);
 #endif
