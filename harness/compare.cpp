@@ -234,9 +234,9 @@ struct CompareTable {
 
 // The verdict on a point in both files: judged where ok in both; a
 // regression under --threshold where A's row is ok and B's is not.
-Verdict verdict_on(const ResultRow& ra, const ResultRow& rb, double time_ratio,
+Verdict verdict_on(const ResultRow& ra, const ResultRow& rb, bool both_ok, double time_ratio,
                    const CompareOptions& options) {
-  if (ra.status == "ok" && rb.status == "ok") return judge(ra, rb, time_ratio, options);
+  if (both_ok) return judge(ra, rb, time_ratio, options);
   Verdict verdict;
   if (options.threshold > 0 && ra.status == "ok") {
     verdict.regression = true;
@@ -331,7 +331,7 @@ int compare_sides(Side a_side, Side b_side, const CompareOptions& options) {
         both_ok && ra.time_median_s > 0 ? rb.time_median_s / ra.time_median_s : NAN;
     const double peak_ratio =
         both_ok && ra.peak_bytes > 0 ? double(rb.peak_bytes) / double(ra.peak_bytes) : NAN;
-    const Verdict verdict = verdict_on(ra, rb, time_ratio, options);
+    const Verdict verdict = verdict_on(ra, rb, both_ok, time_ratio, options);
     tally.add(key, both_ok, verdict, time_ratio, peak_ratio);
     table.print_row(key, ra, rb, time_ratio, peak_ratio, verdict);
   }
