@@ -272,6 +272,14 @@ __device__ __forceinline__ void to_fragments(Fragments<N / 16>& a, const Accumul
   }
 }
 
+// Entry e of n-tile j of the accumulator that to_fragments rounded into a,
+// as the bf16 value a holds of it.
+template <int Steps>
+__device__ __forceinline__ float rounded_entry(const Fragments<Steps>& a, int j, int e) {
+  const std::uint32_t pair = a[j / 2][(j % 2) * 2 + e / 2];
+  return __uint_as_float(e % 2 ? pair & 0xffff0000u : pair << 16);
+}
+
 // A fragments written back as rows of a Swizzled128 tile, the warp's 16
 // rows from `row` (fragment kk, word e: row g + 8 (e % 2), columns
 // 16 kk + 8 (e / 2) + 2 t and the next, as to_fragments packed them), for a

@@ -43,7 +43,8 @@ namespace attn::detail {
 // each (128 a team) and stream tiles of 64 rows of Y, or of 32 where a
 // warpgroup holds two accumulators of 128 columns (at d = 256, and in the
 // dk, dv pass at 128): with 64, S, dP and the last tile's P and dS beside
-// them left the products too few registers (ptxas serialized them).
+// them left the products too few registers (ptxas serialized them); or of
+// 128 in the one pass at d = 64 (wide_query_tiles).
 // At 256 the dq pass holds dQ in two 128-column blocks, as many registers
 // as dK and dV take at 128; the dk, dv pass's two such accumulators would
 // not fit a thread's registers, so there both warpgroups own the same 64
@@ -55,10 +56,10 @@ namespace attn::detail {
 // of tile j - 1 run (as the forward overlaps P V with the softmax), and the
 // producer copies the tiles after j into the buffers handed back.
 // AddsDq (keys' team, d <= 128): for every streamed tile, dS^T goes to shared
-// memory, and each warpgroup adds a 64 x 64 block of dS K to dq_sums: at
-// d = 128 its 64 columns over the team's 128 keys, after a barrier of the
-// two warpgroups; at d = 64 every column over its own 64 keys, after a
-// barrier of its own. The block goes to shared memory as the accumulator
+// memory, and after a barrier of the two warpgroups each adds a 64 x 64
+// block of dS K over the team's 128 keys to dq_sums: at d = 128 the tile's
+// 64 queries, its 64 columns; at d = 64 its 64 of the tile's 128 queries,
+// every column. The block goes to shared memory as the accumulator
 // holds it, and one thread adds it to dq_sums, where each query tile's
 // column block is laid out the same way, by one bulk addition
 // (FlashAttention-3's dQ accumulation, Sec. 3.3: no atomics from the
@@ -77,14 +78,21 @@ struct WarpgroupBackwardPass {
   static constexpr bool wide_dq = D > 128 && !OwnsKeys;       // dQ in two blocks
   static constexpr int block = D > 128 ? 128 : D;  // gradient columns an accumulator adds
   static constexpr int consumers = 256, producers = 128, warps = (consumers + producers) / 32;
-  static constexpr int buffers = 3;
   // The registers per thread of each side: the consumers take what the
   // producer gives back of the 168 a thread of 384 starts with.
   static constexpr int producer_registers = 24, consumer_registers = 240;
   // Y's rows a tile (see above): 32 where two 128-column accumulators would
   // leave too few registers for the products with 64.
   static constexpr bool two_wide_accumulators = D > 128 || (D == 128 && OwnsKeys && !AddsDq);
-  static constexpr int owned = column_blocks ? 64 : 128, streamed = two_wide_accumulators ? 32 : 64;
+  // The one pass at d = 64 streams 128 queries a tile (FlashAttention-3's
+  // tile there): its accumulators are half as wide as at 128 columns, so S
+  // and dP over 128 queries fit beside dK and dV, and every barrier, wait
+  // and dQ addition covers twice the products.
+  static constexpr bool wide_query_tiles = AddsDq && D == 64;
+  static constexpr int owned = column_blocks ? 64 : 128;
+  static constexpr int streamed = wide_query_tiles ? 128 : two_wide_accumulators ? 32 : 64;
+  // Y's buffers: two of 128 rows leave room for dS^T's and dQ's.
+  static constexpr int buffers = wide_query_tiles ? 2 : 3;
   static_assert(!AddsDq || (OwnsKeys && !column_blocks), "one pass: the keys' team, d <= 128");
   static constexpr int owned_operands = owned * D, streamed_operands = streamed * D;
   // dS^T (owned x streamed) in two buffers, one pass only: a warpgroup
@@ -101,8 +109,8 @@ struct WarpgroupBackwardPass {
   // X1, X2, then each buffer's Y1, Y2, then dS^T's buffers, then the partial
   // scores' buffers, then each buffer's queries' statistics (dk, dv pass),
   // then the staged dQ blocks (one pass), then the ring's barriers and X's:
-  // 161.5 KB at d = 128 (225.5 in one pass), 224.75 in either pass at 256,
-  // from a 1024-byte boundary.
+  // 161.5 KB at d = 128 (225.5 in one pass; 195 at d = 64), 224.75 in
+  // either pass at 256, from a 1024-byte boundary.
   static constexpr std::size_t partials_offset =
       (2 * owned_operands + 2 * buffers * streamed_operands + 2 * score_operands) * sizeof(E);
   static constexpr std::size_t stats_offset =
@@ -303,26 +311,80 @@ struct WarpgroupBackwardPass {
   }
 
   // S becomes P = exp2(log2e scale S - log2e lse), for the pairs (owned row
-  // row0 + r, streamed row y0 + c). `masked`: the tile holds pairs outside
-  // the problem (Y's rows past L, or causal, keys after the query), which
-  // weigh 0.
-  __device__ void to_probabilities(mma::Accumulator<streamed>& S, const float* stats,
-                                   const float (&row_lse)[2], int y0, int row0, bool masked) const {
-    mma::for_each_entry(S, [&](int r, int c, float& s) {
-      const int query = OwnsKeys ? y0 + c : row0 + r, key = OwnsKeys ? row0 + r : y0 + c;
-      const bool visible = !masked || ((OwnsKeys ? query : key) < L && (!causal || key <= query));
-      const float lse2 = OwnsKeys ? stats[c] * log2_e : row_lse[r >> 3];
-      s = mma::exp2_ftz(visible ? s * scale_log2 - lse2 : -INFINITY);
-    });
+  // row0 + r, streamed row y0 + c); lse2(j, e): log2e lse of entry e of
+  // n-tile j. `masked`: the tile holds pairs outside the problem (Y's rows
+  // past L, or causal, keys after the query), which weigh 0.
+  template <class Lse2>
+  __device__ void to_probabilities(mma::Accumulator<streamed>& S, Lse2 lse2, int y0, int row0,
+                                   bool masked) const {
+#pragma unroll
+    for (int j = 0; j < streamed / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = mma::entry_row(e), c = mma::entry_col(j, e);
+        const int query = OwnsKeys ? y0 + c : row0 + r, key = OwnsKeys ? row0 + r : y0 + c;
+        const bool visible = !masked || ((OwnsKeys ? query : key) < L && (!causal || key <= query));
+        const float lse = lse2(j, e);  // whatever `visible`: every lane takes part in a shuffle
+        float& s = S.c[j][e];
+        s = mma::exp2_ftz(visible ? s * scale_log2 - lse : -INFINITY);
+      }
   }
 
-  // dP becomes dS = P (dP - D), P from to_probabilities.
-  __device__ void to_score_gradients(mma::Accumulator<streamed>& dP, mma::Accumulator<streamed>& P,
-                                     const float* stats, const float (&row_delta)[2]) const {
-    mma::for_each_entry(P, dP, [&](int r, int c, float& p, float& dp) {
-      dp = p * (dp - (OwnsKeys ? stats[streamed + c] : row_delta[r >> 3]));
-    });
+  // dP becomes dS = P (dP - D); P(j, e) and delta(j, e): P and D of entry
+  // e of n-tile j.
+  template <class Weight, class Delta>
+  __device__ static void to_score_gradients(mma::Accumulator<streamed>& dP, Weight P, Delta delta) {
+#pragma unroll
+    for (int j = 0; j < streamed / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) dP.c[j][e] = P(j, e) * (dP.c[j][e] - delta(j, e));
   }
+
+  // The two passes' statistics of entry e of n-tile j: the dk, dv pass's
+  // from shared memory (the streamed queries', by column), the dq pass's
+  // the thread's rows'.
+  __device__ static auto lse2_of(const float* stats, const float (&row_lse)[2]) {
+    return [stats, &row_lse](int j, int e) {
+      return OwnsKeys ? stats[mma::entry_col(j, e)] * log2_e : row_lse[mma::entry_row(e) >> 3];
+    };
+  }
+  __device__ static auto delta_of(const float* stats, const float (&row_delta)[2]) {
+    return [stats, &row_delta](int j, int e) {
+      return OwnsKeys ? stats[streamed + mma::entry_col(j, e)] : row_delta[mma::entry_row(e) >> 3];
+    };
+  }
+
+  // The one pass's streamed queries' log2e lse and D, spread over a warp's
+  // lanes and taken by a warp shuffle for each entry of S and dP
+  // (FlashAttention-3's ShuffleStats): read from shared memory for each
+  // entry, a thread's streamed / 2 statistics took registers that S and dP
+  // over 128 queries need (ptxas serialized the products). Lane 4 i + t
+  // holds, as entry k, column 8 j + 2 t + k % 2 of n-tile
+  // j = tiles_per_lane i + k / 2: the lane a thread's entries of n-tile j
+  // come from is 4 (j / tiles_per_lane) + t, the same entry k in every lane.
+  struct LaneStats {
+    static constexpr int per_lane = streamed / 32, tiles_per_lane = per_lane / 2;
+    static_assert(per_lane >= 2, "two columns of an n-tile a lane");
+    float lse2[per_lane], delta[per_lane];
+    __device__ explicit LaneStats(const float* stats) {
+      const int i = mma::lane_id() >> 2, t = mma::lane_id() & 3;
+#pragma unroll
+      for (int k = 0; k < per_lane; ++k) {
+        const int c = 8 * (tiles_per_lane * i + k / 2) + 2 * t + k % 2;
+        lse2[k] = stats[c] * log2_e;
+        delta[k] = stats[streamed + c];
+      }
+    }
+    __device__ static int source_lane(int j) {
+      return 4 * (j / tiles_per_lane) + (mma::lane_id() & 3);
+    }
+    __device__ float lse2_at(int j, int e) const {
+      return __shfl_sync(0xffffffffu, lse2[e % 2 + 2 * (j % tiles_per_lane)], source_lane(j));
+    }
+    __device__ float delta_at(int j, int e) const {
+      return __shfl_sync(0xffffffffu, delta[e % 2 + 2 * (j % tiles_per_lane)], source_lane(j));
+    }
+  };
 
   // The gradients of the warp's rows, columns from first_col: out1 =
   // scale acc1 (dQ or dK), out2 = acc2 (dV); wide_dq: out1's columns from
@@ -404,8 +466,10 @@ struct WarpgroupBackwardPass {
       }
       mma::warpgroup::hold(dP);
       if constexpr (split_scores) add_other_half(S, dP, t, j % 2, group);
-      to_probabilities(S, t.query_stats(j % buffers), row_lse, y0, row0, masked);
-      to_score_gradients(dP, S, t.query_stats(j % buffers), row_delta);
+      const float* const stats = t.query_stats(j % buffers);
+      to_probabilities(S, lse2_of(stats, row_lse), y0, row0, masked);
+      to_score_gradients(
+          dP, [&](int i, int e) { return S.c[i][e]; }, delta_of(stats, row_delta));
       mma::warpgroup::hold(S);  // weighed while the gradient products run
       mma::warpgroup::hold(dP);
       mma::warpgroup::wait<0>(acc1);
@@ -425,23 +489,37 @@ struct WarpgroupBackwardPass {
     store(acc1, acc2, b, h, row0, first_col);
   }
 
-  // One pass: issues the warpgroup's 64 x 64 block of dQ = dS K for the
-  // streamed tile whose dS^T is in `scores` (at d = 128 its columns
-  // 64 group.. over the team's keys, at d = 64 every column over its own).
-  __device__ static void issue_query_gradients(mma::Accumulator<64>& dQ, const Tiles& t,
-                                               const E* scores, int group) {
-    constexpr int keys = D > 64 ? owned : 64;
-    const int first_key = D > 64 ? 0 : 64 * group, block_of_k = D > 64 ? group : 0;
-    mma::warpgroup::add_ab_mn_tiles<64, keys>(
-        dQ, scores + first_key * 64, owned, t.x1 + block_of_k * owned * 64 + first_key * 64, owned);
+  // One pass: issues dV += P^T dO, P rounded to fragments.
+  __device__ static void issue_value_gradients(Gradient& dv, Fragments& p,
+                                               const mma::Accumulator<streamed>& S, const Tiles& t,
+                                               int buffer) {
+    mma::warpgroup::to_fragments(p, S);
+    mma::warpgroup::fence();
+    mma::warpgroup::add_ab_tiles<block>(dv, p, t.y2(buffer), streamed);
     mma::warpgroup::commit();
   }
 
-  // One pass: warpgroup `group`'s block of dQ (streamed rows from y0, its
-  // column block) added to dq_sums: written to shared memory side by side,
-  // then added by thread 0 in one bulk addition. The block's last addition
-  // has read the buffer: thread 0 waited for it before the barrier that
-  // precedes this.
+  // One pass: warpgroup `group`'s block of dQ within the streamed tile
+  // (see AddsDq), by 64-row block of the tile's queries and 64-column block
+  // of the head.
+  __device__ static int query_block(int group) { return wide_query_tiles ? group : 0; }
+  __device__ static int column_block(int group) { return wide_query_tiles ? 0 : group; }
+
+  // One pass: issues the warpgroup's 64 x 64 block of dQ = dS K over the
+  // team's keys for the streamed tile whose dS^T is in `scores` (its
+  // 64-column blocks of queries `owned` rows apart, as K's of the head).
+  __device__ static void issue_query_gradients(mma::Accumulator<64>& dQ, const Tiles& t,
+                                               const E* scores, int group) {
+    mma::warpgroup::add_ab_mn_tiles<64, owned>(dQ, scores + query_block(group) * owned * 64, owned,
+                                               t.x1 + column_block(group) * owned * 64, owned);
+    mma::warpgroup::commit();
+  }
+
+  // One pass: warpgroup `group`'s block of dQ (of the streamed tile from
+  // y0) added to dq_sums, unless its queries are past L: written to shared
+  // memory side by side, then added by thread 0 in one bulk addition. The
+  // block's last addition has read the buffer: thread 0 waited for it
+  // before the barrier that precedes this.
   __device__ void add_query_gradients(const mma::Accumulator<64>& dQ, const Tiles& t, int b, int h,
                                       int y0, int group) const {
     const int r = threadIdx.x % 128;
@@ -449,9 +527,10 @@ struct WarpgroupBackwardPass {
     store_side_by_side(staged, dQ);
     mma::publish_to_warpgroup_products();  // to the bulk addition's proxy
     mma::sync_threads(4 + group, 128);
-    if (r == 0) {
+    const int first_query = y0 + 64 * query_block(group);
+    if (r == 0 && first_query < L) {
       constexpr int column_blocks_of_d = D / 64;
-      const int block = (y0 / 64) * column_blocks_of_d + (D > 64 ? group : 0);
+      const int block = (first_query / 64) * column_blocks_of_d + column_block(group);
       mma::add_floats_to_global(&dq_sums(b, h, block, 0), staged, staged_floats * sizeof(float));
     }
   }
@@ -479,26 +558,32 @@ struct WarpgroupBackwardPass {
       mma::warpgroup::fence();
       issue_scores(S, dP, t, x_row, buffer, group);
       mma::warpgroup::wait<1>(S);  // dP is still multiplied
-      to_probabilities(S, t.query_stats(buffer), no_row_stats, y0, row0,
-                       is_masked(y0, group_first));
+      const LaneStats stats(t.query_stats(buffer));
+      to_probabilities(
+          S, [&](int i, int e) { return stats.lse2_at(i, e); }, y0, row0,
+          is_masked(y0, group_first));
       Fragments p, ds;
-      mma::warpgroup::to_fragments(p, S);
-      mma::warpgroup::fence();
-      mma::warpgroup::add_ab_tiles<block>(dv, p, t.y2(buffer), streamed);
-      mma::warpgroup::commit();
+      issue_value_gradients(dv, p, S, t, buffer);
       mma::warpgroup::wait<1>(dP);  // dV += P^T dO is still multiplied
-      to_score_gradients(dP, S, t.query_stats(buffer), no_row_stats);
+      // dS = P (dP - D) with P in fp32, except at d = 64, where S and dP over
+      // 128 queries beside P's fragments left the products too few
+      // registers (ptxas serialized them): there P as its fragments hold it
+      // (rounded to bf16, as dS is next), so that S's registers are free
+      // once they are made.
+      to_score_gradients(
+          dP,
+          [&](int i, int e) {
+            if constexpr (wide_query_tiles) return mma::warpgroup::rounded_entry(p, i, e);
+            return S.c[i][e];
+          },
+          [&](int i, int e) { return stats.delta_at(i, e); });
       mma::warpgroup::to_fragments(ds, dP);
       mma::warpgroup::store_fragments(scores, owned_layout, warp_row, ds);
       mma::publish_to_warpgroup_products();
-      // dS^T in shared memory: both warpgroups' at d = 128, where dQ's block
-      // sums over the team's keys; at 64 the warpgroup's own (its own keys),
-      // so the warpgroups do not wait for each other.
+      // Both warpgroups' dS^T in shared memory: dQ's block sums over the
+      // team's keys.
       if (tid % 128 == 0) mma::wait_for_bulk_reads();  // the staged dQ block is free
-      if constexpr (D > 64)
-        mma::sync_threads(1, consumers);
-      else
-        mma::sync_threads(2 + group, 128);
+      mma::sync_threads(1, consumers);
       mma::Accumulator<64> dQ;
       mma::warpgroup::fence();
       issue_query_gradients(dQ, t, scores, group);
