@@ -154,7 +154,7 @@ struct WarpgroupBackwardPass {
   static constexpr auto copies = mma::CopyAddressing::strided;
 
   // The shared tiles; the ring of Y's buffers (full: the producer's
-  // copying threads arrive, one by the TMA; empty: the 8 consumer warps)
+  // copying threads arrive, one by the TMA; empty: the 256 consumer threads)
   // after them, then X's barrier (the TMA's copies only).
   using Ring = mma::CopyRing<buffers>;
   struct Tiles {
@@ -606,7 +606,7 @@ struct WarpgroupBackwardPass {
 #if defined(ATTN_WARPGROUP_MMA)
     const Tiles t{reinterpret_cast<E*>(mma::dynamic_shared_aligned<1024>())};
     if (team.team_rank() == 0) {
-      t.ring().init(by_tma ? 1 : producers, consumers / 32);
+      t.ring().init(by_tma ? 1 : producers, consumers);  // hand_back_after_loads: every thread
       t.owned_landed().init(1);
     }
     team.team_barrier();
