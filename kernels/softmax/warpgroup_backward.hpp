@@ -310,52 +310,85 @@ struct WarpgroupBackwardPass {
     mma::warpgroup::commit();
   }
 
+  // A statistic of each of the thread's four entries of an n-tile: entries
+  // 0 and 1 share a row, as do 2 and 3 (mma::entry_row); 0 and 2 share a
+  // column, as do 1 and 3 (mma::entry_col).
+  struct EntryStats {
+    float of[4];
+    __device__ static EntryStats by_column(float first, float second) {
+      return {{first, second, first, second}};
+    }
+    __device__ static EntryStats by_row(const float (&rows)[2]) {
+      return {{rows[0], rows[0], rows[1], rows[1]}};
+    }
+  };
+
   // S becomes P = exp2(log2e scale S - log2e lse), for the pairs (owned row
-  // row0 + r, streamed row y0 + c); lse2(j, e): log2e lse of entry e of
-  // n-tile j. `masked`: the tile holds pairs outside the problem (Y's rows
-  // past L, or causal, keys after the query), which weigh 0.
+  // row0 + r, streamed row y0 + c); lse2(j): log2e lse of n-tile j's
+  // entries (EntryStats). `masked`: the tile holds pairs outside the problem
+  // (Y's rows past L, or causal, keys after the query), which weigh 0. It is
+  // uniform over the warpgroup, so the test is taken once a tile: a test of
+  // each entry's visibility cost a branch an entry.
   template <class Lse2>
   __device__ void to_probabilities(mma::Accumulator<streamed>& S, Lse2 lse2, int y0, int row0,
                                    bool masked) const {
+    if (masked)
+      weigh<true>(S, lse2, y0, row0);
+    else
+      weigh<false>(S, lse2, y0, row0);
+  }
+  template <bool Masked, class Lse2>
+  __device__ void weigh(mma::Accumulator<streamed>& S, Lse2 lse2, int y0, int row0) const {
 #pragma unroll
-    for (int j = 0; j < streamed / 8; ++j)
+    for (int j = 0; j < streamed / 8; ++j) {
+      const EntryStats lse = lse2(j);  // every lane takes part in its shuffles
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int r = mma::entry_row(e), c = mma::entry_col(j, e);
-        const int query = OwnsKeys ? y0 + c : row0 + r, key = OwnsKeys ? row0 + r : y0 + c;
-        const bool visible = !masked || ((OwnsKeys ? query : key) < L && (!causal || key <= query));
-        const float lse = lse2(j, e);  // whatever `visible`: every lane takes part in a shuffle
         float& s = S.c[j][e];
-        s = mma::exp2_ftz(visible ? s * scale_log2 - lse : -INFINITY);
+        float exponent = s * scale_log2 - lse.of[e];
+        if constexpr (Masked) {
+          const int r = mma::entry_row(e), c = mma::entry_col(j, e);
+          const int query = OwnsKeys ? y0 + c : row0 + r, key = OwnsKeys ? row0 + r : y0 + c;
+          const bool visible = ((OwnsKeys ? query : key) < L) & (!causal | (key <= query));
+          exponent = visible ? exponent : -INFINITY;
+        }
+        s = mma::exp2_ftz(exponent);
       }
+    }
   }
 
-  // dP becomes dS = P (dP - D); P(j, e) and delta(j, e): P and D of entry
-  // e of n-tile j.
+  // dP becomes dS = P (dP - D); P(j, e): P of entry e of n-tile j; delta(j):
+  // D of n-tile j's entries (EntryStats).
   template <class Weight, class Delta>
   __device__ static void to_score_gradients(mma::Accumulator<streamed>& dP, Weight P, Delta delta) {
 #pragma unroll
-    for (int j = 0; j < streamed / 8; ++j)
+    for (int j = 0; j < streamed / 8; ++j) {
+      const EntryStats d = delta(j);
 #pragma unroll
-      for (int e = 0; e < 4; ++e) dP.c[j][e] = P(j, e) * (dP.c[j][e] - delta(j, e));
+      for (int e = 0; e < 4; ++e) dP.c[j][e] = P(j, e) * (dP.c[j][e] - d.of[e]);
+    }
   }
 
-  // The two passes' statistics of entry e of n-tile j: the dk, dv pass's
+  // The two passes' statistics of n-tile j's entries: the dk, dv pass's
   // from shared memory (the streamed queries', by column), the dq pass's
   // the thread's rows'.
   __device__ static auto lse2_of(const float* stats, const float (&row_lse)[2]) {
-    return [stats, &row_lse](int j, int e) {
-      return OwnsKeys ? stats[mma::entry_col(j, e)] * log2_e : row_lse[mma::entry_row(e) >> 3];
+    return [stats, &row_lse](int j) {
+      return OwnsKeys ? EntryStats::by_column(stats[mma::entry_col(j, 0)] * log2_e,
+                                              stats[mma::entry_col(j, 1)] * log2_e)
+                      : EntryStats::by_row(row_lse);
     };
   }
   __device__ static auto delta_of(const float* stats, const float (&row_delta)[2]) {
-    return [stats, &row_delta](int j, int e) {
-      return OwnsKeys ? stats[streamed + mma::entry_col(j, e)] : row_delta[mma::entry_row(e) >> 3];
+    return [stats, &row_delta](int j) {
+      return OwnsKeys ? EntryStats::by_column(stats[streamed + mma::entry_col(j, 0)],
+                                              stats[streamed + mma::entry_col(j, 1)])
+                      : EntryStats::by_row(row_delta);
     };
   }
 
   // The one pass's streamed queries' log2e lse and D, spread over a warp's
-  // lanes and taken by a warp shuffle for each entry of S and dP
+  // lanes and taken by warp shuffles, two of each an n-tile, one a column
   // (FlashAttention-3's ShuffleStats): read from shared memory for each
   // entry, a thread's streamed / 2 statistics took registers that S and dP
   // over 128 queries need (ptxas serialized the products). Lane 4 i + t
@@ -375,15 +408,14 @@ struct WarpgroupBackwardPass {
         delta[k] = stats[streamed + c];
       }
     }
-    __device__ static int source_lane(int j) {
-      return 4 * (j / tiles_per_lane) + (mma::lane_id() & 3);
+    __device__ static EntryStats shuffled(const float* lane_values, int j) {
+      const int source = 4 * (j / tiles_per_lane) + (mma::lane_id() & 3);
+      const int k = 2 * (j % tiles_per_lane);
+      return EntryStats::by_column(__shfl_sync(0xffffffffu, lane_values[k], source),
+                                   __shfl_sync(0xffffffffu, lane_values[k + 1], source));
     }
-    __device__ float lse2_at(int j, int e) const {
-      return __shfl_sync(0xffffffffu, lse2[e % 2 + 2 * (j % tiles_per_lane)], source_lane(j));
-    }
-    __device__ float delta_at(int j, int e) const {
-      return __shfl_sync(0xffffffffu, delta[e % 2 + 2 * (j % tiles_per_lane)], source_lane(j));
-    }
+    __device__ EntryStats lse2_at(int j) const { return shuffled(lse2, j); }
+    __device__ EntryStats delta_at(int j) const { return shuffled(delta, j); }
   };
 
   // The gradients of the warp's rows, columns from first_col: out1 =
@@ -557,11 +589,10 @@ struct WarpgroupBackwardPass {
       mma::Accumulator<streamed> S, dP;
       mma::warpgroup::fence();
       issue_scores(S, dP, t, x_row, buffer, group);
-      mma::warpgroup::wait<1>(S);  // dP is still multiplied
-      const LaneStats stats(t.query_stats(buffer));
+      const LaneStats stats(t.query_stats(buffer));  // loaded while the products run
+      mma::warpgroup::wait<1>(S);                    // dP is still multiplied
       to_probabilities(
-          S, [&](int i, int e) { return stats.lse2_at(i, e); }, y0, row0,
-          is_masked(y0, group_first));
+          S, [&](int i) { return stats.lse2_at(i); }, y0, row0, is_masked(y0, group_first));
       Fragments p, ds;
       issue_value_gradients(dv, p, S, t, buffer);
       mma::warpgroup::wait<1>(dP);  // dV += P^T dO is still multiplied
@@ -576,7 +607,7 @@ struct WarpgroupBackwardPass {
             if constexpr (wide_query_tiles) return mma::warpgroup::rounded_entry(p, i, e);
             return S.c[i][e];
           },
-          [&](int i, int e) { return stats.delta_at(i, e); });
+          [&](int i) { return stats.delta_at(i); });
       mma::warpgroup::to_fragments(ds, dP);
       mma::warpgroup::store_fragments(scores, owned_layout, warp_row, ds);
       mma::publish_to_warpgroup_products();
