@@ -121,10 +121,11 @@ std::vector<Form> softmax_forms() {
                              "causal softmax attention, tiled online softmax, O(Ld) memory"),
           softmax_backward_form<false>(
               "softmax/full_fwd_bwd",
-              "forward, then dq and dk, dv in two tiled passes (FA2 Alg 2), O(Ld) memory"),
+              "forward, then dq and dk, dv in two tiled passes (FA2 Alg 2) or one adding dq in "
+              "fp32 (FA3; bf16 on Hopper), O(Ld) memory"),
           softmax_backward_form<true>(
               "softmax/causal_fwd_bwd",
-              "causal forward, then dq and dk, dv in two tiled passes, O(Ld) memory")};
+              "causal forward, then dq and dk, dv in two tiled passes or one, O(Ld) memory")};
 }
 
 }  // namespace attn
