@@ -35,6 +35,7 @@
 #include "lion/tensor_core.hpp"
 
 #include <algorithm>
+#include <cstddef>
 #include <stdexcept>
 #include <type_traits>
 
@@ -76,6 +77,37 @@ struct ChunkReferenceRows {
   }
 };
 
+// A lion/chunk team's tiles in scratch memory: the Q sub-tile and the K
+// sub-tile transposed (as the scores read it; padded strides against bank
+// conflicts), V and the Num/Den accumulator (`width` columns), the masked
+// scores, and the mask: the coordinates of query and key rows (diagonal
+// block), two factors per query row (j < i, j > i) and one per key row
+// (off-diagonal blocks).
+template <class Exec, class T>
+struct LionChunkTiles {
+  ScratchMatrix<Exec, T> Qs, Kt, Vs, acc, W;
+  ScratchMatrix<Exec, MaskCoordinate> query_coords, key_coords;
+  ScratchMatrix<Exec, T> query_factors, key_factors;
+
+  static std::size_t bytes(int rows, int dk, int width) {
+    return scratch_bytes<Exec, T>(rows, dk + 1) + scratch_bytes<Exec, T>(dk, rows + 1) +
+           2 * scratch_bytes<Exec, T>(rows, width) + scratch_bytes<Exec, T>(rows, rows + 1) +
+           2 * scratch_bytes<Exec, MaskCoordinate>(rows, 2) + scratch_bytes<Exec, T>(rows, 2) +
+           scratch_bytes<Exec, T>(rows, 1);
+  }
+  template <class Member>
+  KOKKOS_INLINE_FUNCTION LionChunkTiles(const Member& team, int rows, int dk, int width)
+      : Qs(team.team_scratch(0), rows, dk + 1),
+        Kt(team.team_scratch(0), dk, rows + 1),
+        Vs(team.team_scratch(0), rows, width),
+        acc(team.team_scratch(0), rows, width),
+        W(team.team_scratch(0), rows, rows + 1),
+        query_coords(team.team_scratch(0), rows, 2),
+        key_coords(team.team_scratch(0), rows, 2),
+        query_factors(team.team_scratch(0), rows, 2),
+        key_factors(team.team_scratch(0), rows, 1) {}
+};
+
 }  // namespace detail
 
 // In precision P (kernels/common/precision.hpp), as lion_attention_forward:
@@ -87,8 +119,7 @@ void lion_chunk_forward(const Exec& exec, const Tensor4<Exec, S>& q, const Tenso
                         const Tensor3<Exec, S>& log_decay, const Tensor4<Exec, S>& o,
                         const LionOptions& options, int chunk) {
   using T = accum_t<P>;
-  using Scratch = ScratchMatrix<Exec, T>;
-  using Coordinates = ScratchMatrix<Exec, detail::MaskCoordinate>;
+  using Tiles = detail::LionChunkTiles<Exec, T>;
   if (chunk <= 0) throw std::invalid_argument("lion/chunk: chunk size must be positive");
   const Shape s =
       detail::checked_lion_shape<Exec, S>("lion/chunk", q, k, v, decay_rate, log_decay, o, options);
@@ -109,17 +140,7 @@ void lion_chunk_forward(const Exec& exec, const Tensor4<Exec, S>& q, const Tenso
     }
 #endif
 
-  // Per team: the Q sub-tile and the K sub-tile transposed (as the scores read
-  // it; padded strides against bank conflicts), V and
-  // the Num/Den accumulator, the scores, and the mask: coordinates of query and
-  // key rows (diagonal block), two factors per query row (j < i, j > i) and one
-  // per key row (off-diagonal blocks).
-  auto bytes = [&](int r) {
-    return scratch_bytes<Exec, T>(r, dk + 1) + scratch_bytes<Exec, T>(dk, r + 1) +
-           2 * scratch_bytes<Exec, T>(r, width) + scratch_bytes<Exec, T>(r, r + 1) +
-           2 * scratch_bytes<Exec, detail::MaskCoordinate>(r, 2) + scratch_bytes<Exec, T>(r, 2) +
-           scratch_bytes<Exec, T>(r, 1);
-  };
+  auto bytes = [&](int r) { return Tiles::bytes(r, dk, width); };
   const int rows = tile_rows_that_fit<Exec>(max_tile_rows<Exec>(), bytes);
   if (rows == 0) tiles_do_not_fit("lion/chunk", s);
   const int R = std::min(rows, C);
@@ -141,48 +162,42 @@ void lion_chunk_forward(const Exec& exec, const Tensor4<Exec, S>& q, const Tenso
         if (r0 > chunk_last) return;  // the last chunk is shorter
         const int nr = (chunk_last + 1 - r0 < R) ? chunk_last + 1 - r0 : R;
 
-        Scratch Qs(team.team_scratch(0), R, dk + 1), Kt(team.team_scratch(0), dk, R + 1);
-        Scratch Vs(team.team_scratch(0), R, width), acc(team.team_scratch(0), R, width);
-        Scratch W(team.team_scratch(0), R, R + 1);  // the masked scores
-        Coordinates query_coords(team.team_scratch(0), R, 2),
-            key_coords(team.team_scratch(0), R, 2);
-        Scratch query_factors(team.team_scratch(0), R, 2), key_factors(team.team_scratch(0), R, 1);
-
-        detail::load_rows<P>(team, Qs, q, b, h, r0, nr, dk);
-        detail::zero(team, acc, nr, width);
+        const Tiles t(team, R, dk, width);
+        detail::load_rows<P>(team, t.Qs, q, b, h, r0, nr, dk);
+        detail::zero(team, t.acc, nr, width);
         const detail::ChunkReferenceRows<T> reference{mask.forward(b, h, chunk_start),
                                                       mask.backward(b, h, chunk_last)};
-        reference.load_query_rows(team, query_coords, query_factors, mask, b, h, r0, nr);
+        reference.load_query_rows(team, t.query_coords, t.query_factors, mask, b, h, r0, nr);
 
         for (int j = 0; j < chunks; ++j) {  // key chunks
           const int key_end = (L < (j + 1) * C ? L : (j + 1) * C);
           for (int k0 = j * C; k0 < key_end; k0 += R) {
             const int nk = (key_end - k0 < R) ? key_end - k0 : R;
             team.team_barrier();  // the previous key sub-tile's V and W are no longer read
-            detail::load_rows_transposed<P>(team, Kt, k, b, h, k0, nk, dk);
-            detail::load_values_and_ones<P>(team, Vs, v, b, h, k0, nk, dv, width);
+            detail::load_rows_transposed<P>(team, t.Kt, k, b, h, k0, nk, dk);
+            detail::load_values_and_ones<P>(team, t.Vs, v, b, h, k0, nk, dv, width);
             // Key-row mask data: coordinates for the diagonal block, else the
             // rank-1 block's key factors.
             if (j == i)
-              detail::load_mask_coordinates(team, key_coords, mask, b, h, k0, nk);
+              detail::load_mask_coordinates(team, t.key_coords, mask, b, h, k0, nk);
             else
-              reference.key_factors(team, key_factors, mask, b, h, k0, nk, j < i);
+              reference.key_factors(team, t.key_factors, mask, b, h, k0, nk, j < i);
             team.team_barrier();
-            detail::scores(team, Qs, Kt, nr, nk, dk, [&](int r, int c, T dot) {
+            detail::scores(team, t.Qs, t.Kt, nr, nk, dk, [&](int r, int c, T dot) {
               T weight = dot;
               if (masked)
                 weight = j == i ? dot * detail::lion_mask_entry<T>(
-                                            r0 + r, query_coords(r, 0), query_coords(r, 1), k0 + c,
-                                            key_coords(c, 0), key_coords(c, 1))
-                                : dot * query_factors(r, j < i ? 0 : 1) * key_factors(c, 0);
-              W(r, c) = weight;
+                                            r0 + r, t.query_coords(r, 0), t.query_coords(r, 1),
+                                            k0 + c, t.key_coords(c, 0), t.key_coords(c, 1))
+                                : dot * t.query_factors(r, j < i ? 0 : 1) * t.key_factors(c, 0);
+              t.W(r, c) = weight;
             });
             team.team_barrier();
-            detail::add_product(team, acc, W, Vs, nr, nk, width);
+            detail::add_product(team, t.acc, t.W, t.Vs, nr, nk, width);
           }
         }
         team.team_barrier();
-        detail::store_lion_rows(team, o, acc, b, h, r0, nr, dv, scaled);
+        detail::store_lion_rows(team, o, t.acc, b, h, r0, nr, dv, scaled);
       });
 }
 
