@@ -101,8 +101,9 @@ struct CopyBarrier {
 // A ring of Buffers tile buffers with one barrier that says a buffer is full
 // (count: the copying threads, each arriving once per tile) and one that
 // says it is empty again (count: the consumer warps, handing each tile back
-// once, or the consumer threads where they read it by plain loads). Tile j lives in buffer j %
-// Buffers; the n-th use of a buffer is phase n of its barriers.
+// once, or the consumer threads where they read it by plain loads). Tile j
+// lives in buffer j % Buffers; the n-th use of a buffer is phase n of its
+// barriers.
 template <int Buffers>
 struct CopyRing {
   CopyBarrier full[Buffers], empty[Buffers];
