@@ -44,6 +44,13 @@ ErrorCheck plan_error_check(const Shape& s, double head_flops, double budget, in
   return check;
 }
 
+ErrorCheck point_error_check(const Form& form, const Shape& s, const FormParams& params,
+                             const MeasureOptions& options) {
+  const double head_flops = form.cost(s, params, sizeof(double)).reference_flops;
+  return plan_error_check(s, head_flops, options.check_flops, options.check_rows,
+                          row_boundary(params), options.seed);
+}
+
 ref::RowList sample_rows(int seq, int n, int boundary, std::uint64_t seed) {
   n = std::min(n, seq);
   const int last_start = boundary > 0 ? (seq - 1) / boundary * boundary : 0;

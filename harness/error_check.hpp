@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "inputs.hpp"
+#include "measure_options.hpp"
 
 namespace attn {
 
@@ -40,6 +41,13 @@ constexpr int min_sampled_rows = 4;
 // when smaller); else, or when max_rows is 0, none.
 ErrorCheck plan_error_check(const Shape& s, double head_flops, double budget, int max_rows,
                             int boundary, std::uint64_t seed);
+
+// The check bench makes of a point of `form`: plan_error_check with the
+// form's reference cost, the options' --check-flops, --check-rows and seed,
+// and the point's row boundary. `bench sweep --list-points` reports it, so
+// that a runner outside the harness checks the rows bench checks.
+ErrorCheck point_error_check(const Form& form, const Shape& s, const FormParams& params,
+                             const MeasureOptions& options);
 
 // n distinct rows of 0 .. seq - 1, ascending: first those where kernels go
 // wrong (the first and last rows, and each side of the first and last

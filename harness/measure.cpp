@@ -545,9 +545,7 @@ ResultRow measure_point(const Form& form, const Shape& shape, const FormParams& 
   PointCache uncached;
   PointCache& kept = cache ? *cache : uncached;
   kept.select(shape, form, options.seed, params);
-  const Cost cost = form.cost(shape, params, sizeof(storage_t<P>));
-  const ErrorCheck check = plan_error_check(shape, cost.reference_flops, options.check_flops,
-                                            options.check_rows, row_boundary(params), options.seed);
+  const ErrorCheck check = point_error_check(form, shape, params, options);
   if (const std::string note =
           memory_shortfall<Exec, storage_t<P>>(form, shape, params, check, kept.reusable_bytes());
       !note.empty())

@@ -3,6 +3,7 @@
 
 #include <vector>
 
+#include "error_check.hpp"
 #include "plan.hpp"
 #include "sweep_points.hpp"
 #include "text.hpp"
@@ -17,12 +18,13 @@ void print_point_list(const Sweep& sweep) {
                                     json_string(option_text(p.params.options.get(option.name)))));
     for (const auto& [name, value] : p.planned.axes)
       axes.push_back(fmt::format("{}: {}", json_string(name), value));
+    const ErrorCheck check = point_error_check(*p.form, p.shape, p.params, sweep.measure);
     fmt::print(
         "{{\"form\": {}, \"family\": {}, \"precision\": {}, \"backend\": {}, \"variant\": {}, "
-        "\"options\": {{{}}}, \"axes\": {{{}}}}}\n",
+        "\"options\": {{{}}}, \"axes\": {{{}}}, \"err_rows\": {}}}\n",
         json_string(p.planned.form), json_string(p.planned.family), json_string(p.precision),
         json_string(p.planned.backend), json_string(p.planned.variant), fmt::join(options, ", "),
-        fmt::join(axes, ", "));
+        fmt::join(axes, ", "), check.heads.empty() ? 0 : check.rows_per_head(p.shape.seq));
   }
 }
 

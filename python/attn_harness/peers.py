@@ -17,9 +17,10 @@ precision the peer takes, the peer's row has:
             after its upload; from torch's allocator statistics (GPU);
   error     the peer run on the inputs `bench problem` draws for the point at batch 1, against its
             fp64 reference (`bench problem --reference`), as bench checks ours: the largest
-            max |x - ref| and relative L2 error over the results; err_heads = H. For L <= --check-seq
-            every row (err_rows = L), beyond it --check-rows sampled rows of each head
-            (`--reference-rows`: the rows bench samples, and the results they determine).
+            max |x - ref| and relative L2 error over the results; err_heads = H. The rows are those
+            bench checks at the point (`--list-points`' err_rows, from the sweep's --check-flops and
+            --check-rows): every row where bench checks whole pairs, else the rows it samples
+            (`--reference-rows`), none where it checks none.
 Timing inputs are drawn in torch from the distributions bench declares (docs/<family>.md): N(0, 1),
 elu+1 features for linear attention, GSA's log-gates ln sigma(z)/tau; Lightning's per-head decays are
 the point's, read from `bench problem`.
@@ -353,10 +354,10 @@ def measure(peer, point, device, args, problems):
            "precision": point["precision"], "variant": PEER + peer.name, "revision": peer.revision,
            "axes": a, "status": "ok", "note": "", "reps": 0}
     try:
-        sampled = a["seq"] > args.check_seq
-        check = not sampled or args.check_rows > 0
+        check = point["err_rows"] > 0  # the rows bench checks in each pair at this point
         if check:
-            small, reference, rows = problems.checked(point, args.check_rows if sampled else 0)
+            sampled = point["err_rows"] < a["seq"]
+            small, reference, rows = problems.checked(point, point["err_rows"] if sampled else 0)
         else:
             small, reference = {"decay_rate": problems.decay_rate(point)}, {}
         # GSA's gate temperature changes the gates' values, not the work timed
@@ -408,11 +409,6 @@ def main():
     parser.add_argument("--out", required=True, help="the result file the rows are added to")
     parser.add_argument("--reps", type=int, default=5, help="timed calls per point (default 5)")
     parser.add_argument("--warmup", type=int, default=2, help="untimed calls first (default 2)")
-    parser.add_argument("--check-seq", type=int, default=2048,
-                        help="largest L whose every row is checked against the fp64 reference (default 2048)")
-    parser.add_argument("--check-rows", type=int, default=16,
-                        help="beyond --check-seq, rows of each head checked, as bench --check-rows samples "
-                             "them (default 16; 0: none)")
     parser.add_argument("--peers", help="only these peers (comma-separated names, e.g. torch.sdpa)")
     parser.add_argument("--peers-module", help=argparse.SUPPRESS)  # the tests' numpy peers
     parser.add_argument("--fresh", action="store_true", help="measure rows the file already holds again")
@@ -421,8 +417,8 @@ def main():
     bench_args = args.bench_args[1:] if args.bench_args[:1] == ["--"] else args.bench_args
     if not bench_args or bench_args[0] not in ("sweep", "run"):
         fail("give the sweep after --: e.g. -- run experiments/lightning_fig4.cfg")
-    if args.reps < 1 or args.warmup < 0 or args.check_seq < 0 or not 0 <= args.check_rows <= 4096:
-        fail("--reps must be >= 1, --warmup and --check-seq >= 0, --check-rows from 0 to 4096")
+    if args.reps < 1 or args.warmup < 0:
+        fail("--reps must be >= 1, --warmup >= 0")
     common.check_bench(args.bench, fail)
 
     if args.peers_module:

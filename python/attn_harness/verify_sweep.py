@@ -43,15 +43,15 @@ def timed_calls(function, inputs, case, warmup, reps):
 
 def measure_point(function, point, settings, folder):
     """One point: a row for bench import. The inputs are bench problem's (the draws of our sweep's
-    point, at its batch); the error is checked on every row up to --check-seq, beyond it on the 16
-    rows bench samples."""
+    point, at its batch); the error is checked on the rows bench checks at the point (every row
+    where it checks whole pairs, else the rows it samples; where it checks none, 16 sampled rows)."""
     from .verify import Layout, as_array  # the runner's adapter
     a = point["axes"]
     row = {"form": point["form"], "family": point["family"], "backend": point["backend"],
            "precision": point["precision"], "variant": PEER + settings["name"], "revision": settings["impl"],
            "axes": a, "status": "ok", "note": "", "reps": 0}
     try:
-        rows = 0 if a["seq"] <= settings["check_seq"] else 16
+        rows = 0 if point["err_rows"] == a["seq"] else point["err_rows"] or 16
         inputs, reference, listed = peers.bench_problem(settings["bench"], point, a["seq"], True, folder, rows)
         inputs = {n: x.reshape(-1) if n == "decay_rate" else x for n, x in inputs.items()}
         layout = Layout(*settings["layout"])
@@ -88,7 +88,7 @@ def sweep(function, args, folder):
         fail(f"--sweep: the grid has no point of {args.form} in {args.precision}")
     settings = {"bench": args.bench, "name": row_name(args), "impl": args.impl,
                 "layout": (args.layout, args.log_base, args.decay, args.write_strength),
-                "warmup": args.warmup, "reps": args.reps, "check_seq": 2048}
+                "warmup": args.warmup, "reps": args.reps}
     for point in points:
         row = measure_point(function, point, settings, folder)
         path = os.path.join(folder, "row.jsonl")

@@ -241,8 +241,9 @@ if [ "$rc" = 0 ] && [ ! -e peers_listed.h5 ] && out=$("$python" -c '
 import json, sys
 points = [json.loads(line) for line in open("peers_points.jsonl")]
 for p in points:
-    assert set(p) == {"form", "family", "precision", "backend", "variant", "options", "axes"}, p
+    assert set(p) == {"form", "family", "precision", "backend", "variant", "options", "axes", "err_rows"}, p
     assert p["form"] in ("softmax/full", "linear/chunk") and p["axes"]["heads"] == 2, p
+    assert 0 < p["err_rows"] <= p["axes"]["seq"], p
 assert len(points) == int(sys.argv[1]), (len(points), sys.argv[1])
 print(len(points), "points")' "$planned"); then
   pass "run quick.cfg --list-points: $out, as --dry-run plans, nothing written"
@@ -256,6 +257,16 @@ assert p["options"] == {"mask-convention": "B", "unscaled": "true", "decay-floor
 assert p["variant"] == "mask-convention=B unscaled" and p["axes"]["chunk"] == 64, p' "$out"; then
   pass "sweep --list-points: a form's options as given"
 else fail "sweep --list-points: $out"
+fi
+out=$("$bench" sweep --forms softmax/full --seq 64,1k --check-flops 2e7 --list-points)
+unchecked=$("$bench" sweep --forms softmax/full --seq 64 --check-flops 0 --list-points)
+if "$python" -c '
+import json, sys
+whole, sampled = (json.loads(line)["err_rows"] for line in sys.argv[1].splitlines())
+assert (whole, sampled) == (64, 16), (whole, sampled)
+assert json.loads(sys.argv[2])["err_rows"] == 0' "$out" "$unchecked"; then
+  pass "sweep --list-points: the rows bench checks (whole, sampled, none)"
+else fail "sweep --list-points err_rows: $out $unchecked"
 fi
 
 rm -f peers_*.h5 peers_*.jsonl

@@ -9,18 +9,20 @@ bench=$1
 source "$(dirname "$0")/checks.sh"
 use_scratch_dir
 peers=$source_dir/experiments/peers
-grid=(sweep --forms softmax/causal,linear/chunk --seq 64,100 --heads 2 --dk 16 --dv 24 --reps 2)
+# --check-flops: bench checks whole pairs at L = 64 and 16 sampled rows at L = 100
+grid=(sweep --forms softmax/causal,linear/chunk --seq 64,100 --heads 2 --dk 16 --dv 24 --reps 2
+  --check-flops 4e5)
 
 "$bench" "${grid[@]}" --out "$work/t.h5" >/dev/null 2>&1 || fail "our sweep"
-if /usr/bin/python3 "$peers" --bench "$bench" --out "$work/t.h5" --reps 3 --check-seq 64 \
+if /usr/bin/python3 "$peers" --bench "$bench" --out "$work/t.h5" --reps 3 \
     --peers-module "$source_dir/tests/harness/numpy_peers.py" -- "${grid[@]}" >"$work/run.out" 2>&1; then
   pass "peers run"
 else
   fail "peers run: $(tail -n1 "$work/run.out")"
 fi
 
-# Every peer row: ours and the peers at each point; error checked at every row
-# at L = 64 (--check-seq), at 16 sampled rows at L = 100.
+# Every peer row: ours and the peers at each point; error checked on the rows
+# bench checks ours: every row at L = 64, 16 sampled rows at L = 100.
 /usr/bin/python3 - "$work/t.h5" >"$work/check.out" 2>&1 <<'EOF'
 import h5py, sys
 rows = h5py.File(sys.argv[1], "r")["points"][...]
@@ -47,6 +49,8 @@ for seq in (64, 100):
         want(int(r["dv"]) == 24 and int(r["heads"]) == 2, f"{variant}: axes")
         want(r["err_heads"] == 2, f"{variant} {seq}: err_heads {r['err_heads']}")
         want(r["err_rows"] == (64 if seq == 64 else 16), f"{variant} {seq}: err_rows {r['err_rows']}")
+        ours = by[(form, "", seq)]["err_rows"]
+        want(r["err_rows"] == ours, f"{variant} {seq}: err_rows {r['err_rows']}, ours {ours}")
         if variant != "peer=numpy.linear_unnormalised":
             want(r["rel_l2_err"] < 1e-5, f"{variant} {seq}: rel. error {r['rel_l2_err']}")
         else:
