@@ -21,8 +21,11 @@ inline int row_boundary(const FormParams& params) {
 struct ErrorCheck {
   HeadList heads;     // empty: not checked
   ref::RowList rows;  // of every checked pair; empty: every row (whole pairs)
-  // Rows compared in each checked pair: L for whole pairs (the err_rows column).
-  int rows_per_head(int seq) const { return rows.empty() ? seq : int(rows.size()); }
+  // Rows compared in each checked pair, the err_rows column: L for whole
+  // pairs, fewer for sampled rows, 0 when nothing is checked.
+  int rows_per_head(int seq) const {
+    return heads.empty() ? 0 : rows.empty() ? seq : int(rows.size());
+  }
 };
 
 // The fewest rows a sample the budget cuts short may have: the first and

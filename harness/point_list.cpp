@@ -24,7 +24,7 @@ void print_point_list(const Sweep& sweep) {
         "\"options\": {{{}}}, \"axes\": {{{}}}, \"err_rows\": {}}}\n",
         json_string(p.planned.form), json_string(p.planned.family), json_string(p.precision),
         json_string(p.planned.backend), json_string(p.planned.variant), fmt::join(options, ", "),
-        fmt::join(axes, ", "), check.heads.empty() ? 0 : check.rows_per_head(p.shape.seq));
+        fmt::join(axes, ", "), check.rows_per_head(p.shape.seq));
   }
 }
 

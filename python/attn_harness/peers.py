@@ -286,6 +286,14 @@ def bench_problem(bench, point, seq, reference, folder, rows=0):
     return inputs, results, listed
 
 
+def checked_rows(point):
+    """The rows bench checks at a listed point (`--list-points`' err_rows) as `bench problem
+    --reference-rows` takes them: 0 for every row (whole pairs), else the sampled count; None where
+    bench checks none."""
+    rows = point["err_rows"]
+    return None if rows == 0 else 0 if rows == point["axes"]["seq"] else rows
+
+
 def error_stats(got, want):
     """bench's error check: per result, max |x - ref| and ||x - ref|| / ||ref||; the worst of each."""
     max_abs = rel = 0.0
@@ -354,10 +362,10 @@ def measure(peer, point, device, args, problems):
            "precision": point["precision"], "variant": PEER + peer.name, "revision": peer.revision,
            "axes": a, "status": "ok", "note": "", "reps": 0}
     try:
-        check = point["err_rows"] > 0  # the rows bench checks in each pair at this point
+        reference_rows = checked_rows(point)
+        check = reference_rows is not None
         if check:
-            sampled = point["err_rows"] < a["seq"]
-            small, reference, rows = problems.checked(point, point["err_rows"] if sampled else 0)
+            small, reference, rows = problems.checked(point, reference_rows)
         else:
             small, reference = {"decay_rate": problems.decay_rate(point)}, {}
         # GSA's gate temperature changes the gates' values, not the work timed

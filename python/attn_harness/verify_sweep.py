@@ -51,7 +51,8 @@ def measure_point(function, point, settings, folder):
            "precision": point["precision"], "variant": PEER + settings["name"], "revision": settings["impl"],
            "axes": a, "status": "ok", "note": "", "reps": 0}
     try:
-        rows = 0 if point["err_rows"] == a["seq"] else point["err_rows"] or 16
+        rows = peers.checked_rows(point)
+        rows = 16 if rows is None else rows
         inputs, reference, listed = peers.bench_problem(settings["bench"], point, a["seq"], True, folder, rows)
         inputs = {n: x.reshape(-1) if n == "decay_rate" else x for n, x in inputs.items()}
         layout = Layout(*settings["layout"])

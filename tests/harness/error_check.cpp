@@ -123,7 +123,9 @@ TEST_CASE("the check takes whole pairs where they fit, else sampled rows, else n
   const ErrorCheck one = plan_error_check(s, head, 8000, 16, 64, 1);
   CHECK(one.heads == HeadList{{0, 0}});
   CHECK(one.rows == sample_rows(1000, 4, 64, 1));
-  CHECK(plan_error_check(s, head, 7999, 16, 64, 1).heads.empty());
+  const ErrorCheck none = plan_error_check(s, head, 7999, 16, 64, 1);
+  CHECK(none.heads.empty());
+  CHECK(none.rows_per_head(s.seq) == 0);
   CHECK(plan_error_check(s, head, 4000, 2, 64, 1).rows.size() == 2);  // --check-rows 2 as asked
   CHECK(plan_error_check(s, head, 64000, 0, 64, 1).heads.empty());    // --check-rows 0
   CHECK(plan_error_check(s, head, 0, 16, 64, 1).heads.empty());       // --check-flops 0
