@@ -369,21 +369,14 @@ struct WarpgroupBackwardPass {
     }
   }
 
-  // The two passes' statistics of n-tile j's entries: the dk, dv pass's
-  // from shared memory (the streamed queries', by column), the dq pass's
-  // the thread's rows'.
-  __device__ static auto lse2_of(const float* stats, const float (&row_lse)[2]) {
-    return [stats, &row_lse](int j) {
-      return OwnsKeys ? EntryStats::by_column(stats[mma::entry_col(j, 0)] * log2_e,
-                                              stats[mma::entry_col(j, 1)] * log2_e)
-                      : EntryStats::by_row(row_lse);
-    };
-  }
-  __device__ static auto delta_of(const float* stats, const float (&row_delta)[2]) {
-    return [stats, &row_delta](int j) {
-      return OwnsKeys ? EntryStats::by_column(stats[streamed + mma::entry_col(j, 0)],
-                                              stats[streamed + mma::entry_col(j, 1)])
-                      : EntryStats::by_row(row_delta);
+  // The two passes' statistics of n-tile j's entries (lse times log2e, or
+  // D): the dk, dv pass's from shared memory (the streamed queries' columns
+  // from `columns` on, times `scale`), the dq pass's the thread's rows'.
+  __device__ static auto entry_stats(const float* columns, float scale, const float (&rows)[2]) {
+    return [columns, scale, &rows](int j) {
+      return OwnsKeys ? EntryStats::by_column(columns[mma::entry_col(j, 0)] * scale,
+                                              columns[mma::entry_col(j, 1)] * scale)
+                      : EntryStats::by_row(rows);
     };
   }
 
@@ -499,9 +492,10 @@ struct WarpgroupBackwardPass {
       mma::warpgroup::hold(dP);
       if constexpr (split_scores) add_other_half(S, dP, t, j % 2, group);
       const float* const stats = t.query_stats(j % buffers);
-      to_probabilities(S, lse2_of(stats, row_lse), y0, row0, masked);
+      to_probabilities(S, entry_stats(stats, log2_e, row_lse), y0, row0, masked);
       to_score_gradients(
-          dP, [&](int i, int e) { return S.c[i][e]; }, delta_of(stats, row_delta));
+          dP, [&](int i, int e) { return S.c[i][e]; },
+          entry_stats(stats + streamed, 1.0f, row_delta));
       mma::warpgroup::hold(S);  // weighed while the gradient products run
       mma::warpgroup::hold(dP);
       mma::warpgroup::wait<0>(acc1);
