@@ -606,7 +606,6 @@ struct ChunkOutputs {
                                  const mma::RowTile<P, D>& Q, mma::Accumulator<value_block>& O,
                                  float (&den)[2], int m, bool active, float rate, int bh,
                                  int first_value) const {
-    using E = mma::operand_t<P>;
     const int tid = team.team_rank(), size = team.team_size();
     constexpr int slices = D / slice;
     const int f = (m - 1) / segment_chunks * segment_chunks;
@@ -614,34 +613,13 @@ struct ChunkOutputs {
     const float correction = corrected ? decay_power(rate, C * (m - f)) : 0.f;
     auto buffer = [&](int i) { return tile_memory + (i & 1) * slice * slice_ld; };
     auto entering = [&](int i) { return tile_memory + (2 + (i & 1)) * slice * slice_ld; };
-    // A slice of S_m: rows i*slice .. of S (row-major [k][n]: tf32, bf16),
-    // or in float the same rows of S as columns of the stored S^T, a
-    // K-major CoreMatrices tile of the team's value_block rows of S^T.
-    auto start_slice = [&](E* to, int chunk, int i) {
-      if constexpr (states_transposed<P>)
-        mma::start_tile_copy<P, copies>(to, mma::CoreMatrices{slice}, value_block, slice, states,
-                                        bh, chunk, first_value, value_block, D - i * slice, tid,
-                                        size, -1, i * slice);
-      else
-        mma::start_tile_copy<P, copies>(to, slice_ld, slice, value_block, states, bh, chunk,
-                                        i * slice, slice, D - first_value, tid, size, -1,
-                                        first_value);
-    };
-    auto finish_slice = [&](auto pending, E* to, int i) {
-      if constexpr (states_transposed<P>)
-        mma::finish_tile_copy<decltype(pending)::value, P>(
-            to, mma::CoreMatrices{slice}, value_block, slice, D - i * slice, tid, size);
-      else
-        mma::finish_tile_copy<decltype(pending)::value, P>(to, slice_ld, slice, value_block,
-                                                           D - first_value, tid, size);
-    };
     auto start = [&](int i) {
-      start_slice(buffer(i), m - 1, i);
-      if (corrected) start_slice(entering(i), f - 1, i);
+      start_slice(buffer(i), bh, m - 1, i, first_value, tid, size);
+      if (corrected) start_slice(entering(i), bh, f - 1, i, first_value, tid, size);
     };
     auto finish = [&](auto pending, int i) {
-      finish_slice(pending, buffer(i), i);
-      if (corrected) finish_slice(pending, entering(i), i);
+      finish_slice(pending, buffer(i), i, first_value, tid, size);
+      if (corrected) finish_slice(pending, entering(i), i, first_value, tid, size);
     };
     if (flags.used()) {
       if (tid < flags.blocks * flags.blocks) mma::wait_for_flag(flags.at(bh, m, tid), flags.call);
@@ -664,38 +642,7 @@ struct ChunkOutputs {
       } else {
         finish(std::integral_constant<int, 0>{}, i);
       }
-      E* const to = buffer(i);
-      E* const from = entering(i);
-      if constexpr (states_transposed<P>) {
-        // Each thread's own pieces (those its copies wrote, both tiles
-        // alike), corrected by the entering state's and split for 3xTF32
-        // products, the small halves where the entering state's slice was;
-        // then published, with one barrier.
-        mma::split_own_pieces_3xtf32(to, from, slice * value_block, tid, size, [&](int e) {
-          const float4 x = *reinterpret_cast<const float4*>(to + e);
-          if (!corrected) return x;
-          const float4 y = *reinterpret_cast<const float4*>(from + e);
-          return make_float4(x.x + correction * y.x, x.y + correction * y.y, x.z + correction * y.z,
-                             x.w + correction * y.w);
-        });
-        if (warpgroup) mma::publish_to_warpgroup_products();
-        team.team_barrier();
-        mma::add_ab_core<P, slice / mma::k_step<P>>(O, Q, i * slice / mma::k_step<P>, to, from,
-                                                    warpgroup, active);
-      } else {
-        team.team_barrier();
-        if (corrected) {
-          for (int e = tid; e < slice * value_block; e += size) {
-            const int at = (e / value_block) * slice_ld + e % value_block;
-            to[at] = mma::operand_from_float<P>(mma::operand_to_float<P>(to[at]) +
-                                                correction * mma::operand_to_float<P>(from[at]));
-          }
-          team.team_barrier();
-        }
-        if (active)
-          mma::add_ab_slice<P, slice / mma::k_step<P>>(O, Q, i * slice / mma::k_step<P>, to,
-                                                       slice_ld);
-      }
+      add_slice(team, Q, O, buffer(i), entering(i), i, corrected, correction, active);
       team.team_barrier();  // buffer i & 1 is free for slice i + 2
     }
     if (normalise) {
@@ -705,6 +652,74 @@ struct ChunkOutputs {
       team.team_barrier();
       if (active) mma::add_row_dots(Q, z, den);
       team.team_barrier();  // z is free for the next chunk
+    }
+  }
+  // Team operation: issues the copy of slice i of the stored state `chunk`
+  // (S_(chunk + 1): S_m, or S_f) into `to`. A slice of S_m: rows i*slice ..
+  // of S (row-major [k][n]: tf32, bf16), or in float the same rows of S as
+  // columns of the stored S^T, a K-major CoreMatrices tile of the team's
+  // value_block rows of S^T.
+  __device__ __forceinline__ void start_slice(mma::operand_t<P>* to, int bh, int chunk, int i,
+                                              int first_value, int tid, int size) const {
+    if constexpr (states_transposed<P>)
+      mma::start_tile_copy<P, copies>(to, mma::CoreMatrices{slice}, value_block, slice, states, bh,
+                                      chunk, first_value, value_block, D - i * slice, tid, size, -1,
+                                      i * slice);
+    else
+      mma::start_tile_copy<P, copies>(to, slice_ld, slice, value_block, states, bh, chunk,
+                                      i * slice, slice, D - first_value, tid, size, -1,
+                                      first_value);
+  }
+  // Team operation: waits until slice i's copy into `to` is in, at most
+  // Pending::value later copies still in flight.
+  template <class Pending>
+  __device__ __forceinline__ void finish_slice(Pending, mma::operand_t<P>* to, int i,
+                                               int first_value, int tid, int size) const {
+    if constexpr (states_transposed<P>)
+      mma::finish_tile_copy<Pending::value, P>(to, mma::CoreMatrices{slice}, value_block, slice,
+                                               D - i * slice, tid, size);
+    else
+      mma::finish_tile_copy<Pending::value, P>(to, slice_ld, slice, value_block, D - first_value,
+                                               tid, size);
+  }
+  // O += the warp's rows of Q times slice i of S_m where `active`, the slice
+  // in `to` once its copies are in, where `corrected` plus `correction` times
+  // the slice of the segment's entering state in `from`. Every thread of the
+  // team calls it; i is a constant where it is called (Q's k-steps).
+  __device__ __forceinline__ void add_slice(const CudaTeam& team, const mma::RowTile<P, D>& Q,
+                                            mma::Accumulator<value_block>& O, mma::operand_t<P>* to,
+                                            mma::operand_t<P>* from, int i, bool corrected,
+                                            float correction, bool active) const {
+    const int tid = team.team_rank(), size = team.team_size();
+    if constexpr (states_transposed<P>) {
+      // Each thread's own pieces (those its copies wrote, both tiles
+      // alike), corrected by the entering state's and split for 3xTF32
+      // products, the small halves where the entering state's slice was;
+      // then published, with one barrier.
+      mma::split_own_pieces_3xtf32(to, from, slice * value_block, tid, size, [&](int e) {
+        const float4 x = *reinterpret_cast<const float4*>(to + e);
+        if (!corrected) return x;
+        const float4 y = *reinterpret_cast<const float4*>(from + e);
+        return make_float4(x.x + correction * y.x, x.y + correction * y.y, x.z + correction * y.z,
+                           x.w + correction * y.w);
+      });
+      if (warpgroup) mma::publish_to_warpgroup_products();
+      team.team_barrier();
+      mma::add_ab_core<P, slice / mma::k_step<P>>(O, Q, i * slice / mma::k_step<P>, to, from,
+                                                  warpgroup, active);
+    } else {
+      team.team_barrier();
+      if (corrected) {
+        for (int e = tid; e < slice * value_block; e += size) {
+          const int at = (e / value_block) * slice_ld + e % value_block;
+          to[at] = mma::operand_from_float<P>(mma::operand_to_float<P>(to[at]) +
+                                              correction * mma::operand_to_float<P>(from[at]));
+        }
+        team.team_barrier();
+      }
+      if (active)
+        mma::add_ab_slice<P, slice / mma::k_step<P>>(O, Q, i * slice / mma::k_step<P>, to,
+                                                     slice_ld);
     }
   }
 #endif
