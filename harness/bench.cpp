@@ -780,6 +780,10 @@ po::options_description problem_options() {
       "with --reference: the results at this many sampled rows of each (batch, head) pair "
       "only, the rows a sweep's check samples with --check-rows N at this point "
       "(/reference_rows); 0: every row")(
+      "reference-pairs", po::value<int>()->default_value(0),
+      "with --reference: the results of 1 or 2 (batch, head) pairs only, those a sweep's check "
+      "takes when its budget covers fewer than every pair: 1 the first, 2 the first and last "
+      "(/reference_pairs); 0: every pair")(
       "max-bytes", po::value<double>()->default_value(4294967296.0, "4294967296 (4 GiB)"),
       "refuse a problem whose float64 inputs (and reference results) take more host bytes")(
       "max-reference-flops", po::value<double>()->default_value(1e12),
@@ -798,7 +802,9 @@ rates as [H]), and with --reference the fp64 reference's results
 /reference/<name> (o; o, dq, dk, dv, ... for a forward+backward form). With
 --reference-rows N they are [B, H, N, d], at the rows listed in
 /reference_rows (ascending), and the gradients a row sample does not determine
-(softmax's and GSA's dk and dv, GSA's dlog_gate) are not written. Root
+(softmax's and GSA's dk and dv, GSA's dlog_gate) are not written. With
+--reference-pairs N they are [1, N, L or rows, d], pair i as head i, the pairs
+as /reference_pairs ([N, 2]: batch, head). Root
 attributes: format, form, family, variant, seed, git_revision, and each axis
 (batch, heads, dk, dv, seq, and the parameters: 0 where the form does not take
 one). A runner outside the harness times its implementation on these inputs and
@@ -864,6 +870,16 @@ int problem_command(const std::vector<std::string>& args) {
     throw std::invalid_argument(fmt::format("--reference-rows {}: from 0 to 4096", reference_rows));
   if (reference_rows > 0 && !reference)
     throw std::invalid_argument("--reference-rows: rows of the reference, with --reference only");
+  const int reference_pairs = vm["reference-pairs"].as<int>();
+  const std::int64_t pairs = std::int64_t(point.shape.batch) * point.shape.heads;
+  if (reference_pairs < 0 || reference_pairs > std::min<std::int64_t>(2, pairs))
+    throw std::invalid_argument(
+        fmt::format("--reference-pairs {}: from 0 to {} (batch x heads is {})", reference_pairs,
+                    std::min<std::int64_t>(2, pairs), pairs));
+  if (reference_pairs > 0 && !reference)
+    throw std::invalid_argument("--reference-pairs: pairs of the reference, with --reference only");
+  const HeadList checked_pairs =
+      reference_pairs > 0 ? first_and_last(point.shape, reference_pairs) : HeadList{};
   const ref::RowList rows = reference_rows > 0
                                 ? sample_rows(point.shape.seq, reference_rows,
                                               row_boundary(point.params), seed_option(vm))
@@ -872,7 +888,7 @@ int problem_command(const std::vector<std::string>& args) {
   const double head_flops = form->cost(point.shape, point.params, sizeof(double)).reference_flops;
   const double reference_flops =
       (rows.empty() ? head_flops : 2 * head_flops / point.shape.seq * double(rows.size())) *
-      double(point.shape.batch) * point.shape.heads;
+      double(reference_pairs > 0 ? reference_pairs : pairs);
   const double max_flops = number_option(vm, "max-reference-flops", 0, true);
   if (reference && reference_flops > max_flops)
     throw std::invalid_argument(
@@ -883,7 +899,7 @@ int problem_command(const std::vector<std::string>& args) {
   default_openmp_placement();
   Kokkos::ScopeGuard kokkos;
   write_problem_file(out, *form, point.shape, point.params, seed_option(vm), reference, rows,
-                     point.planned.axes);
+                     checked_pairs, point.planned.axes);
   std::vector<std::string> sizes;  // the point's axes, those the form takes
   for (const auto& [axis, value] : point.planned.axes)
     if (value) sizes.push_back(fmt::format("{}={}", axis, value));

@@ -6,15 +6,12 @@
 #include <set>
 
 namespace attn {
-namespace {
 
 HeadList first_and_last(const Shape& s, int count) {
   HeadList heads{{0, 0}};
   if (count > 1) heads.emplace_back(s.batch - 1, s.heads - 1);
   return heads;
 }
-
-}  // namespace
 
 ErrorCheck plan_error_check(const Shape& s, double head_flops, double budget, int max_rows,
                             int boundary, std::uint64_t seed) {

@@ -35,6 +35,10 @@ struct ErrorCheck {
 // where fp32's rounding alone gives a relative L2 error of any size.
 constexpr int min_sampled_rows = 4;
 
+// The pairs a check short of every pair takes: the first, and with count 2
+// the last too.
+HeadList first_and_last(const Shape& s, int count);
+
 // The check of a point whose reference costs head_flops per (batch, head)
 // pair within `budget` flops: all pairs, else the first and last, else the
 // first, whole; else up to max_rows sampled rows (sample_rows) in the first

@@ -21,10 +21,11 @@ void print_point_list(const Sweep& sweep) {
     const ErrorCheck check = point_error_check(*p.form, p.shape, p.params, sweep.measure);
     fmt::print(
         "{{\"form\": {}, \"family\": {}, \"precision\": {}, \"backend\": {}, \"variant\": {}, "
-        "\"options\": {{{}}}, \"axes\": {{{}}}, \"err_rows\": {}}}\n",
+        "\"options\": {{{}}}, \"axes\": {{{}}}, \"err_heads\": {}, "
+        "\"err_rows\": {}}}\n",
         json_string(p.planned.form), json_string(p.planned.family), json_string(p.precision),
         json_string(p.planned.backend), json_string(p.planned.variant), fmt::join(options, ", "),
-        fmt::join(axes, ", "), check.rows_per_head(p.shape.seq));
+        fmt::join(axes, ", "), check.heads.size(), check.rows_per_head(p.shape.seq));
   }
 }
 

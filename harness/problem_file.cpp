@@ -140,14 +140,22 @@ double problem_bytes(const Form& form, const Shape& shape, const FormParams& par
 
 void write_problem_file(const std::string& path, const Form& form, const Shape& shape,
                         const FormParams& params, std::uint64_t seed, bool reference,
-                        const ref::RowList& rows, const AxisValues& axes) {
+                        const ref::RowList& rows, const HeadList& pairs, const AxisValues& axes) {
   write_file(path, [&](hid_t file) {
     write_identity(file, form, params, axes);
     // An integer attribute holds the seed as its bits: seeds reach 10^19 - 1.
     write_string_attribute(file, "seed", std::to_string(seed));
     const HostProblem problem = random_problem(shape, form, seed, params);
     write_inputs(file, form, problem);
-    if (reference) write_reference(file, form, form.reference(problem, params, rows), rows);
+    if (!reference) return;
+    if (pairs.empty()) {
+      write_reference(file, form, form.reference(problem, params, rows), rows);
+      return;
+    }
+    write_reference(file, form, form.reference(heads_of(problem, pairs), params, rows), rows);
+    std::vector<double> listed;
+    for (const auto& [b, h] : pairs) listed.insert(listed.end(), {double(b), double(h)});
+    write_dataset(file, "reference_pairs", {hsize_t(pairs.size()), 2}, listed);
   });
 }
 

@@ -28,13 +28,16 @@ double problem_bytes(const Form& form, const Shape& shape, const FormParams& par
 // declares (o, or o, dq, dk, dv, ... of a forward+backward form) from its fp64
 // reference on those inputs, as /reference/<name>; with `rows`, the results
 // at those rows alone, [B, H, rows, d], the rows as /reference_rows (a result
-// the rows leave out, see ref::RowList, is not written). Root attributes:
+// the rows leave out, see ref::RowList, is not written); with `pairs`, the
+// results of those (batch, head) pairs alone, pair i as head i of batch 0
+// ([1, pairs, L or rows, d]), the pairs as /reference_pairs ([pairs, 2]: batch,
+// head). Root attributes:
 // format, form, family, variant, seed, git_revision, and each axis of `axes`
 // (its columns of a result row: name = value). Needs Kokkos started. Throws
 // std::invalid_argument when the file cannot be written (none is left then).
 void write_problem_file(const std::string& path, const Form& form, const Shape& shape,
                         const FormParams& params, std::uint64_t seed, bool reference,
-                        const ref::RowList& rows, const AxisValues& axes);
+                        const ref::RowList& rows, const HeadList& pairs, const AxisValues& axes);
 
 // Writes `path` (replacing a file there) as write_problem_file does, from a
 // problem given rather than drawn: its inputs, `results` as /reference/<name>

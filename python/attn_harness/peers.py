@@ -17,10 +17,12 @@ precision the peer takes, the peer's row has:
             after its upload; from torch's allocator statistics (GPU);
   error     the peer run on the inputs `bench problem` draws for the point at batch 1, against its
             fp64 reference (`bench problem --reference`), as bench checks ours: the largest
-            max |x - ref| and relative L2 error over the results; err_heads = H. The rows are those
-            bench checks at the point (`--list-points`' err_rows, from the sweep's --check-flops and
-            --check-rows): every row where bench checks whole pairs, else the rows it samples
-            (`--reference-rows`), none where it checks none.
+            max |x - ref| and relative L2 error over the results. The pairs and rows are those
+            bench checks at the point (`--list-points`' err_heads and err_rows, from the sweep's
+            --check-flops and --check-rows): every head where bench checks every (batch, head)
+            pair, else the first head, or the first and last (`--reference-pairs`); every row
+            where bench checks whole pairs, else the rows it samples (`--reference-rows`); none
+            where it checks none.
 Timing inputs are drawn in torch from the distributions bench declares (docs/<family>.md): N(0, 1),
 elu+1 features for linear attention, GSA's log-gates ln sigma(z)/tau; Lightning's per-head decays are
 the point's, read from `bench problem`.
@@ -265,15 +267,16 @@ def point_flags(point, batch=None, seq=None):
     return flags
 
 
-def bench_problem(bench, point, seq, reference, folder, rows=0):
-    """Inputs (and with `reference` the fp64 results, at `rows` sampled rows when not 0, with the
-    rows' indices; None for every row) bench draws for the point at batch 1, length seq."""
+def bench_problem(bench, point, seq, reference, folder, rows=0, pairs=0, batch=1):
+    """Inputs bench draws for the point at `batch`, length seq; with `reference` the fp64 results
+    at `rows` sampled rows when not 0 (else every row) of `pairs` (batch, head) pairs when not 0
+    (else every pair), with the rows' indices and the pairs ([N, 2]: batch, head), None for all."""
     import h5py
     path = os.path.join(folder, "problem.h5")
-    args = ["problem", *point_flags(point, batch=1, seq=seq), "--out", path]
+    args = ["problem", *point_flags(point, batch=batch, seq=seq), "--out", path]
     if reference:
-        args += ["--reference", "--reference-rows", str(rows), "--max-bytes", "1e11",
-                 "--max-reference-flops", "1e13"]
+        args += ["--reference", "--reference-rows", str(rows), "--reference-pairs", str(pairs),
+                 "--max-bytes", "1e11", "--max-reference-flops", "1e13"]
     run = subprocess.run([bench, *args], capture_output=True, text=True)
     if run.returncode != 0:
         raise RuntimeError(f"bench problem: {bench_error(run)}")
@@ -283,7 +286,8 @@ def bench_problem(bench, point, seq, reference, folder, rows=0):
                   ((n, f["inputs"][n][...]) for n in f["inputs"])}
         results = {n: f["reference"][n][...] for n in f["reference"]} if reference else {}
         listed = f["reference_rows"][...].astype(np.int64) if "reference_rows" in f else None
-    return inputs, results, listed
+        listed_pairs = f["reference_pairs"][...].astype(np.int64) if "reference_pairs" in f else None
+    return inputs, results, listed, listed_pairs
 
 
 def checked_rows(point):
@@ -292,6 +296,24 @@ def checked_rows(point):
     bench checks none."""
     rows = point["err_rows"]
     return None if rows == 0 else 0 if rows == point["axes"]["seq"] else rows
+
+
+def checked_pairs(point, batch):
+    """The (batch, head) pairs bench checks at a listed point (`--list-points`' err_heads) as
+    `bench problem --reference-pairs` takes them for a problem of `batch`: 0 where bench checks
+    every pair, else 1 or 2 (the first, and the last), no more than the problem has."""
+    a = point["axes"]
+    pairs = point["err_heads"]
+    return 0 if pairs == a["batch"] * a["heads"] else min(pairs, batch * a["heads"])
+
+
+def checked_results(got, rows, pairs):
+    """A peer's results [B, H, L, d] at the pairs and rows a problem file lists (None: all)."""
+    if pairs is not None:
+        got = {n: x[pairs[:, 0], pairs[:, 1]][np.newaxis] for n, x in got.items()}
+    if rows is not None:
+        got = {n: x[:, :, rows, :] for n, x in got.items()}
+    return got
 
 
 def error_stats(got, want):
@@ -339,18 +361,19 @@ class Problems:
         self.last = (None, None)
         self.decays = {}
 
-    def checked(self, point, rows):
-        key = json.dumps([point["form"], point["axes"], point.get("options", {}), rows], sort_keys=True)
+    def checked(self, point, rows, pairs):
+        key = json.dumps([point["form"], point["axes"], point.get("options", {}), rows, pairs],
+                         sort_keys=True)
         if self.last[0] != key:
             seq = point["axes"]["seq"]
-            self.last = (key, bench_problem(self.bench, point, seq, True, self.folder, rows))
+            self.last = (key, bench_problem(self.bench, point, seq, True, self.folder, rows, pairs))
         return self.last[1]
 
     def decay_rate(self, point):
         options = json.dumps(point.get("options", {}), sort_keys=True)
         key = (point["form"], point["axes"]["heads"], options)
         if key not in self.decays:
-            inputs, _, _ = bench_problem(self.bench, point, 1, False, self.folder)
+            inputs = bench_problem(self.bench, point, 1, False, self.folder)[0]
             self.decays[key] = inputs.get("decay_rate")
         return self.decays[key]
 
@@ -365,7 +388,8 @@ def measure(peer, point, device, args, problems):
         reference_rows = checked_rows(point)
         check = reference_rows is not None
         if check:
-            small, reference, rows = problems.checked(point, reference_rows)
+            small, reference, rows, pairs = problems.checked(point, reference_rows,
+                                                             checked_pairs(point, 1))
         else:
             small, reference = {"decay_rate": problems.decay_rate(point)}, {}
         # GSA's gate temperature changes the gates' values, not the work timed
@@ -393,13 +417,12 @@ def measure(peer, point, device, args, problems):
         if check:
             inputs = {n: device.tensor(x, point["precision"]) for n, x in small.items()}
             got = {n: device.to_numpy(t) for n, t in peer.prepare(inputs, point)().items() if n in reference}
-            if rows is not None:
-                got = {n: x[:, :, rows, :] for n, x in got.items()}
-            max_abs, rel = error_stats(got, reference)
+            max_abs, rel = error_stats(checked_results(got, rows, pairs), reference)
             if math.isnan(rel):  # as bench records a kernel's non-finite output
                 row.update(status="error", note="non-finite output")
             else:
-                row.update(max_abs_err=max_abs, rel_l2_err=rel, err_heads=a["heads"],
+                row.update(max_abs_err=max_abs, rel_l2_err=rel,
+                           err_heads=a["heads"] if pairs is None else len(pairs),
                            err_rows=a["seq"] if rows is None else len(rows))
     except Exception as e:  # a peer that fails is a row, not the end of the run
         device.release()

@@ -44,7 +44,8 @@ def timed_calls(function, inputs, case, warmup, reps):
 def measure_point(function, point, settings, folder):
     """One point: a row for bench import. The inputs are bench problem's (the draws of our sweep's
     point, at its batch); the error is checked on the rows bench checks at the point (every row
-    where it checks whole pairs, else the rows it samples; where it checks none, 16 sampled rows)."""
+    where it checks whole pairs, else the rows it samples, in the pairs it checks; where it checks
+    none, 16 sampled rows of the first and last pairs)."""
     from .verify import Layout, as_array  # the runner's adapter
     a = point["axes"]
     row = {"form": point["form"], "family": point["family"], "backend": point["backend"],
@@ -52,8 +53,10 @@ def measure_point(function, point, settings, folder):
            "axes": a, "status": "ok", "note": "", "reps": 0}
     try:
         rows = peers.checked_rows(point)
+        pairs = peers.checked_pairs(point, a["batch"]) if rows is not None else min(2, a["batch"] * a["heads"])
         rows = 16 if rows is None else rows
-        inputs, reference, listed = peers.bench_problem(settings["bench"], point, a["seq"], True, folder, rows)
+        inputs, reference, listed, listed_pairs = peers.bench_problem(
+            settings["bench"], point, a["seq"], True, folder, rows, pairs, a["batch"])
         inputs = {n: x.reshape(-1) if n == "decay_rate" else x for n, x in inputs.items()}
         layout = Layout(*settings["layout"])
         dtype = np.float64 if point["precision"] == "double" else np.float32
@@ -63,16 +66,14 @@ def measure_point(function, point, settings, folder):
         got = returned if isinstance(returned, dict) else {"o": returned}
         got = layout.results({n: layout.from_function(n, as_array(x)) for n, x in got.items()}, inputs)
         got = {n: x for n, x in got.items() if n in reference}
-        if listed is not None:
-            got = {n: x[:, :, listed, :] for n, x in got.items()}
-        max_abs, rel = peers.error_stats(got, reference)
+        max_abs, rel = peers.error_stats(peers.checked_results(got, listed, listed_pairs), reference)
         row.update(reps=len(samples), samples=samples, iterations=1, time_median_s=statistics.median(samples),
                    time_min_s=min(samples), time_max_s=max(samples), time_mean_s=statistics.fmean(samples),
                    time_stddev_s=statistics.stdev(samples) if len(samples) > 1 else 0.0)
         if math.isnan(rel):
             row.update(status="error", note="non-finite output")
         else:
-            row.update(max_abs_err=max_abs, rel_l2_err=rel, err_heads=a["heads"] * a["batch"])
+            row.update(max_abs_err=max_abs, rel_l2_err=rel, err_heads=a["heads"] * a["batch"] if listed_pairs is None else len(listed_pairs))
     except MemoryError:
         row.update(status="oom", note="out of memory")
     except Exception as e:  # a point that fails is an error row, not the end of the sweep

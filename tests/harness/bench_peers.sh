@@ -115,6 +115,25 @@ print("rows", list(rows))' 2>&1); then
   pass "problem --reference-rows: o and dq at the sampled $out, as the whole reference"
 else fail "problem --reference-rows: $out"
 fi
+# --reference-pairs: the first and last (batch, head) pairs' reference, equal to
+# the whole reference there.
+expect_error "--reference-pairs: pairs of the reference, with --reference only" problem --form softmax/full --seq 8 --heads 3 --reference-pairs 2 --out peers_x.h5
+expect_error "--reference-pairs 2: from 0 to 1 (batch x heads is 1)" problem --form softmax/full --seq 8 --heads 1 --reference --reference-pairs 2 --out peers_x.h5
+"$bench" problem --form softmax/causal_fwd_bwd --heads 3 --seq 200 --dk 16 --reference --out peers_whole.h5 >/dev/null
+"$bench" problem --form softmax/causal_fwd_bwd --heads 3 --seq 200 --dk 16 --reference --reference-pairs 2 --reference-rows 6 --out peers_pairs.h5 >/dev/null
+if out=$("$python" -c '
+import h5py, numpy as np
+whole, part = h5py.File("peers_whole.h5", "r"), h5py.File("peers_pairs.h5", "r")
+pairs, rows = part["reference_pairs"][...].astype(int), part["reference_rows"][...].astype(int)
+assert pairs.tolist() == [[0, 0], [0, 2]], pairs
+for name in ("o", "dq"):
+    assert part["reference"][name].shape == (1, 2, 6, 16), part["reference"][name].shape
+    want = whole["reference"][name][...][pairs[:, 0], pairs[:, 1]][np.newaxis][:, :, rows, :]
+    assert np.allclose(part["reference"][name][...], want, rtol=1e-12, atol=1e-14)
+print("pairs", pairs.tolist())' 2>&1); then
+  pass "problem --reference-pairs 2: o and dq of the $out, as the whole reference"
+else fail "problem --reference-pairs: $out"
+fi
 
 # --- bench import ---------------------------------------------------------------
 # A peer's row built from the problem file: its output (the reference rounded
@@ -241,7 +260,8 @@ if [ "$rc" = 0 ] && [ ! -e peers_listed.h5 ] && out=$("$python" -c '
 import json, sys
 points = [json.loads(line) for line in open("peers_points.jsonl")]
 for p in points:
-    assert set(p) == {"form", "family", "precision", "backend", "variant", "options", "axes", "err_rows"}, p
+    assert set(p) == {"form", "family", "precision", "backend", "variant", "options", "axes", "err_heads",
+                      "err_rows"}, p
     assert p["form"] in ("softmax/full", "linear/chunk") and p["axes"]["heads"] == 2, p
     assert 0 < p["err_rows"] <= p["axes"]["seq"], p
 assert len(points) == int(sys.argv[1]), (len(points), sys.argv[1])
@@ -258,15 +278,17 @@ assert p["variant"] == "mask-convention=B unscaled" and p["axes"]["chunk"] == 64
   pass "sweep --list-points: a form's options as given"
 else fail "sweep --list-points: $out"
 fi
-out=$("$bench" sweep --forms softmax/full --seq 64,1k --check-flops 2e7 --list-points)
+out=$("$bench" sweep --forms softmax/full --seq 64,1k --heads 4 --check-flops 2e7 --list-points)
 unchecked=$("$bench" sweep --forms softmax/full --seq 64 --check-flops 0 --list-points)
 if "$python" -c '
 import json, sys
-whole, sampled = (json.loads(line)["err_rows"] for line in sys.argv[1].splitlines())
-assert (whole, sampled) == (64, 16), (whole, sampled)
-assert json.loads(sys.argv[2])["err_rows"] == 0' "$out" "$unchecked"; then
-  pass "sweep --list-points: the rows bench checks (whole, sampled, none)"
-else fail "sweep --list-points err_rows: $out $unchecked"
+whole, sampled = (json.loads(line) for line in sys.argv[1].splitlines())
+assert (whole["err_heads"], whole["err_rows"]) == (4, 64), whole
+assert (sampled["err_heads"], sampled["err_rows"]) == (2, 16), sampled
+unchecked = json.loads(sys.argv[2])
+assert (unchecked["err_heads"], unchecked["err_rows"]) == (0, 0), unchecked' "$out" "$unchecked"; then
+  pass "sweep --list-points: the pairs and rows bench checks (every pair whole, two sampled, none)"
+else fail "sweep --list-points err_heads, err_rows: $out $unchecked"
 fi
 
 rm -f peers_*.h5 peers_*.jsonl

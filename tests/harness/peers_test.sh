@@ -9,8 +9,9 @@ bench=$1
 source "$(dirname "$0")/checks.sh"
 use_scratch_dir
 peers=$source_dir/experiments/peers
-# --check-flops: bench checks whole pairs at L = 64 and 16 sampled rows at L = 100
-grid=(sweep --forms softmax/causal,linear/chunk --seq 64,100 --heads 2 --dk 16 --dv 24 --reps 2
+# --check-flops: bench checks two of the three heads at L = 64 whole, and 16
+# sampled rows of them at L = 100
+grid=(sweep --forms softmax/causal,linear/chunk --seq 64,100 --heads 3 --dk 16 --dv 24 --reps 2
   --check-flops 4e5)
 
 "$bench" "${grid[@]}" --out "$work/t.h5" >/dev/null 2>&1 || fail "our sweep"
@@ -21,8 +22,9 @@ else
   fail "peers run: $(tail -n1 "$work/run.out")"
 fi
 
-# Every peer row: ours and the peers at each point; error checked on the rows
-# bench checks ours: every row at L = 64, 16 sampled rows at L = 100.
+# Every peer row: ours and the peers at each point; error checked on the pairs
+# and rows bench checks ours: two pairs, every row at L = 64, 16 sampled rows at
+# L = 100.
 /usr/bin/python3 - "$work/t.h5" >"$work/check.out" 2>&1 <<'EOF'
 import h5py, sys
 rows = h5py.File(sys.argv[1], "r")["points"][...]
@@ -46,11 +48,11 @@ for seq in (64, 100):
         want(text(r["revision"]).startswith("numpy "), f"{variant}: revision {text(r['revision'])}")
         want(r["reps"] == 3 and r["time_median_s"] > 0, f"{variant}: reps {r['reps']}")
         want(r["flops"] > 0 and r["gflops"] > 0, f"{variant}: no cost model")
-        want(int(r["dv"]) == 24 and int(r["heads"]) == 2, f"{variant}: axes")
-        want(r["err_heads"] == 2, f"{variant} {seq}: err_heads {r['err_heads']}")
+        want(int(r["dv"]) == 24 and int(r["heads"]) == 3, f"{variant}: axes")
+        ours = by[(form, "", seq)]
+        want(r["err_heads"] == 2 and ours["err_heads"] == 2, f"{variant} {seq}: err_heads {r['err_heads']}")
         want(r["err_rows"] == (64 if seq == 64 else 16), f"{variant} {seq}: err_rows {r['err_rows']}")
-        ours = by[(form, "", seq)]["err_rows"]
-        want(r["err_rows"] == ours, f"{variant} {seq}: err_rows {r['err_rows']}, ours {ours}")
+        want(r["err_rows"] == ours["err_rows"], f"{variant} {seq}: err_rows {r['err_rows']}, ours {ours['err_rows']}")
         if variant != "peer=numpy.linear_unnormalised":
             want(r["rel_l2_err"] < 1e-5, f"{variant} {seq}: rel. error {r['rel_l2_err']}")
         else:

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "error_check.hpp"
 #include "forms/check.hpp"
 #include "measure.hpp"
 
@@ -53,7 +54,7 @@ TEST_CASE("a problem file holds a sweep point's inputs and reference, every decl
     const Form& form = *find_form(name);
     const FormParams params = params_for(form, 8, 4);
     INFO(name);
-    write_problem_file(path, form, shape, params, seed, /*reference=*/true, {}, {{"seq", 19}});
+    write_problem_file(path, form, shape, params, seed, /*reference=*/true, {}, {}, {{"seq", 19}});
 
     // What measure_point compares a kernel's output against, all heads checked.
     PointCache sweep;
@@ -89,10 +90,39 @@ TEST_CASE("a problem file holds a sweep point's inputs and reference, every decl
   std::remove(path.c_str());
 }
 
+TEST_CASE("a problem file's reference of the first and last pairs is a sweep's check of them",
+          "[harness][problem]") {
+  const std::string path = "problem_pairs_test.h5";
+  const Shape shape{2, 3, 19, 8, 5};
+  const std::uint64_t seed = test_seed();
+  const HeadList pairs = first_and_last(shape, 2);
+  REQUIRE(pairs == HeadList{{0, 0}, {1, 2}});
+  // lightning/fwd: each head's own decay rate goes with it
+  for (const char* name : {"softmax/causal_fwd_bwd", "lightning/fwd"}) {
+    const Form& form = *find_form(name);
+    const FormParams params = params_for(form, 8, 4);
+    INFO(name);
+    write_problem_file(path, form, shape, params, seed, /*reference=*/true, {}, pairs,
+                       {{"seq", 19}});
+    PointCache sweep;
+    sweep.select(shape, form, seed, params);
+    ErrorCheck check;
+    check.heads = pairs;
+    const ref::Outputs& want = sweep.reference(form, params, check);
+    const Dataset listed = read_dataset(path, "reference_pairs");
+    CHECK(listed.dims == std::vector<hsize_t>{2, 2});
+    CHECK(listed.values == std::vector<double>{0, 0, 1, 2});
+    const Dataset o = read_dataset(path, "reference/o");
+    CHECK(o.dims == std::vector<hsize_t>{1, 2, 19, 5});
+    CHECK(o.values == want.o.data);
+  }
+  std::remove(path.c_str());
+}
+
 TEST_CASE("an unwritable problem file is one error and leaves no file", "[harness][problem]") {
   const Form& form = *find_form("softmax/full");
   CHECK_THROWS_AS(
-      write_problem_file("/proc/attn/p.h5", form, Shape{1, 1, 8, 4, 4}, {}, 1, false, {}, {}),
+      write_problem_file("/proc/attn/p.h5", form, Shape{1, 1, 8, 4, 4}, {}, 1, false, {}, {}, {}),
       std::invalid_argument);
 }
 
