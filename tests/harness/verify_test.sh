@@ -114,15 +114,23 @@ out=$(ATTN_VERIFY_RUNNER="$work/no-runner" "$bench" verify --form linear/chunk -
   && pass "peer=numpy.linear: $(tail -n1 "$work/peer.out")" || fail "peer=numpy.linear: $(tail -n3 "$work/peer.out")"
 
 # --sweep: a verified function timed over a grid into a result file as peer rows beside ours,
-# each with its error; a function that fails a case is not swept.
-grid=(sweep --forms linear/chunk --seq 64,2k --heads 2 --dk 16 --reps 2 --warmup 0)
+# each with its error on the pairs and rows bench checks (--check-flops: two of the six pairs,
+# whole at L = 64, sampled rows at 300); a function that fails a case is not swept.
+grid=(sweep --forms linear/chunk --seq 64,300 --batch 2 --heads 3 --dk 16 --reps 2 --warmup 0
+  --check-flops 3e5)
 "$bench" "${grid[@]}" --out "$work/s.h5" >/dev/null 2>&1 || fail "our sweep"
 "$bench" verify --form linear/chunk --impl "$impls:linear_chunk" --cases "$work/linear_chunk" --name numpy.mine \
   --reps 2 --sweep "$work/s.h5" -- "${grid[@]}" >"$work/sweep.out" 2>&1 || fail "--sweep: $(tail -n3 "$work/sweep.out")"
 /usr/bin/python3 -c 'import h5py, sys
-rows = [r for r in h5py.File(sys.argv[1], "r")["points"][...] if r["variant"] == b"peer=numpy.mine"]
-assert sorted(int(r["seq"]) for r in rows) == [64, 2048], rows
-assert all(r["status"] == b"ok" and r["reps"] == 2 and r["time_median_s"] > 0 and r["rel_l2_err"] < 2e-5 for r in rows), rows' \
+table = h5py.File(sys.argv[1], "r")["points"][...]
+rows = [r for r in table if r["variant"] == b"peer=numpy.mine"]
+ours = {int(r["seq"]): r for r in table if r["variant"] == b""}
+assert sorted(int(r["seq"]) for r in rows) == [64, 300], rows
+assert all(r["status"] == b"ok" and r["reps"] == 2 and r["time_median_s"] > 0 and r["rel_l2_err"] < 2e-5 for r in rows), rows
+assert all(int(r["batch"]) == 2 and r["err_heads"] == ours[int(r["seq"])]["err_heads"] == 2 for r in rows), rows
+assert all(r["err_rows"] == ours[int(r["seq"])]["err_rows"] for r in rows), (rows, ours)
+checked = {int(r["seq"]): int(r["err_rows"]) for r in rows}
+assert checked[64] == 64 and 0 < checked[300] < 300, checked' \
   "$work/s.h5" && pass "--sweep: $(tail -n1 "$work/sweep.out")" || fail "--sweep rows: $(cat "$work/sweep.out")"
 "$bench" verify --form linear/chunk --impl "$impls:raises" --cases "$work/linear_chunk" --sweep "$work/s.h5" \
   -- "${grid[@]}" >"$work/sweep.out" 2>&1
