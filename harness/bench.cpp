@@ -872,10 +872,11 @@ int problem_command(const std::vector<std::string>& args) {
     throw std::invalid_argument("--reference-rows: rows of the reference, with --reference only");
   const int reference_pairs = vm["reference-pairs"].as<int>();
   const std::int64_t pairs = std::int64_t(point.shape.batch) * point.shape.heads;
-  if (reference_pairs < 0 || reference_pairs > std::min<std::int64_t>(2, pairs))
+  const std::int64_t most_pairs = std::min<std::int64_t>(2, pairs);  // first_and_last's
+  if (reference_pairs < 0 || reference_pairs > most_pairs)
     throw std::invalid_argument(
         fmt::format("--reference-pairs {}: from 0 to {} (batch x heads is {})", reference_pairs,
-                    std::min<std::int64_t>(2, pairs), pairs));
+                    most_pairs, pairs));
   if (reference_pairs > 0 && !reference)
     throw std::invalid_argument("--reference-pairs: pairs of the reference, with --reference only");
   const HeadList checked_pairs =

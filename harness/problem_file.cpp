@@ -148,11 +148,11 @@ void write_problem_file(const std::string& path, const Form& form, const Shape& 
     const HostProblem problem = random_problem(shape, form, seed, params);
     write_inputs(file, form, problem);
     if (!reference) return;
-    if (pairs.empty()) {
-      write_reference(file, form, form.reference(problem, params, rows), rows);
-      return;
-    }
-    write_reference(file, form, form.reference(heads_of(problem, pairs), params, rows), rows);
+    write_reference(file, form,
+                    pairs.empty() ? form.reference(problem, params, rows)
+                                  : form.reference(heads_of(problem, pairs), params, rows),
+                    rows);
+    if (pairs.empty()) return;
     std::vector<double> listed;
     for (const auto& [b, h] : pairs) listed.insert(listed.end(), {double(b), double(h)});
     write_dataset(file, "reference_pairs", {hsize_t(pairs.size()), 2}, listed);

@@ -307,6 +307,13 @@ def checked_pairs(point, batch):
     return 0 if pairs == a["batch"] * a["heads"] else min(pairs, batch * a["heads"])
 
 
+def checked_columns(axes, batch, rows, pairs):
+    """A row's err_heads and err_rows, checked on a problem of `batch` at the rows and pairs its
+    file lists (None: all)."""
+    return {"err_heads": batch * axes["heads"] if pairs is None else len(pairs),
+            "err_rows": axes["seq"] if rows is None else len(rows)}
+
+
 def checked_results(got, rows, pairs):
     """A peer's results [B, H, L, d] at the pairs and rows a problem file lists (None: all)."""
     if pairs is not None:
@@ -421,9 +428,7 @@ def measure(peer, point, device, args, problems):
             if math.isnan(rel):  # as bench records a kernel's non-finite output
                 row.update(status="error", note="non-finite output")
             else:
-                row.update(max_abs_err=max_abs, rel_l2_err=rel,
-                           err_heads=a["heads"] if pairs is None else len(pairs),
-                           err_rows=a["seq"] if rows is None else len(rows))
+                row.update(max_abs_err=max_abs, rel_l2_err=rel, **checked_columns(a, 1, rows, pairs))
     except Exception as e:  # a peer that fails is a row, not the end of the run
         device.release()
         oom = device.is_oom(e)

@@ -73,8 +73,8 @@ def measure_point(function, point, settings, folder):
         if math.isnan(rel):
             row.update(status="error", note="non-finite output")
         else:
-            row.update(max_abs_err=max_abs, rel_l2_err=rel, err_heads=a["heads"] * a["batch"] if listed_pairs is None else len(listed_pairs),
-                       err_rows=a["seq"] if listed is None else len(listed))
+            row.update(max_abs_err=max_abs, rel_l2_err=rel,
+                       **peers.checked_columns(a, a["batch"], listed, listed_pairs))
     except MemoryError:
         row.update(status="oom", note="out of memory")
     except Exception as e:  # a point that fails is an error row, not the end of the sweep
