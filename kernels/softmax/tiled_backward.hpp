@@ -130,11 +130,12 @@ struct SoftmaxTilePair {
 // warp sums a row, its lanes side by side along the columns
 // (ThreadVectorRange), so that each load of the warp reads one piece of one
 // row; one thread a row would put a row's stride between neighbouring lanes.
-// On the host a thread sums its team's rows one after another.
+// On the host a thread sums its team's rows one after another. CUDA takes
+// RowGradientDots below where a row's 16-byte pieces fit a warp.
 template <class P, class Exec>
-void softmax_backward_delta(const Exec& exec, const Shape& s, const Tensor4<Exec, storage_t<P>>& o,
-                            const Tensor4<Exec, storage_t<P>>& d_o,
-                            const Tensor3<Exec, accum_t<P>>& delta) {
+void portable_backward_delta(const Exec& exec, const Shape& s, const Tensor4<Exec, storage_t<P>>& o,
+                             const Tensor4<Exec, storage_t<P>>& d_o,
+                             const Tensor3<Exec, accum_t<P>>& delta) {
   using T = accum_t<P>;
   using Team = typename Kokkos::TeamPolicy<Exec>::member_type;
   constexpr bool host = is_host_space<Exec>();
@@ -161,6 +162,92 @@ void softmax_backward_delta(const Exec& exec, const Shape& s, const Tensor4<Exec
           Kokkos::single(Kokkos::PerThread(team), [&] { delta(b, h, r) = dot; });
         });
       });
+}
+
+#if defined(KOKKOS_ENABLE_CUDA)
+// D_i on CUDA: each thread sums one 16-byte piece of a row (8 bf16 or 4
+// fp32 entries, read as one load where the rows are 16-byte aligned), a
+// row's pieces in neighbouring lanes (`lanes`, a power of two up to a
+// warp), which then add theirs by shuffles. A warp's load so reads whole
+// rows, 512 bytes, where a lane an entry read 64 (2-byte entries) and
+// reached a third of the memory's bandwidth
+// (results/logs/softmax_backward_delta_pieces_h100.log).
+template <class P>
+struct RowGradientDots {
+  using S = storage_t<P>;
+  using T = accum_t<P>;
+  static constexpr int warps = 8, per_piece = 16 / int(sizeof(S));
+  CudaTensor<P> o, d_o;
+  Tensor3<Kokkos::Cuda, T> delta;
+  std::size_t rows;
+  int H, L, dv, lanes;
+  bool aligned;  // every row starts on a 16-byte boundary
+
+  // The lanes a row takes: its pieces rounded up to a power of two; 0 past a warp.
+  static int lanes_for(int dv) {
+    const int pieces = ceil_div(dv, per_piece);
+    int lanes = 1;
+    while (lanes < pieces) lanes *= 2;
+    return lanes <= 32 ? lanes : 0;
+  }
+
+#if defined(__CUDA_ARCH__)
+  // The thread's share of its row: its piece's entries from c0.
+  __device__ T piece_dot(const S* x, const S* dx, int c0) const {
+    S xs[per_piece], dxs[per_piece];
+    const int n = dv - c0 < per_piece ? dv - c0 : per_piece;
+    if (aligned && n == per_piece) {
+      const uint4 xw = *reinterpret_cast<const uint4*>(x),
+                  dxw = *reinterpret_cast<const uint4*>(dx);
+      std::memcpy(xs, &xw, sizeof xw);
+      std::memcpy(dxs, &dxw, sizeof dxw);
+    } else {
+      for (int j = 0; j < per_piece; ++j) {
+        xs[j] = j < n ? x[j] : S(0.f);
+        dxs[j] = j < n ? dx[j] : S(0.f);
+      }
+    }
+    T dot = 0;
+#pragma unroll
+    for (int j = 0; j < per_piece; ++j) dot += T(operand_value<P>(dxs[j])) * T(xs[j]);
+    return dot;
+  }
+#endif
+
+  KOKKOS_INLINE_FUNCTION void operator()(const CudaTeam& team) const {
+#if defined(__CUDA_ARCH__)
+    const std::size_t thread = std::size_t(team.league_rank()) * warps * 32 + team.team_rank();
+    const std::size_t row = thread / lanes;
+    const int c0 = int(thread % lanes) * per_piece;
+    const int b = int(row / (std::size_t(H) * L)), h = int(row / L % H), r = int(row % L);
+    T dot = row < rows && c0 < dv ? piece_dot(&o(b, h, r, c0), &d_o(b, h, r, c0), c0) : T(0);
+    for (int offset = lanes / 2; offset > 0; offset /= 2)
+      dot += __shfl_xor_sync(0xffffffffu, dot, offset);
+    if (c0 == 0 && row < rows) delta(b, h, r) = dot;
+#endif
+  }
+};
+#endif
+
+template <class P, class Exec>
+void softmax_backward_delta(const Exec& exec, const Shape& s, const Tensor4<Exec, storage_t<P>>& o,
+                            const Tensor4<Exec, storage_t<P>>& d_o,
+                            const Tensor3<Exec, accum_t<P>>& delta) {
+#if defined(KOKKOS_ENABLE_CUDA)
+  if constexpr (std::is_same_v<Exec, Kokkos::Cuda>) {
+    using Dots = RowGradientDots<P>;
+    if (const int lanes = Dots::lanes_for(s.dv); lanes > 0) {
+      const std::size_t rows = std::size_t(s.batch) * s.heads * s.seq;
+      auto at16 = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
+      const bool aligned = s.dv % Dots::per_piece == 0 && at16(o.data()) && at16(d_o.data());
+      const std::size_t threads = rows * lanes, per_team = 32 * Dots::warps;
+      launch_tiles("softmax_bwd_delta", exec, int((threads + per_team - 1) / per_team),
+                   Dots{o, d_o, delta, rows, s.heads, s.seq, s.dv, lanes, aligned});
+      return;
+    }
+  }
+#endif
+  portable_backward_delta<P>(exec, s, o, d_o, delta);
 }
 
 // Pass 1, one team per (batch, head, query tile i): dQ_i = scale sum_j dS_ij K_j
