@@ -1020,6 +1020,16 @@ void launch_state_walk(const ChunkCall<P>& call, StoredStates<P>& stored, int se
     walk(std::false_type{});
 }
 
+// The shortest segment (in chunks) whose walk takes the whole d = 128 state
+// per team in float and tf32 (store_chunk_states). Segments walked so
+// against 64 x 64 blocks, lightning/fwd tf32 at B=1 (H100, two rounds):
+// 0.91-0.95x the time at H=16 with 32-256 chunks a segment (16k-128k),
+// 0.93x at H=8 with 64 and 0.97x with 16 (64k, 16k), 1.02x with 4 (4k);
+// lightning/fwd_bwd 0.95x at H=8, 16k; float at H=8, 16k unchanged
+// (results/logs/whole_state_walk_segments_h100.log). An earlier build on an
+// H200 had taken 1.10x at H=8, 16k in tf32 (whole_state_walk_s18_h200.log).
+inline constexpr int whole_state_segment_chunks = 16;
+
 // Stores the states entering chunks 1 .. chunks - 1 (the walk, then the join
 // of its segments where there are two or more).
 template <class P, int D>
@@ -1035,16 +1045,17 @@ StoredStates<P> store_chunk_states(const ChunkCall<P>& call) {
         workspace_view<Tensor3<Kokkos::Cuda, float>>("chunk normalisers", BH, chunks - 1, D);
   const int segments = state_segments<P, D>(call);
   stored.segment_chunks = ceil_div(chunks - 1, segments);
-  // One walk per sequence in float and tf32 at d = 128: each team walks
-  // the whole state (16 warps, one team an SM), reading each key and value
-  // once. Against 64 x 64 blocks at B=4 H=32 (H200, two rounds):
+  // In float and tf32 at d = 128 each team walks the whole state (16 warps,
+  // one team an SM), reading each key and value once, where one walk takes
+  // a whole sequence or each segment at least whole_state_segment_chunks
+  // chunks. Against 64 x 64 blocks at B=4 H=32 (H200, two rounds):
   // lightning/fwd and linear/chunk took less time at 4k and 16k in tf32,
-  // and no more in float; bf16 took longer, and so did the segments' walks
-  // at B=1 H=8, so they keep the blocks
-  // (results/logs/whole_state_walk_s18_h200.log;
-  // docs/performance-history.md, "The whole state in one walk"). The
-  // segments above are counted for the 64 x 64 walks either way.
-  const bool whole_state = !std::is_same_v<P, bf16> && D == 128 && segments == 1;
+  // and no more in float; bf16 took longer, so it keeps the blocks
+  // (results/logs/whole_state_walk_s18_h200.log; docs/performance-history.md,
+  // "The whole state in one walk"). The segments above are counted for the
+  // 64 x 64 walks either way.
+  const bool whole_state = !std::is_same_v<P, bf16> && D == 128 &&
+                           (segments == 1 || stored.segment_chunks >= whole_state_segment_chunks);
   if (whole_state)
     launch_state_walk<P, D, D>(call, stored, segments);
   else

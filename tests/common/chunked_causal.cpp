@@ -21,14 +21,24 @@ struct ChunkCase {
 };
 
 const ChunkCase chunk_cases[] = {
-    {{1, 2, 1, 16, 16}, 64},      {{2, 3, 200, 16, 8}, 64},    {{1, 2, 300, 40, 64}, 128},
-    {{1, 1, 256, 128, 128}, 64},  {{1, 2, 150, 64, 128}, 64},  {{1, 1, 45, 256, 32}, 16},
-    {{1, 1, 130, 32, 32}, 100},   {{1, 2, 700, 128, 96}, 64},  {{1, 2, 200, 64, 64}, 16},
-    {{2, 1, 150, 32, 48}, 32},    {{1, 2, 230, 128, 128}, 48}, {{1, 2, 333, 64, 40}, 96},
+    {{1, 2, 1, 16, 16}, 64},
+    {{2, 3, 200, 16, 8}, 64},
+    {{1, 2, 300, 40, 64}, 128},
+    {{1, 1, 256, 128, 128}, 64},
+    {{1, 2, 150, 64, 128}, 64},
+    {{1, 1, 45, 256, 32}, 16},
+    {{1, 1, 130, 32, 32}, 100},
+    {{1, 2, 700, 128, 96}, 64},
+    {{1, 2, 200, 64, 64}, 16},
+    {{2, 1, 150, 32, 48}, 32},
+    {{1, 2, 230, 128, 128}, 48},
+    {{1, 2, 333, 64, 40}, 96},
     {{1, 2, 190, 48, 33}, 64},     // odd d_v: output rows of odd length, stored entry by entry
     {{1, 2, 130, 37, 24}, 64},     // odd d_k: query and key rows copied entry by entry
     {{1, 2, 200, 128, 128}, 256},  // one chunk of four row tiles: the output kernel alone, as
                                    // linear/parallel runs it
+    {{1, 1, 1100, 128, 128}, 16},  // 69 chunks: three segments are long enough for the walk of
+                                   // the whole state (whole_state_segment_chunks)
 };
 
 // f(name, form, shape, params) for each case and each chunked form.
