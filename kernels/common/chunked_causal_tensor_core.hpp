@@ -1021,13 +1021,12 @@ void launch_state_walk(const ChunkCall<P>& call, StoredStates<P>& stored, int se
 }
 
 // The shortest segment (in chunks) whose walk takes the whole d = 128 state
-// per team in float and tf32 (store_chunk_states). Segments walked so
-// against 64 x 64 blocks, lightning/fwd tf32 at B=1 (H100, two rounds):
-// 0.91-0.95x the time at H=16 with 32-256 chunks a segment (16k-128k),
-// 0.93x at H=8 with 64 and 0.97x with 16 (64k, 16k), 1.02x with 4 (4k);
-// lightning/fwd_bwd 0.95x at H=8, 16k; float at H=8, 16k unchanged
-// (results/logs/whole_state_walk_segments_h100.log). An earlier build on an
-// H200 had taken 1.10x at H=8, 16k in tf32 (whole_state_walk_s18_h200.log).
+// per team in float and tf32 (store_chunk_states). Reading each key and
+// value once pays for the one team an SM of the whole state's walk only
+// where a segment is long: shorter ones took longer so on an H100, longer
+// ones less time (results/logs/whole_state_walk_segments_h100.log; an
+// earlier build on an H200 had taken longer at 16 too:
+// whole_state_walk_s18_h200.log).
 inline constexpr int whole_state_segment_chunks = 16;
 
 // Stores the states entering chunks 1 .. chunks - 1 (the walk, then the join

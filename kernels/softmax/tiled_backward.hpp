@@ -169,8 +169,8 @@ void portable_backward_delta(const Exec& exec, const Shape& s, const Tensor4<Exe
 // fp32 entries, read as one load where the rows are 16-byte aligned), a
 // row's pieces in neighbouring lanes (`lanes`, a power of two up to a
 // warp), which then add theirs by shuffles. A warp's load so reads whole
-// rows, 512 bytes, where a lane an entry read 64 (2-byte entries) and
-// reached a third of the memory's bandwidth
+// rows, 512 bytes, where a lane an entry read 64 in bf16, too few bytes in
+// flight to keep the memory busy
 // (results/logs/softmax_backward_delta_pieces_h100.log).
 template <class P>
 struct RowGradientDots {
