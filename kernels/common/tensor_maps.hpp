@@ -27,6 +27,13 @@
 //                                tile of `rows` rows
 //   copy_swizzled_tile(...)      the same, after one arrival on `landed`
 //                                that expects its bytes (a phase of one tile)
+//   store_swizzled_boxes(from, map, rows, width, row, h, b)
+//                                the other way: the width / 64 blocks of a
+//                                Swizzled128 tile (blocks rows x 128 bytes
+//                                apart) to the tensor, one box each, rows
+//                                and columns outside it not written; one
+//                                thread, after the writers' fence
+//                                (publish_to_warpgroup_products) and barrier
 //   copy_rows(to, map, row, h, b, landed)
 //                                one box of encode_row_map's rows into the
 //                                128-byte aligned `to`
@@ -37,8 +44,9 @@
 //                                aligned, bytes a multiple of 16), by one
 //                                thread, after the writers' fence
 //                                (publish_to_warpgroup_products) and barrier
-//   wait_for_bulk_reads()        until the thread's additions have read their
-//                                shared memory (it may be written again)
+//   wait_for_bulk_reads()        until the thread's additions and stores
+//                                have read their shared memory (it may be
+//                                written again, or the team exit)
 //   wait_for_bulk_additions()    until they have landed in global memory
 #pragma once
 #include "common/warp_specialization.hpp"
@@ -151,6 +159,22 @@ __device__ __forceinline__ void copy_swizzled_tile(E* to, const TileMap& m, int 
   copy_swizzled_boxes(to, m, rows, width, row, h, b, landed);
 }
 
+__device__ __forceinline__ void store_box(const TileMap& m, int column, int row, int h, int b,
+                                          const void* from) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.global.shared::cta.tile.bulk_group"
+      " [%0, {%1, %2, %3, %4}], [%5];\n" ::"l"(reinterpret_cast<std::uint64_t>(&m.map)),
+      "r"(column), "r"(row), "r"(h), "r"(b),
+      "r"(static_cast<std::uint32_t>(__cvta_generic_to_shared(from)))
+      : "memory");
+}
+template <class E>
+__device__ __forceinline__ void store_swizzled_boxes(const E* from, const TileMap& m, int rows,
+                                                     int width, int row, int h, int b) {
+  for (int block = 0; block < width / 64; ++block)
+    store_box(m, 64 * block, row, h, b, from + block * rows * 64);
+  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+}
 __device__ __forceinline__ void add_floats_to_global(float* to, const float* from,
                                                      std::uint32_t bytes) {
   asm volatile(

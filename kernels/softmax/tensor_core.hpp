@@ -133,9 +133,23 @@ struct OnlineSoftmax {
   __device__ __forceinline__ void store(mma::Accumulator<DV>& O, const CudaTensor<P>& o,
                                         const CudaRows& logsumexp, int b, int h, int row0, int L,
                                         int first_col, int dv) const {
-    const float sum[2] = {mma::quad_sum(l[0] + l_carry[0]), mma::quad_sum(l[1] + l_carry[1])};
-    const float inverse[2] = {1.f / sum[0], 1.f / sum[1]};
+    float sum[2], inverse[2];
+    sums(sum, inverse);
     mma::store_scaled_rows<P>(o, O, inverse, b, h, row0, L, first_col, dv);
+    store_logsumexp(logsumexp, sum, b, h, row0, L);
+  }
+
+  // The thread's two rows' sums l (over their quad) and 1 / l.
+  __device__ __forceinline__ void sums(float (&sum)[2], float (&inverse)[2]) const {
+    for (int half = 0; half < 2; ++half) {
+      sum[half] = mma::quad_sum(l[half] + l_carry[half]);
+      inverse[half] = 1.f / sum[half];
+    }
+  }
+
+  // Each row's natural-log logsumexp, where `logsumexp` is given (sums).
+  __device__ __forceinline__ void store_logsumexp(const CudaRows& logsumexp, const float (&sum)[2],
+                                                  int b, int h, int row0, int L) const {
     if (logsumexp.data() && mma::quad_leader())
       for (int half = 0; half < 2; ++half) {
         const int row = row0 + mma::entry_row(2 * half);

@@ -9,8 +9,9 @@
 // can read the tensors (common/tensor_maps.hpp) and by cp.async from all 128
 // otherwise, and the two sides hand buffers over through barriers in shared
 // memory (common/warp_specialization.hpp), so the consumer warpgroups do not
-// wait for each other. FlashAttention-3's ping-pong of the two warpgroups
-// is not here: taking turns took longer (kernels/softmax/README.md).
+// wait for each other. Where the TMA reads the tensors, it also writes O,
+// which each warpgroup leaves in its rows of Q's tile. FlashAttention-3's ping-pong of the two
+// warpgroups is not here: taking turns took longer (kernels/softmax/README.md).
 #pragma once
 #include "common/tensor_maps.hpp"
 #include "common/warp_specialization.hpp"
@@ -103,17 +104,19 @@ struct WarpgroupFlashForward {
   int L, H, tiles, dk, dv;
   float scale_log2;
   bool causal;
-  // Set by tensor_maps(): whether the TMA copies the tiles, and Q's, K's
-  // and V's maps (boxes of Q's tile rows and of the key tile's).
+  // Set by tensor_maps(): whether the TMA copies the tiles and O, and Q's,
+  // K's, V's and O's maps (boxes of Q's tile rows, of the key tile's, and
+  // of a warpgroup's 64 rows).
   bool by_tma = false;
-  mma::TileMap query_map{}, key_map{}, value_map{};
+  mma::TileMap query_map{}, key_map{}, value_map{}, output_map{};
 
   // The maps, where the path allows the TMA (tma_declines, which the row
   // reports): a map the driver then declines would make the row name the
   // wrong copies, so it throws.
   void tensor_maps(const char* label, bool allowed) {
     by_tma = allowed && mma::encode_tile_map(query_map, q, rows) &&
-             mma::encode_tile_map(key_map, k, keys) && mma::encode_tile_map(value_map, v, keys);
+             mma::encode_tile_map(key_map, k, keys) && mma::encode_tile_map(value_map, v, keys) &&
+             mma::encode_tile_map(output_map, o, 64);
     if (allowed && !by_tma)
       throw std::runtime_error(std::string(label) + ": the TMA's tensor maps were not encoded");
   }
@@ -211,6 +214,36 @@ struct WarpgroupFlashForward {
     });
   }
 
+  // The warpgroup's 64 rows of O, divided by their sums, into its own rows
+  // of Q's tile (its last scores are in), then to o by the TMA, one box per
+  // 64 columns (rows past L and columns past d_v not written), as
+  // FlashAttention-3 stores O. Stores from the registers (4-byte pieces of
+  // the accumulator layout, 16 bytes of a row per warp store) had kept the
+  // tensor cores idle at the end of every query tile
+  // (results/logs/softmax_forward_output_by_tma_h100.log). Named barrier 1
+  // is the consumers' copy of Q; the team exits only once the TMA has read
+  // the tile.
+  __device__ void store_by_tma(Output& O, const OnlineSoftmax& softmax, const Tiles& t,
+                               const TeamTile& tile, int row0) const {
+    const int tid = threadIdx.x, group = tid / 128, warp_row = row0 - tile.first;
+    float sum[2], inverse[2];
+    softmax.sums(sum, inverse);
+#pragma unroll
+    for (int i = 0; i < blocks; ++i)
+      mma::for_each_pair(O[i], [&](int r, int c, float& x0, float& x1) {
+        const int at = mma::tile_offset(query_layout, warp_row + r, block * i + c);
+        mma::store_operand_pair<P>(t.queries + at, x0 * inverse[r >> 3], x1 * inverse[r >> 3]);
+      });
+    mma::publish_to_warpgroup_products();  // the TMA reads through the async proxy
+    mma::sync_threads(2 + group, 128);
+    if (tid % 128 == 0) {
+      mma::store_swizzled_boxes(t.queries + 64 * group * 64, output_map, rows, D,
+                                tile.first + 64 * group, tile.h, tile.b);
+      mma::wait_for_bulk_reads();
+    }
+    softmax.store_logsumexp(logsumexp, sum, tile.b, tile.h, row0, L);
+  }
+
   // The consumer warpgroups: Q (copied by the TMA, or by themselves), then
   // n key tiles.
   // Every product is issued under conditions uniform over the warpgroup
@@ -270,6 +303,7 @@ struct WarpgroupFlashForward {
     mma::warpgroup::fence();
     issue_weighted_values(O, p, t.values((n - 1) % buffers));
     wait_for_values(O);
+    if (by_tma) return store_by_tma(O, softmax, t, tile, row0);
 #pragma unroll
     for (int i = 0; i < blocks; ++i)  // the logsumexp with the first block
       softmax.store<P>(O[i], o, i == 0 ? logsumexp : CudaRows{}, b, h, row0, L, block * i, dv);
