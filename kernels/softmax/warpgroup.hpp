@@ -10,8 +10,9 @@
 // otherwise, and the two sides hand buffers over through barriers in shared
 // memory (common/warp_specialization.hpp), so the consumer warpgroups do not
 // wait for each other. Where the TMA reads the tensors, it also writes O,
-// which each warpgroup leaves in its rows of Q's tile. FlashAttention-3's ping-pong of the two
-// warpgroups is not here: taking turns took longer (kernels/softmax/README.md).
+// which each warpgroup leaves in its rows of Q's tile. FlashAttention-3's
+// ping-pong of the two warpgroups is not here: taking turns took longer
+// (kernels/softmax/README.md).
 #pragma once
 #include "common/tensor_maps.hpp"
 #include "common/warp_specialization.hpp"
