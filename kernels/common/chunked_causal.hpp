@@ -63,23 +63,14 @@ inline std::string warpgroup_walk_cannot_take(const Shape& s, int chunk, bool no
 }
 
 // Why the walk is not chosen where it can take a sweep; empty where it is:
-// as --state-passing asks, `walked` always, `chosen` where the (batch, head,
-// 64 value columns) walks are at least half as many as the SMs. Each walk's
-// chunks follow one another, where the stored states' kernels cut a sequence
-// into segments walked in parallel: on an H100 (132 SMs) lightning/fwd and
-// fwd_bwd took 0.63-0.68x the stored states' time with 128 walks (B = 8,
-// H = 16, d = 64, L = 2k-32k), 1.05-1.07x with 64 (B = 2, H = 16, d = 128, 4k
-// and 32k) and 1.6-2.3x with 32 (B = 1, H = 16, d = 128, 1k-128k); half the
-// SMs lies between 64 and 128 (results/logs/warpgroup_chunk_walk_h100.log).
-inline std::string warpgroup_walk_not_chosen(const Shape& s) {
-  if (tuning().state_passing == StatePassing::stored) return "--state-passing stored";
-  if (tuning().state_passing == StatePassing::walked) return "";
-  const int walks = s.batch * s.heads * ceil_div(std::max(s.dk, s.dv), 64),
-            sms = mma::device_attribute(cudaDevAttrMultiProcessorCount);
-  if (2 * walks < sms)
-    return "fewer walks of 64 value columns (" + std::to_string(walks) + ") than half the SMs (" +
-           std::to_string(sms) + "): states stored";
-  return "";
+// only --state-passing stored declines it. Where its (batch, head, 64 value
+// columns) walks are too few to fill the GPU it cuts the chunks into
+// segments (walk_segments) instead of leaving the sweep to the stored
+// states, which it had done below half the SMs: each walk's chunks then
+// followed one another, where the stored states' kernels cut a sequence
+// into segments walked in parallel.
+inline std::string warpgroup_walk_not_chosen() {
+  return tuning().state_passing == StatePassing::stored ? "--state-passing stored" : "";
 }
 #endif
 
@@ -171,7 +162,7 @@ KernelPath chunked_causal_path(const Shape& s, int chunk, [[maybe_unused]] bool 
     std::string no_warpgroup_walk;  // why not, in bf16 (the one precision it has)
     if constexpr (std::is_same_v<P, bf16>) {
       no_warpgroup_walk = warpgroup_walk_cannot_take(s, chunk, normalise);
-      if (no_warpgroup_walk.empty()) no_warpgroup_walk = warpgroup_walk_not_chosen(s);
+      if (no_warpgroup_walk.empty()) no_warpgroup_walk = warpgroup_walk_not_chosen();
       if (no_warpgroup_walk.empty()) return {paths::warpgroup, ""};
     }
     return walked_or_stored<P>(s, chunk, no_warpgroup_walk);

@@ -230,11 +230,13 @@ struct WarpgroupFlashForward {
     float sum[2], inverse[2];
     softmax.sums(sum, inverse);
 #pragma unroll
-    for (int i = 0; i < blocks; ++i)
-      mma::for_each_pair(O[i], [&](int r, int c, float& x0, float& x1) {
-        const int at = mma::tile_offset(query_layout, warp_row + r, block * i + c);
-        mma::store_operand_pair<P>(t.queries + at, x0 * inverse[r >> 3], x1 * inverse[r >> 3]);
-      });
+    for (int i = 0; i < blocks; ++i) {  // a block of 128 columns is two of the tile's 64
+      mma::scale_rows(O[i], inverse);
+      mma::warpgroup::Fragments<block / 16> rounded;
+      mma::warpgroup::to_fragments(rounded, O[i]);
+      mma::warpgroup::store_fragments(t.queries + block * rows * i, query_layout, warp_row,
+                                      rounded);
+    }
     mma::publish_to_warpgroup_products();  // the TMA reads through the async proxy
     mma::sync_threads(2 + group, 128);
     if (tid % 128 == 0) {

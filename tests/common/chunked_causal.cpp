@@ -66,10 +66,12 @@ TEMPLATE_LIST_TEST_CASE(
     // chooses, one walk per sequence, and segments of two chunks or more
     // joined after, the outputs in wide and in narrow value blocks, their
     // state part by warpgroup and by warp products; and walked with the
-    // outputs (head sizes of 64 and more), which has none of these choices.
+    // outputs (head sizes of 64 and more), in bf16 by the warpgroup walk,
+    // whose sequences are cut into segments alike.
     for_each_state_passing<Exec>(tensor_cores, [&](StatePassing passing) {
       const bool stored = tensor_cores && passing != StatePassing::walked;
-      for_each_state_walk<Exec>(stored, {0, 1, 3}, [&](int segments) {
+      const bool segmented = stored || (tensor_cores && std::is_same_v<P, bf16>);
+      for_each_state_walk<Exec>(segmented, {0, 1, 3}, [&](int segments) {
         for_each_output_width<Exec>(stored, [&](int widths) {
           for_each_product_path<Exec>(stored, [&](bool warpgroup) {
             for_each_chunked_form(chunk_cases, [&](const char* name, const Form& form,

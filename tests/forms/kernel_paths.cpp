@@ -91,13 +91,11 @@ const Expected on_cuda[] = {
     {"linear/chunk", 64, 64, "tensor-core", "", "tensor-core", "normalised"},
     {"linear/chunk", 64, 96, "tensor-core", "", "tensor-core", "normalised"},
     {"linear/chunk", 64, 100, "portable", "chunk 100 is not a multiple of 16"},
-    {"linear/chunk", 256, 64, "head-blocks/tensor-core", "", "head-blocks/tensor-core",
-     "fewer walks of 64 value columns (2) than half the SMs"},
+    {"linear/chunk", 256, 64, "head-blocks/tensor-core", "", "head-blocks/tensor-core/warpgroup"},
     {"linear/chunk", 256, 100, "head-blocks/portable", "chunk 100 is not a multiple of 16"},
     {"lightning/fwd_bwd", 64, 48, "tensor-core", "", "tensor-core",
      "chunk 48 is not the warpgroup walk's 64"},
-    {"lightning/fwd", 64, 64, "tensor-core", "", "tensor-core",
-     "fewer walks of 64 value columns (1) than half the SMs"},
+    {"lightning/fwd", 64, 64, "tensor-core", "", "tensor-core/warpgroup"},
     {"lightning/fwd_bwd", 64, 100, "portable", "chunk 100 is not a multiple of 16"},
     {"lightning/fwd", 64, 256, "tensor-core", "", "tensor-core",
      "chunk 256 is not the warpgroup walk's 64"},  // one chunk: nothing straddles
@@ -212,8 +210,9 @@ TEMPLATE_LIST_TEST_CASE(
       CHECK(warp.reason == "--warpgroup-products off");
       CHECK(both.name == paths::tensor_core);
       CHECK(both.reason == "--warpgroup-products off");
-      // The chunk forms' warpgroup walk, forced where its walks are fewer
-      // than the SMs; --state-passing stored declines it, saying so.
+      // The chunk forms' warpgroup walk (chosen at any number of walks:
+      // few are cut into segments), forced; --state-passing stored declines
+      // it, saying so.
       const Form& lightning = *find_form("lightning/fwd_bwd");
       KernelPath walked, even_blocks, ragged_blocks, stored;
       with_setting(tuning().state_passing, StatePassing::walked, [&] {
