@@ -12,9 +12,10 @@
 //      and the normaliser z_n alike (v = 1). Every chunk before the last is
 //      whole, so its decay is lambda^C. When these walks are too few to fill
 //      the GPU (few heads), the sequence is cut into segments walked in
-//      parallel from zero; JoinChunkSegments makes the states entering the
-//      segments exact, and ChunkOutputs adds the decayed state entering its
-//      segment to any other state as it reads it (docs/lightning.md §4.3a).
+//      parallel from zero; JoinChunkSegments (common/segment_join.hpp)
+//      makes the states entering the segments exact, and ChunkOutputs adds
+//      the decayed state entering its segment to any other state as it
+//      reads it (docs/lightning.md §4.3a).
 //   2. ChunkOutputs: one team per (batch, head, 64 query rows, 64 value
 //      columns), each warp's 16 rows in one chunk n (C a multiple of 16),
 //        o_t = lambda^(t-t0+1) q_t^T S_n + sum_{t0<=u<=t} lambda^(t-u)
