@@ -149,7 +149,7 @@ struct WarpgroupChunkWalk {
     const int stage = i % stages, row = first_row(w.first + i);
     const int operands = SegmentEnds ? stage_operands - query_operands : stage_operands;
     landed[stage].arrive_expecting(static_cast<std::uint32_t>(operands * sizeof(E)));
-    if (!SegmentEnds)
+    if constexpr (!SegmentEnds)
       mma::copy_swizzled_boxes(t.queries(stage), query_map, rows, D, row, w.h, w.b, landed[stage]);
     mma::copy_swizzled_boxes(t.keys(stage), key_map, rows, D, row, w.h, w.b, landed[stage]);
     mma::copy_box(t.values(stage), value_map, w.first_value, row, w.h, w.b, landed[stage]);
@@ -313,9 +313,8 @@ struct WarpgroupChunkWalk {
     State S;  // the state entering the segment: 0, or as the join left it
 #pragma unroll
     for (auto& block : S) mma::zero(block);
-    if (!SegmentEnds && w.segment > 0)
-      for_each_entering(S, w, w.segment, [](float& x, float e) { x = e; });
-    if (!SegmentEnds) {
+    if constexpr (!SegmentEnds) {
+      if (w.segment > 0) for_each_entering(S, w, w.segment, [](float& x, float e) { x = e; });
       store_state(t.state(), S);  // the operand of the first chunk's Q S
       mma::publish_to_warpgroup_products();
     }
@@ -329,7 +328,8 @@ struct WarpgroupChunkWalk {
       team.team_barrier();  // stage i % stages read, S_(n+1) written
       if (copier && i + stages < n) copy_chunk(t, landed, w, i + stages);
     }
-    if (SegmentEnds) for_each_entering(S, w, w.segment + 1, [](float& x, float& e) { e = x; });
+    if constexpr (SegmentEnds)
+      for_each_entering(S, w, w.segment + 1, [](float& x, float& e) { e = x; });
 #elif defined(ATTN_MMA_DEVICE_PASS)
     __trap();  // launched only where the device has warpgroup products
 #endif
