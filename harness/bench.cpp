@@ -267,7 +267,11 @@ po::options_description compare_options() {
       "path is not a faster kernel); each such point is marked A-path -> B-path")(
       "peer", po::value<std::string>(),
       "one file: a peer's rows (variant peer=NAME, e.g. torch.sdpa) as A against ours as B, "
-      "B/A our time over the peer's");
+      "B/A our time over the peer's")(
+      "peer-precision", po::value<std::string>(),
+      "OURS=THEIRS, with --peer: our rows of precision OURS against the peer's rows of "
+      "precision THEIRS instead of its OURS rows (its THEIRS rows still meet ours of THEIRS), "
+      "e.g. tf32=float (fla's fp32 multiplies in TF32)");
   return o;
 }
 
@@ -283,7 +287,10 @@ change". Files without samples (before format v5) are judged by --threshold
 alone, with a note.
 With --peer NAME, one file: a peer's rows (experiments/peers) as A and ours
 as B, each variant of ours beside the peer's row of its point, with both
-sides' GFLOP/s; every line names our kernel path.
+sides' GFLOP/s; every line names our kernel path. A peer that has no rows of
+one of our precisions may stand there with its rows of another:
+--peer-precision tf32=float sets our tf32 rows against fla's float ones,
+whose products are TF32 (results/README.md, "The public implementations").
 )";
 
 // One command's help: its usage line, what it does, and its options only.
@@ -557,6 +564,22 @@ OptionsAndFiles parse_options_and_files(const std::vector<std::string>& args,
   return parsed;
 }
 
+// --peer-precision OURS=THEIRS, each a precision bench knows.
+CompareOptions::PeerPrecision peer_precision_option(const std::string& text) {
+  const auto equals = text.find('=');
+  const CompareOptions::PeerPrecision pair{
+      text.substr(0, equals), equals == std::string::npos ? "" : text.substr(equals + 1)};
+  const std::vector<std::string> known = precision_names();
+  auto is_known = [&](const std::string& name) {
+    return std::find(known.begin(), known.end(), name) != known.end();
+  };
+  if (equals == std::string::npos || !is_known(pair.ours) || !is_known(pair.theirs))
+    throw std::invalid_argument(
+        fmt::format("--peer-precision '{}': expected OURS=THEIRS, two of {} (e.g. tf32=float)",
+                    printable(text), fmt::join(known, ", ")));
+  return pair;
+}
+
 int compare_command(const std::vector<std::string>& args) {
   const auto [vm, files] = parse_options_and_files(args, compare_options());
   if (vm.count("help")) {
@@ -580,6 +603,10 @@ int compare_command(const std::vector<std::string>& args) {
     compare.threshold = number_option(vm, "threshold", 1, false, " (1.1: more than 10% slower)");
   else if (compare.fail_on_regression)
     compare.threshold = 1.1;
+  if (vm.count("peer-precision")) {
+    if (!peer) throw std::invalid_argument("compare --peer-precision needs --peer NAME");
+    compare.peer_precision = peer_precision_option(vm["peer-precision"].as<std::string>());
+  }
   return peer ? compare_with_peer(files[0], vm["peer"].as<std::string>(), compare)
               : compare_result_files(files[0], files[1], compare);
 }

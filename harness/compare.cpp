@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <map>
 #include <set>
 #include <stdexcept>
@@ -375,6 +376,31 @@ std::pair<std::vector<ResultRow>, std::vector<ResultRow>> peer_and_ours(std::vec
   return {std::move(beside_ours), std::move(ours)};
 }
 
+// The peer's rows with those of precision `theirs` also standing as rows of
+// `ours` (in place of its own rows of `ours`, if any), so that they meet our
+// rows of that precision too.
+std::vector<ResultRow> also_as_precision(std::vector<ResultRow> rows, const std::string& path,
+                                         const std::string& peer,
+                                         const CompareOptions::PeerPrecision& wanted) {
+  std::vector<ResultRow> kept, copies;
+  std::set<std::string> precisions;
+  for (ResultRow& r : rows) {
+    precisions.insert(r.precision);
+    if (r.precision == wanted.theirs) {
+      copies.push_back(r);
+      copies.back().precision = wanted.ours;
+    }
+    if (r.precision != wanted.ours) kept.push_back(std::move(r));
+  }
+  if (copies.empty())
+    throw std::invalid_argument(
+        fmt::format("compare: {} has no {} rows of peer '{}' (its precisions: {})", printable(path),
+                    printable(wanted.theirs), printable(peer), fmt::join(precisions, ", ")));
+  kept.insert(kept.end(), std::make_move_iterator(copies.begin()),
+              std::make_move_iterator(copies.end()));
+  return kept;
+}
+
 }  // namespace
 
 int compare_result_files(const std::string& a_path, const std::string& b_path,
@@ -391,9 +417,16 @@ int compare_with_peer(const std::string& path, const std::string& peer,
   const std::string file = measured_by(path);
   CompareOptions with_rates = options;
   with_rates.rates = true;
-  return compare_sides({"peer " + printable(peer), "peer " + printable(peer) + "'s rows of " + file,
-                        std::move(theirs)},
-                       {"ours", "our rows of " + file, std::move(ours)}, with_rates);
+  const auto& precision = options.peer_precision;
+  std::string rows_of = "'s rows of " + file;
+  if (!precision.ours.empty()) {
+    theirs = also_as_precision(std::move(theirs), path, peer, precision);
+    rows_of = fmt::format("'s rows, its {} ones also as {}, of {}", precision.theirs,
+                          precision.ours, file);
+  }
+  return compare_sides(
+      {"peer " + printable(peer), "peer " + printable(peer) + rows_of, std::move(theirs)},
+      {"ours", "our rows of " + file, std::move(ours)}, with_rates);
 }
 
 }  // namespace attn

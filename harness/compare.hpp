@@ -16,6 +16,12 @@ struct CompareOptions {
   // Also each side's achieved GFLOP/s (compare_with_peer sets it: the rates
   // a speed claim states beside its ratio).
   bool rates = false;
+  // compare_with_peer only: our rows of precision `ours` against the peer's
+  // rows of precision `theirs` too (fla's fp32 multiplies in TF32: our tf32
+  // against its float); both empty: each precision against its own only.
+  struct PeerPrecision {
+    std::string ours, theirs;
+  } peer_precision;
 };
 
 // Prints the comparison; returns the exit status (0, or 1 for a regression
@@ -25,9 +31,11 @@ int compare_result_files(const std::string& a, const std::string& b, const Compa
 
 // The same within one result file: the rows of a peer (variant "peer=NAME",
 // experiments/peers) as A, ours as B (B/A: our time over the peer's), each of
-// our variants of a point beside the peer's row of it. Throws
-// std::invalid_argument when the file has no row of that peer (naming those
-// it has) or none of ours.
+// our variants of a point beside the peer's row of it (with
+// options.peer_precision, its rows of one precision also beside our rows of
+// another). Throws std::invalid_argument when the file has no row of that
+// peer (naming those it has, or, of the precision asked, naming its
+// precisions) or none of ours.
 int compare_with_peer(const std::string& path, const std::string& peer,
                       const CompareOptions& options);
 

@@ -193,6 +193,28 @@ fi
 expect_error "compare: peers_results.h5 has no rows of peer 'nope' (its peers: numpy)" \
   compare peers_results.h5 --peer nope
 expect_error "compare --peer takes one result file" compare peers_results.h5 peers_results.h5 --peer numpy
+# --peer-precision: the peer's float row stands beside our tf32 row of its point (a copy of the
+# file with that row added) and, as before, beside our float row; a peer without rows of the
+# precision named, a malformed pair and the option without --peer are refused.
+cp peers_results.h5 peers_tf32.h5
+"$bench" sweep --forms softmax/full --heads 2 --seq 64 --dk 16 --reps 2 --backend host \
+  --precision tf32 --out peers_tf32.h5 >/dev/null 2>&1 || fail "the tf32 sweep of the problem's point failed"
+out=$("$bench" compare peers_tf32.h5 --peer numpy --peer-precision tf32=float 2>&1); rc=$?
+if [ "$rc" = 0 ] && grep -q "^A = peer numpy's rows, its float ones also as tf32, of peers_tf32.h5" <<<"$out" &&
+   grep -Eq '^softmax/full +tf32( +[0-9-]+)+ +2\.000 +[0-9.]+ +[0-9.]+ .*kernel portable$' <<<"$out" &&
+   grep -Eq '^softmax/full +float( +[0-9-]+)+ +2\.000 ' <<<"$out" && grep -q '^2 points matched' <<<"$out"; then
+  pass "compare --peer-precision tf32=float: $(grep '^softmax/full' <<<"$out" | tr -s ' ')"
+else fail "compare --peer-precision tf32=float -> exit $rc: $out"
+fi
+expect_error "compare: peers_tf32.h5 has no bf16 rows of peer 'numpy' (its precisions: float)" \
+  compare peers_tf32.h5 --peer numpy --peer-precision tf32=bf16
+expect_error "--peer-precision 'tf32': expected OURS=THEIRS, two of float, double, tf32, bf16" \
+  compare peers_tf32.h5 --peer numpy --peer-precision tf32
+expect_error "--peer-precision 'tf32=fp32': expected OURS=THEIRS" \
+  compare peers_tf32.h5 --peer numpy --peer-precision tf32=fp32
+expect_error "compare --peer-precision needs --peer NAME" \
+  compare peers_tf32.h5 peers_results.h5 --peer-precision tf32=float
+rm -f peers_tf32.h5
 rm -f peers_only.h5
 "$bench" import peers_only.h5 peers_rows.jsonl >/dev/null 2>&1 || fail "import into peers_only.h5"
 expect_error "compare: peers_only.h5 has no rows of ours, only peers' rows" compare peers_only.h5 --peer numpy
