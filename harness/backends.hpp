@@ -4,6 +4,7 @@
 #pragma once
 #include <Kokkos_Core.hpp>
 
+#include <algorithm>
 #include <cctype>
 #include <cstddef>
 #include <stdexcept>
@@ -60,6 +61,12 @@ inline std::vector<std::string> precision_names() {
   for_each_precision(
       [&](auto* tag) { names.push_back(precision_name<std::remove_pointer_t<decltype(tag)>>()); });
   return names;
+}
+
+// Whether `name` is a precision's name.
+inline bool is_precision_name(std::string_view name) {
+  const std::vector<std::string> names = precision_names();
+  return std::find(names.begin(), names.end(), name) != names.end();
 }
 
 // Bytes of one stored element in the named precision (float and tf32 4, bf16 2,

@@ -322,7 +322,7 @@ std::vector<std::string> select_precisions(const std::string& spec) {
   const std::vector<std::string> known = precision_names();
   std::vector<std::string> chosen;
   for (const auto& word : split_list("precision", spec)) {
-    if (word != "all" && std::find(known.begin(), known.end(), word) == known.end())
+    if (word != "all" && !is_precision_name(word))
       throw std::invalid_argument(
           fmt::format("--precision: unknown precision '{}' (expected {} or all)", word,
                       fmt::join(known, ", ")));
@@ -569,14 +569,11 @@ CompareOptions::PeerPrecision peer_precision_option(const std::string& text) {
   const auto equals = text.find('=');
   const CompareOptions::PeerPrecision pair{
       text.substr(0, equals), equals == std::string::npos ? "" : text.substr(equals + 1)};
-  const std::vector<std::string> known = precision_names();
-  auto is_known = [&](const std::string& name) {
-    return std::find(known.begin(), known.end(), name) != known.end();
-  };
-  if (equals == std::string::npos || !is_known(pair.ours) || !is_known(pair.theirs))
+  if (equals == std::string::npos || !is_precision_name(pair.ours) ||
+      !is_precision_name(pair.theirs))
     throw std::invalid_argument(
         fmt::format("--peer-precision '{}': expected OURS=THEIRS, two of {} (e.g. tf32=float)",
-                    printable(text), fmt::join(known, ", ")));
+                    printable(text), fmt::join(precision_names(), ", ")));
   return pair;
 }
 

@@ -237,10 +237,9 @@ ResultRow row_of_line(const LineReader& in, const pt::ptree& line,
   if (std::find(std::begin(statuses), std::end(statuses), row.status) == std::end(statuses))
     in.fail(fmt::format("status '{}' is not one of {}", printable(row.status),
                         fmt::join(statuses, ", ")));
-  const std::vector<std::string> precisions = precision_names();
-  if (std::find(precisions.begin(), precisions.end(), row.precision) == precisions.end())
+  if (!is_precision_name(row.precision))
     in.fail(fmt::format("precision '{}' is not one of {}", printable(row.precision),
-                        fmt::join(precisions, ", ")));
+                        fmt::join(precision_names(), ", ")));
   const Form* form = find_form(row.form);
   if (!form)
     in.fail(

@@ -277,9 +277,9 @@ std::string damage_of(const ResultRow& r, bool whole_notes) {
       return "a text column holds control bytes or bytes of no UTF-8 character";
   if (r.status != "ok" && r.status != "oom" && r.status != "timeout" && r.status != "error")
     return "status '" + r.status + "' is none of ok, oom, timeout, error";
-  const auto precisions = precision_names();
-  if (std::find(precisions.begin(), precisions.end(), r.precision) == precisions.end())
-    return fmt::format("precision '{}' is none of {}", r.precision, fmt::join(precisions, ", "));
+  if (!is_precision_name(r.precision))
+    return fmt::format("precision '{}' is none of {}", r.precision,
+                       fmt::join(precision_names(), ", "));
   const Form* form = find_form(r.form);
   if (!form) return "form '" + r.form + "' is not a form of this build (see bench list)";
   if (r.family != form->family) return "family '" + r.family + "' is not the family of " + r.form;
